@@ -1,0 +1,64 @@
+//! The command line, as clap parses it: global flags and the subcommands.
+//! No logic here; each subcommand's arguments live beside its code in
+//! `commands/`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::commands::{claim, demo, locks, reap, release};
+use crate::output::ColorWhen;
+
+const EXAMPLES: &str = "\
+Examples:
+  farm claim parse-if                    win a task, or learn who holds it (exit 3)
+  farm claim parse-if -- make test       hold the claim while a command runs
+  farm locks                             who holds what, and are they alive
+  farm reap --older-than 2h              take back dead and stale claims
+  farm release parse-if                  give your claim back
+  farm demo                              the whole cycle on a scratch hub
+
+Exit codes: 0 ok, 1 failure, 2 bad usage, 3 held by someone else, 4 not claimed.";
+
+/// farm: run many headless coding agents on one repository, safely.
+///
+/// Every task is claimed by exactly one agent at a time: a claim is a lock
+/// file `current_tasks/<task>.txt` in the hub, created atomically, saying who
+/// holds it and since when. Claims whose holder died are taken back.
+#[derive(Debug, Parser)]
+#[command(name = "farm", version, after_help = EXAMPLES, max_term_width = 100)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// The hub: the shared repository (a local path) whose `current_tasks/`
+    /// holds the claims. Default: the repository around the current directory.
+    #[arg(long, global = true, env = "FARM_HUB", value_name = "PATH")]
+    pub hub: Option<PathBuf>,
+
+    /// Print only what was asked for, and errors.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+
+    /// Say more about what farm is doing (repeat for more).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    /// When to use colour; `NO_COLOR` set means never for `auto`.
+    #[arg(long, global = true, value_enum, default_value_t = ColorWhen::Auto, value_name = "WHEN")]
+    pub color: ColorWhen,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    Claim(claim::Args),
+    Release(release::Args),
+    Locks(locks::Args),
+    Reap(reap::Args),
+    Demo(demo::Args),
+}

@@ -1,0 +1,67 @@
+//! One file per subcommand, each thin: turn its arguments into calls on a
+//! store and print the outcome. Shared presentation helpers live here.
+
+pub mod claim;
+pub mod demo;
+pub mod locks;
+pub mod reap;
+pub mod release;
+
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use crate::age::Age;
+use crate::cli::Command;
+use crate::config::Ctx;
+use crate::error::Error;
+use crate::host::{self, Here};
+use crate::liveness::Judge;
+use crate::store::Listed;
+
+pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<ExitCode, Error> {
+    match command {
+        Command::Claim(args) => claim::run(ctx, args),
+        Command::Release(args) => release::run(ctx, args),
+        Command::Locks(args) => locks::run(ctx, args),
+        Command::Reap(args) => reap::run(ctx, args),
+        Command::Demo(args) => demo::run(ctx, args),
+    }
+}
+
+/// A judge on this host, now, with real process probes.
+fn judge_now(stale_after: Option<Duration>) -> Judge<'static> {
+    Judge {
+        here: Here::current(),
+        now: SystemTime::now(),
+        stale_after,
+        probe: &host::process_start,
+    }
+}
+
+/// "alice@box1 (pid 4121) for 12m": who holds a listed claim, for messages.
+fn held_by(entry: &Listed, now: SystemTime) -> String {
+    match &entry.record {
+        Ok(c) => {
+            let pid = match c.holder {
+                Some(h) => format!("pid {}", h.pid),
+                None => "no holder process".to_owned(),
+            };
+            let age = now.duration_since(c.claimed_at).unwrap_or_default();
+            format!("{} ({pid}) for {}", c.who(), Age(age))
+        }
+        Err(why) => format!("a corrupt claim file ({why})"),
+    }
+}
+
+/// The default agent name for commands run by hand: `$FARM_AGENT` (via clap),
+/// else the user's name.
+fn default_agent() -> String {
+    std::env::var("USER")
+        .ok()
+        .filter(|u| crate::claim::check_agent_name(u).is_ok())
+        .unwrap_or_else(|| "farm".to_owned())
+}
+
+fn parse_agent(s: &str) -> Result<String, String> {
+    crate::claim::check_agent_name(s).map(|()| s.to_owned())
+}

@@ -1,0 +1,102 @@
+//! The user-facing error: what failed, a hint with the command to run, and
+//! the exit code its kind maps to. Every failure leaves through here.
+//!
+//! Exit codes (documented in the README):
+//! 0 success · 1 failure · 2 bad usage or input · 3 held by someone else ·
+//! 4 not claimed · 130 interrupted. `farm claim -- COMMAND` passes the
+//! command's own status through instead.
+
+use std::fmt;
+use std::io;
+
+use crate::store::StoreError;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Code {
+    Failure = 1,
+    Usage = 2,
+    Held = 3,
+    NotClaimed = 4,
+}
+
+#[derive(Debug)]
+pub struct Error {
+    pub code: Code,
+    pub message: String,
+    pub hint: Option<String>,
+    /// Writing output failed because the reader went away: exit quietly.
+    pub broken_pipe: bool,
+}
+
+impl Error {
+    pub fn new(code: Code, message: impl Into<String>) -> Error {
+        Error {
+            code,
+            message: message.into(),
+            hint: None,
+            broken_pipe: false,
+        }
+    }
+
+    pub fn usage(message: impl Into<String>) -> Error {
+        Error::new(Code::Usage, message)
+    }
+
+    pub fn failure(message: impl Into<String>) -> Error {
+        Error::new(Code::Failure, message)
+    }
+
+    #[must_use]
+    pub fn hint(mut self, hint: impl Into<String>) -> Error {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<io::Error> for Error {
+    /// Only output errors reach here unconverted: a closed pipe is a quiet end.
+    fn from(e: io::Error) -> Error {
+        let mut err = Error::failure(format!("cannot write output: {e}"));
+        err.broken_pipe = e.kind() == io::ErrorKind::BrokenPipe;
+        err
+    }
+}
+
+impl From<StoreError> for Error {
+    fn from(e: StoreError) -> Error {
+        let message = e.to_string();
+        match e {
+            StoreError::Io { source, path, .. } => {
+                let err = Error::failure(message);
+                match source.kind() {
+                    io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem => err.hint(format!(
+                        "farm needs to create and rename files in `{}`; check its owner and mode (ls -ld)",
+                        path.parent().unwrap_or(&path).display()
+                    )),
+                    io::ErrorKind::NotADirectory => {
+                        err.hint("a path component is a file; pass --hub with the repository's directory")
+                    }
+                    _ => err,
+                }
+            }
+            StoreError::BadDir { .. } => Error::failure(message)
+                .hint("move it out of the way; farm creates `current_tasks/` itself"),
+            StoreError::NotFound { .. } => {
+                Error::new(Code::NotClaimed, message).hint("`farm locks` lists the claims")
+            }
+            StoreError::LiveHolder { task, pid } => Error::new(Code::Held, message).hint(format!(
+                "stop process {pid} first, or take the claim anyway: farm release {task} --force"
+            )),
+            StoreError::Lost { .. } => Error::failure(message),
+            StoreError::Changed { .. } => {
+                Error::failure(message).hint("look again with `farm locks`, then retry")
+            }
+        }
+    }
+}

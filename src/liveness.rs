@@ -1,0 +1,252 @@
+//! Is a claim's holder alive? A pure judgement of one listed claim, a clock and
+//! a process probe — no filesystem, so every rule is unit-tested.
+//!
+//! The rules (design notes, protocol item 3):
+//! - A claim made on this host by a holder process is **alive** iff that
+//!   process still runs: same boot, same pid, same start time. Otherwise it is
+//!   **dead**, at once — no age needed. A live local holder is never stale: its
+//!   process is proof, whatever its heartbeat says.
+//! - A claim from another host, or one made with no holder process, is judged by
+//!   heartbeat age on this host's clock: **alive** until the age passes the
+//!   threshold, then **stale**. A heartbeat in the future counts as age zero.
+//! - A file that is not a valid record is **corrupt**; it is judged by its
+//!   modification time like a claim with no holder.
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use crate::age::Age;
+use crate::claim::Claim;
+use crate::host::Here;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    Alive,
+    Stale,
+    Dead,
+    Corrupt,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Alive => "alive",
+            State::Stale => "stale",
+            State::Dead => "dead",
+            State::Corrupt => "corrupt",
+        }
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The outcome of judging one claim: its state, why, and whether a reaper with
+/// this threshold may take it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub state: State,
+    pub reason: String,
+    pub reapable: bool,
+}
+
+/// What a judgement needs besides the claim itself.
+pub struct Judge<'a> {
+    pub here: &'a Here,
+    pub now: SystemTime,
+    /// Heartbeat age past which a claim that cannot be checked by process is
+    /// stale; `None` means age alone never makes a claim reapable.
+    pub stale_after: Option<Duration>,
+    /// The start time of a running process with this pid, if any.
+    pub probe: &'a dyn Fn(u32) -> Option<u64>,
+}
+
+impl Judge<'_> {
+    /// Judge a valid claim whose last heartbeat (as the store sees it) was at `heartbeat`.
+    pub fn claim(&self, claim: &Claim, heartbeat: SystemTime) -> Verdict {
+        if let Some(holder) = claim.holder.filter(|_| claim.host == self.here.host) {
+            let dead = |reason: String| Verdict {
+                state: State::Dead,
+                reason,
+                reapable: true,
+            };
+            if claim.boot_id != self.here.boot_id {
+                return dead("this host rebooted since the claim was made".into());
+            }
+            return match (self.probe)(holder.pid) {
+                None => dead(format!("process {} is gone", holder.pid)),
+                Some(start) if start != holder.start => dead(format!(
+                    "pid {} now belongs to another process",
+                    holder.pid
+                )),
+                Some(_) => Verdict {
+                    state: State::Alive,
+                    reason: format!("process {} is running", holder.pid),
+                    reapable: false,
+                },
+            };
+        }
+        self.by_age(heartbeat, State::Alive, "heartbeat")
+    }
+
+    /// Judge a file that is not a valid record, by its modification time.
+    pub fn corrupt(&self, why: &str, modified: SystemTime) -> Verdict {
+        let mut v = self.by_age(modified, State::Corrupt, "modified");
+        v.state = State::Corrupt;
+        v.reason = format!("corrupt ({why}), {}", v.reason);
+        v
+    }
+
+    fn by_age(&self, at: SystemTime, fresh: State, what: &str) -> Verdict {
+        let age = self.now.duration_since(at).unwrap_or_default();
+        match self.stale_after {
+            Some(limit) if age > limit => Verdict {
+                state: State::Stale,
+                reason: format!("{what} {} ago, older than {}", Age(age), Age(limit)),
+                reapable: true,
+            },
+            _ => Verdict {
+                state: fresh,
+                reason: format!("{what} {} ago", Age(age)),
+                reapable: false,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::claim::{Holder, Nonce};
+    use crate::task::TaskId;
+    use std::time::UNIX_EPOCH;
+
+    const T0: u64 = 1_796_000_000;
+
+    fn here() -> Here {
+        Here {
+            host: "box1".into(),
+            boot_id: "boot-a".into(),
+        }
+    }
+
+    fn claim(host: &str, holder: Option<Holder>) -> Claim {
+        let at = UNIX_EPOCH + Duration::from_secs(T0);
+        Claim {
+            task: TaskId::parse("t").unwrap(),
+            agent: "a".into(),
+            host: host.into(),
+            boot_id: "boot-a".into(),
+            holder,
+            nonce: Nonce::random(),
+            claimed_at: at,
+            heartbeat_at: at,
+            attempt: 1,
+        }
+    }
+
+    fn judge_at<'a>(
+        here: &'a Here,
+        secs_later: u64,
+        stale_after: Option<u64>,
+        probe: &'a dyn Fn(u32) -> Option<u64>,
+    ) -> Judge<'a> {
+        Judge {
+            here,
+            now: UNIX_EPOCH + Duration::from_secs(T0 + secs_later),
+            stale_after: stale_after.map(Duration::from_secs),
+            probe,
+        }
+    }
+
+    const HOLDER: Option<Holder> = Some(Holder { pid: 42, start: 7 });
+    fn running(pid: u32) -> Option<u64> {
+        (pid == 42).then_some(7)
+    }
+    fn nothing_runs(_: u32) -> Option<u64> {
+        None
+    }
+    fn reused(_: u32) -> Option<u64> {
+        Some(8)
+    }
+
+    #[test]
+    fn local_holder_alive_while_process_runs_whatever_the_age() {
+        let h = here();
+        let c = claim("box1", HOLDER);
+        let v = judge_at(&h, 86_400, Some(60), &running).claim(&c, c.heartbeat_at);
+        assert_eq!((v.state, v.reapable), (State::Alive, false));
+    }
+
+    #[test]
+    fn local_holder_dead_at_once_when_gone_or_reused_or_rebooted() {
+        let h = here();
+        let c = claim("box1", HOLDER);
+        let gone = judge_at(&h, 0, None, &nothing_runs).claim(&c, c.heartbeat_at);
+        assert_eq!((gone.state, gone.reapable), (State::Dead, true));
+        assert_eq!(gone.reason, "process 42 is gone");
+        let re = judge_at(&h, 0, None, &reused).claim(&c, c.heartbeat_at);
+        assert_eq!(re.state, State::Dead);
+        assert!(re.reason.contains("another process"), "{}", re.reason);
+        let rebooted = Here {
+            boot_id: "boot-b".into(),
+            ..here()
+        };
+        let rb = judge_at(&rebooted, 0, None, &running).claim(&c, c.heartbeat_at);
+        assert_eq!(rb.state, State::Dead);
+        assert!(rb.reason.contains("rebooted"), "{}", rb.reason);
+    }
+
+    #[test]
+    fn other_host_judged_by_age_only() {
+        let h = here();
+        let c = claim("box2", HOLDER);
+        // The probe would say "gone", but the pid belongs to another host's kernel.
+        let fresh = judge_at(&h, 59, Some(60), &nothing_runs).claim(&c, c.heartbeat_at);
+        assert_eq!((fresh.state, fresh.reapable), (State::Alive, false));
+        let stale = judge_at(&h, 61, Some(60), &nothing_runs).claim(&c, c.heartbeat_at);
+        assert_eq!((stale.state, stale.reapable), (State::Stale, true));
+        assert_eq!(stale.reason, "heartbeat 1m01s ago, older than 1m");
+        let no_threshold = judge_at(&h, 1_000_000, None, &nothing_runs).claim(&c, c.heartbeat_at);
+        assert_eq!((no_threshold.state, no_threshold.reapable), (State::Alive, false));
+    }
+
+    #[test]
+    fn claim_without_holder_is_judged_by_age() {
+        let h = here();
+        let c = claim("box1", None);
+        let v = judge_at(&h, 7200, Some(3600), &running).claim(&c, c.heartbeat_at);
+        assert_eq!(v.state, State::Stale);
+        // A later heartbeat (the store's, e.g. the file's mtime) makes it fresh again.
+        let beat = c.heartbeat_at + Duration::from_secs(7000);
+        let v = judge_at(&h, 7200, Some(3600), &running).claim(&c, beat);
+        assert_eq!(v.state, State::Alive);
+    }
+
+    #[test]
+    fn future_heartbeat_counts_as_now() {
+        let h = here();
+        let c = claim("box2", None);
+        let future = c.heartbeat_at + Duration::from_secs(3600);
+        let v = judge_at(&h, 0, Some(1), &nothing_runs).claim(&c, future);
+        assert_eq!(v.state, State::Alive);
+        assert_eq!(v.reason, "heartbeat 0s ago");
+    }
+
+    #[test]
+    fn corrupt_reapable_only_by_age() {
+        let h = here();
+        let m = UNIX_EPOCH + Duration::from_secs(T0);
+        let young = judge_at(&h, 10, None, &nothing_runs).corrupt("empty file", m);
+        assert_eq!((young.state, young.reapable), (State::Corrupt, false));
+        let old = judge_at(&h, 10, Some(5), &nothing_runs).corrupt("empty file", m);
+        assert_eq!((old.state, old.reapable), (State::Corrupt, true));
+        assert!(old.reason.starts_with("corrupt (empty file), modified 10s ago"), "{}", old.reason);
+    }
+}

@@ -1,0 +1,154 @@
+//! How farm writes to the terminal: colour when it is a terminal and
+//! `NO_COLOR` is unset, quiet and verbose levels, aligned tables.
+
+use std::io::{self, IsTerminal, Write};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorWhen {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    Good,
+    Warn,
+    Bad,
+    Dim,
+    Bold,
+}
+
+/// Output settings, decided once from flags and the environment.
+#[derive(Clone, Copy, Debug)]
+pub struct Out {
+    pub color_stdout: bool,
+    pub color_stderr: bool,
+    /// -1 quiet, 0 normal, 1+ verbose.
+    pub level: i8,
+}
+
+impl Out {
+    pub fn new(when: ColorWhen, quiet: bool, verbose: u8) -> Out {
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let decide = |tty: bool| match when {
+            ColorWhen::Always => true,
+            ColorWhen::Never => false,
+            ColorWhen::Auto => tty && !no_color,
+        };
+        Out {
+            color_stdout: decide(io::stdout().is_terminal()),
+            color_stderr: decide(io::stderr().is_terminal()),
+            level: if quiet { -1 } else { verbose.min(3) as i8 },
+        }
+    }
+
+    pub fn quiet(&self) -> bool {
+        self.level < 0
+    }
+
+    pub fn verbose(&self) -> bool {
+        self.level > 0
+    }
+
+    /// A line of normal output on stdout (skipped when quiet).
+    pub fn say(&self, line: &str) -> io::Result<()> {
+        if self.quiet() {
+            return Ok(());
+        }
+        writeln!(io::stdout().lock(), "{line}")
+    }
+
+    /// Data on stdout: printed even when quiet (JSON, tables asked for).
+    pub fn data(&self, text: &str) -> io::Result<()> {
+        let mut out = io::stdout().lock();
+        out.write_all(text.as_bytes())?;
+        out.flush()
+    }
+
+    /// A note on stderr (skipped when quiet).
+    pub fn note(&self, line: &str) {
+        if !self.quiet() {
+            eprintln!("{line}");
+        }
+    }
+
+    /// A note on stderr shown only with -v.
+    pub fn debug(&self, line: &str) {
+        if self.verbose() {
+            eprintln!("{}", paint(self.color_stderr, Style::Dim, line));
+        }
+    }
+
+    pub fn paint(&self, style: Style, s: &str) -> String {
+        paint(self.color_stdout, style, s)
+    }
+
+    pub fn paint_err(&self, style: Style, s: &str) -> String {
+        paint(self.color_stderr, style, s)
+    }
+}
+
+pub fn paint(on: bool, style: Style, s: &str) -> String {
+    if !on {
+        return s.to_owned();
+    }
+    let code = match style {
+        Style::Good => "32",
+        Style::Warn => "33",
+        Style::Bad => "31",
+        Style::Dim => "2",
+        Style::Bold => "1",
+    };
+    format!("\x1b[{code}m{s}\x1b[0m")
+}
+
+/// Rows of cells aligned into columns. A cell's style is applied after
+/// padding, so colour codes never throw the columns off.
+pub fn table(header: &[&str], rows: &[Vec<(String, Option<Style>)>], color: bool) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, (cell, _)) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<(String, Option<Style>)>| {
+        let last = cells.len() - 1;
+        let mut text = String::new();
+        for (i, ((cell, style), w)) in cells.into_iter().zip(&widths).enumerate() {
+            let pad = if i == last { 0 } else { w - cell.chars().count() + 2 };
+            let shown = match style {
+                Some(s) => paint(color, s, &cell),
+                None => cell,
+            };
+            text.push_str(&shown);
+            text.extend(std::iter::repeat_n(' ', pad));
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    };
+    line(header.iter().map(|h| (h.to_string(), Some(Style::Bold))).collect());
+    for row in rows {
+        line(row.clone());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_aligns_with_and_without_color() {
+        let rows = vec![
+            vec![("a".to_string(), None), ("alive".to_string(), Some(Style::Good))],
+            vec![("longer".to_string(), None), ("dead".to_string(), Some(Style::Bad))],
+        ];
+        let plain = table(&["TASK", "STATE"], &rows, false);
+        assert_eq!(plain, "TASK    STATE\na       alive\nlonger  dead\n");
+        let colored = table(&["TASK", "STATE"], &rows, true);
+        let stripped = colored.replace("\x1b[1m", "").replace("\x1b[32m", "").replace("\x1b[31m", "").replace("\x1b[0m", "");
+        assert_eq!(stripped, plain);
+    }
+}

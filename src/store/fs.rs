@@ -1,0 +1,481 @@
+//! The `fs` claim store: `<hub>/current_tasks/<task>.txt` on this machine.
+//!
+//! # Theory of operation
+//!
+//! **Claim.** The record is written whole to a private temp file
+//! (`.<task>.<nonce>.tmp`, created with O_EXCL), locked with `flock` when a
+//! holder process keeps it, then published with `link(2)` to `<task>.txt`.
+//! `link` fails if the name exists — a symlink included — so exactly one of
+//! any number of claimers wins, and a reader never sees a half-written
+//! claim: the name appears only once the bytes are all there.
+//!
+//! **Liveness.** A holder keeps an exclusive `flock` on its claim's inode for
+//! as long as it lives; the kernel drops it when the process dies, SIGKILL
+//! included. Heartbeats set the inode's mtime through the holder's own file
+//! descriptor: atomic for readers, and unable to resurrect a claim that was
+//! taken away (it touches the holder's inode, not whatever the name now is).
+//!
+//! **Take-back.** Nothing ever unlinks a claim by name. A reaper opens the
+//! file (never following a symlink), takes its `flock` — failing that, a live
+//! process holds it and it is not touched — checks that the name still points
+//! at that inode, judges it again, and only then renames it into `.reaped/`,
+//! where it stays as a tombstone with the reason appended. While the reaper
+//! holds the lock no other farm process can release or reap that inode, and
+//! claimers cannot create the name while it exists, so of several concurrent
+//! reapers exactly one renames it; the others find it gone. A holder releases
+//! by renaming its claim aside, checking the inode is its own, and deleting
+//! it; if it is not (someone forced it away and the task was claimed again),
+//! the newcomer's file is linked back.
+//!
+//! Claims are coordination, not data, and are not fsynced: after a crash of
+//! the machine every claim is from an earlier boot, hence dead.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use super::{Attempt, ClaimStore, Guard, Held, Listed, Reap, Release, Released, StoreError};
+use crate::claim::{Claim, Corrupt, MAX_CLAIM_BYTES, Nonce, timestamp};
+use crate::liveness::{Judge, State};
+use crate::task::TaskId;
+
+/// The directory of claims inside a hub.
+pub const DIR: &str = "current_tasks";
+const TOMBSTONES: &str = ".reaped";
+
+/// The fs store of one hub.
+#[derive(Debug, Clone)]
+pub struct FsStore {
+    dir: PathBuf,
+}
+
+/// What an fs holder keeps: its claim's inode, and the open file carrying
+/// the OS lock when a holder process keeps one.
+#[derive(Debug)]
+pub(crate) struct FsGuard {
+    ino: u64,
+    file: Option<File>,
+}
+
+impl FsStore {
+    /// The store of the hub at `hub` (its `current_tasks/` need not exist yet).
+    pub fn new(hub: &Path) -> FsStore {
+        FsStore { dir: hub.join(DIR) }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path_of(&self, task: &str) -> PathBuf {
+        self.dir.join(format!("{task}.txt"))
+    }
+
+    /// Check the claims directory, creating it when `create` is set.
+    /// Returns false when it does not exist (and was not to be created).
+    fn check_dir(&self, create: bool) -> Result<bool, StoreError> {
+        match fs::symlink_metadata(&self.dir) {
+            Ok(m) if m.file_type().is_symlink() => Err(StoreError::BadDir {
+                path: self.dir.clone(),
+                why: "is a symlink; farm never follows links for claims",
+            }),
+            Ok(m) if !m.is_dir() => Err(StoreError::BadDir {
+                path: self.dir.clone(),
+                why: "is not a directory",
+            }),
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
+                match fs::create_dir(&self.dir) {
+                    Ok(()) => Ok(true),
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => self.check_dir(false),
+                    Err(e) => Err(StoreError::io("create", &self.dir)(e)),
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(StoreError::io("read", &self.dir)(e)),
+        }
+    }
+
+    /// Read one claim file, never following a symlink. `None` when it is gone.
+    fn read_entry(&self, name: &str, path: &Path) -> Result<Option<Listed>, StoreError> {
+        let corrupt = |why: String, m: &fs::Metadata| Listed {
+            name: name.to_owned(),
+            record: Err(Corrupt(why)),
+            heartbeat: mtime(m),
+            modified: mtime(m),
+            identity: m.ino(),
+        };
+        let meta = match fs::symlink_metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreError::io("read", path)(e)),
+        };
+        if meta.file_type().is_symlink() {
+            let why = "a symlink, which farm never follows; remove it".to_owned();
+            return Ok(Some(corrupt(why, &meta)));
+        }
+        if !meta.is_file() {
+            return Ok(Some(corrupt("not a regular file".into(), &meta)));
+        }
+        let mut file = match open_nofollow(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            // Replaced by a symlink between the two calls: report it next time.
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(None),
+            Err(e) => return Err(StoreError::io("open", path)(e)),
+        };
+        let (bytes, meta) = read_capped(&mut file).map_err(StoreError::io("read", path))?;
+        Ok(Some(listed(name, &bytes, &meta)))
+    }
+
+    fn tombstone_path(&self, name: &str, now: SystemTime) -> Result<PathBuf, StoreError> {
+        let dir = self.dir.join(TOMBSTONES);
+        match fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let m = fs::symlink_metadata(&dir).map_err(StoreError::io("read", &dir))?;
+                if !m.is_dir() {
+                    return Err(StoreError::BadDir {
+                        path: dir,
+                        why: "is not a directory (it should hold reaped claims)",
+                    });
+                }
+            }
+            Err(e) => return Err(StoreError::io("create", &dir)(e)),
+        }
+        let stamp: String = timestamp(now).chars().filter(char::is_ascii_alphanumeric).collect();
+        let unique = Nonce::random();
+        Ok(dir.join(format!("{name}.{stamp}.{}.txt", unique.short())))
+    }
+
+    /// Rename `path` into `.reaped/` and append why. The caller has made sure
+    /// the file is the one it means to take.
+    fn entomb(&self, name: &str, path: &Path, why: &str) -> Result<Option<PathBuf>, StoreError> {
+        let now = SystemTime::now();
+        let tomb = self.tombstone_path(name, now)?;
+        match fs::rename(path, &tomb) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreError::io("move aside", path)(e)),
+        }
+        // The tombstone is ours now. Best effort: the rename is what frees the
+        // task, and a symlink tombstone (a planted link) cannot be appended to.
+        if let Ok(mut f) = OpenOptions::new()
+            .append(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tomb)
+        {
+            let note = format!(
+                "\n[reaped]\nat = \"{}\"\nby = \"farm pid {} on {}\"\nreason = {}\n",
+                timestamp(now),
+                std::process::id(),
+                crate::host::Here::current().host,
+                toml_string(why),
+            );
+            let _ = f.write_all(note.as_bytes());
+        }
+        Ok(Some(tomb))
+    }
+
+    /// Remove a file this process has proved is its own claim (by inode):
+    /// rename it aside, check, delete — or put it back if it was not ours.
+    fn remove_own(&self, task: &TaskId, nonce: &Nonce, ino: u64) -> Result<(), StoreError> {
+        let path = self.path_of(task.as_str());
+        let aside = self.dir.join(format!(".{task}.{nonce}.released"));
+        match fs::rename(&path, &aside) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(StoreError::Lost {
+                    task: task.clone(),
+                    why: "it was taken away (reaped or force-released)".into(),
+                });
+            }
+            Err(e) => return Err(StoreError::io("move aside", &path)(e)),
+        }
+        let moved = fs::symlink_metadata(&aside).map_err(StoreError::io("read", &aside))?;
+        if moved.ino() == ino {
+            return fs::remove_file(&aside).map_err(StoreError::io("remove", &aside));
+        }
+        // Not ours: our claim was forced away and the task claimed again
+        // before our rename. Give the newcomer its name back.
+        let restored = fs::hard_link(&aside, &path);
+        let _ = fs::remove_file(&aside);
+        restored.map_err(StoreError::io("restore", &path))?;
+        Err(StoreError::Lost {
+            task: task.clone(),
+            why: "it was taken away and claimed again".into(),
+        })
+    }
+}
+
+impl ClaimStore for FsStore {
+    fn kind(&self) -> &'static str {
+        "fs"
+    }
+
+    fn location(&self) -> String {
+        self.dir.display().to_string()
+    }
+
+    fn try_claim(&self, claim: Claim, hold: bool) -> Result<Attempt, StoreError> {
+        self.check_dir(true)?;
+        let path = self.path_of(claim.task.as_str());
+        let tmp = self.dir.join(format!(".{}.{}.tmp", claim.task, claim.nonce));
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)
+            .map_err(StoreError::io("create a claim in", &self.dir))?;
+        let published = (|| {
+            file.write_all(claim.to_toml().as_bytes())?;
+            if hold {
+                // Locked before it is published, so no reaper ever sees a
+                // held claim unlocked.
+                file.lock()?;
+            }
+            let ino = file.metadata()?.ino();
+            match fs::hard_link(&tmp, &path) {
+                Ok(()) => Ok(Some(ino)),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
+                Err(e) => Err(e),
+            }
+        })();
+        let _ = fs::remove_file(&tmp);
+        match published.map_err(StoreError::io("publish the claim", &path))? {
+            Some(ino) => Ok(Attempt::Won(Held {
+                claim,
+                guard: Guard::Fs(FsGuard {
+                    ino,
+                    file: hold.then_some(file),
+                }),
+            })),
+            None => match self.read_entry(claim.task.as_str(), &path)? {
+                Some(holder) => Ok(Attempt::Lost(Box::new(holder))),
+                // Released between our link and our read: the race is still
+                // open, so try again rather than report a holder that is gone.
+                None => self.try_claim(Claim { nonce: Nonce::random(), ..claim }, hold),
+            },
+        }
+    }
+
+    fn heartbeat(&self, held: &Held, now: SystemTime) -> Result<(), StoreError> {
+        let Guard::Fs(guard) = &held.guard;
+        let task = &held.claim.task;
+        let path = self.path_of(task.as_str());
+        let lost = |why: &str| StoreError::Lost {
+            task: task.clone(),
+            why: why.to_owned(),
+        };
+        match fs::symlink_metadata(&path) {
+            Ok(m) if m.ino() == guard.ino && !m.file_type().is_symlink() => {}
+            Ok(_) => return Err(lost("the claim file was replaced")),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(lost("the claim file is gone (reaped or force-released)"));
+            }
+            Err(e) => return Err(StoreError::io("read", &path)(e)),
+        }
+        match &guard.file {
+            Some(f) => f.set_modified(now),
+            None => open_nofollow(&path).and_then(|f| f.set_modified(now)),
+        }
+        .map_err(StoreError::io("heartbeat", &path))
+    }
+
+    fn release_held(&self, held: Held) -> Result<(), StoreError> {
+        let Guard::Fs(guard) = &held.guard;
+        // The lock (if any) is dropped with `held`, after the file is gone.
+        self.remove_own(&held.claim.task, &held.claim.nonce, guard.ino)
+    }
+
+    fn release(&self, task: &TaskId, how: Release<'_>) -> Result<Released, StoreError> {
+        if !self.check_dir(false)? {
+            return Err(StoreError::NotFound { task: task.clone() });
+        }
+        let path = self.path_of(task.as_str());
+        let not_found = || StoreError::NotFound { task: task.clone() };
+        let mut file = match open_nofollow(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(not_found()),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                // A planted symlink is nobody's claim: only force moves it.
+                return match how {
+                    Release::Own(_) => Err(StoreError::Changed { task: task.clone() }),
+                    Release::Force { by } => self
+                        .entomb(task.as_str(), &path, &format!("symlink removed by force by {by}"))?
+                        .map(Released::Tombstoned)
+                        .ok_or_else(not_found),
+                };
+            }
+            Err(e) => return Err(StoreError::io("open", &path)(e)),
+        };
+        let locked = match file.try_lock() {
+            Ok(()) => true,
+            Err(std::fs::TryLockError::WouldBlock) => false,
+            Err(std::fs::TryLockError::Error(e)) => return Err(StoreError::io("lock", &path)(e)),
+        };
+        let (bytes, meta) = read_capped(&mut file).map_err(StoreError::io("read", &path))?;
+        if !same_file(&path, meta.ino()) {
+            return Err(StoreError::Changed { task: task.clone() });
+        }
+        let record = Claim::parse(&bytes);
+        match how {
+            Release::Own(nonce) => {
+                let claim = record.map_err(|_| StoreError::Changed { task: task.clone() })?;
+                if &claim.nonce != nonce {
+                    return Err(StoreError::Changed { task: task.clone() });
+                }
+                if !locked {
+                    let pid = claim.holder.map_or(0, |h| h.pid);
+                    return Err(StoreError::LiveHolder { task: task.clone(), pid });
+                }
+                self.remove_own(task, nonce, meta.ino())?;
+                Ok(Released::Removed)
+            }
+            Release::Force { by } => {
+                let why = format!("released by force by {by}");
+                self.entomb(task.as_str(), &path, &why)?
+                    .map(Released::Tombstoned)
+                    .ok_or_else(not_found)
+            }
+        }
+    }
+
+    fn read(&self, task: &TaskId) -> Result<Option<Listed>, StoreError> {
+        if !self.check_dir(false)? {
+            return Ok(None);
+        }
+        self.read_entry(task.as_str(), &self.path_of(task.as_str()))
+    }
+
+    fn list(&self) -> Result<Vec<Listed>, StoreError> {
+        if !self.check_dir(false)? {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        for entry in fs::read_dir(&self.dir).map_err(StoreError::io("read", &self.dir))? {
+            let entry = entry.map_err(StoreError::io("read", &self.dir))?;
+            let file_name = entry.file_name();
+            let Some(file_name) = file_name.to_str() else {
+                continue; // not UTF-8, so not a task id's file: not a claim
+            };
+            // Dot files are farm's own (temp files, tombstones); README.md
+            // and .gitignore document the directory.
+            let Some(name) = file_name.strip_suffix(".txt") else {
+                continue;
+            };
+            if name.starts_with('.') {
+                continue;
+            }
+            if let Some(listed) = self.read_entry(name, &entry.path())? {
+                out.push(listed);
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    fn reap(&self, entry: &Listed, judge: &Judge<'_>) -> Result<Reap, StoreError> {
+        let path = self.path_of(&entry.name);
+        let skipped = |why: &str| Ok(Reap::Skipped(why.to_owned()));
+        let mut file = match open_nofollow(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return skipped("already gone"),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                // A symlink: there is no inode of ours to lock, but renaming the
+                // link itself never touches its target.
+                let verdict = entry.judge(judge);
+                if !verdict.reapable || !same_file(&path, entry.identity) {
+                    return skipped("changed since it was listed");
+                }
+                return Ok(match self.entomb(&entry.name, &path, &verdict.reason)? {
+                    Some(tombstone) => Reap::Reaped { tombstone, verdict },
+                    None => Reap::Skipped("already gone".into()),
+                });
+            }
+            Err(e) => return Err(StoreError::io("open", &path)(e)),
+        };
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return skipped("a live process holds its lock"),
+            Err(std::fs::TryLockError::Error(e)) => return Err(StoreError::io("lock", &path)(e)),
+        }
+        // Under the lock: is the name still this inode, and the inode still
+        // the claim that was judged, and is it still reapable?
+        let (bytes, meta) = read_capped(&mut file).map_err(StoreError::io("read", &path))?;
+        if meta.ino() != entry.identity || !same_file(&path, meta.ino()) {
+            return skipped("replaced since it was listed");
+        }
+        let now = listed(&entry.name, &bytes, &meta);
+        let same_claim = match (&now.record, &entry.record) {
+            (Ok(a), Ok(b)) => a.nonce == b.nonce,
+            (Err(_), Err(_)) => true,
+            _ => false,
+        };
+        if !same_claim {
+            return skipped("replaced since it was listed");
+        }
+        let verdict = now.judge(judge);
+        if !verdict.reapable {
+            return skipped(&format!("no longer reapable: {}", verdict.reason));
+        }
+        debug_assert!(verdict.state != State::Alive);
+        Ok(match self.entomb(&entry.name, &path, &verdict.reason)? {
+            Some(tombstone) => Reap::Reaped { tombstone, verdict },
+            None => Reap::Skipped("already gone".into()),
+        })
+    }
+}
+
+fn open_nofollow(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// Read at most one byte past the size limit, so an oversized file is
+/// recognised without reading it whole.
+fn read_capped(file: &mut File) -> io::Result<(Vec<u8>, fs::Metadata)> {
+    let meta = file.metadata()?;
+    let mut bytes = Vec::with_capacity(512);
+    file.take(MAX_CLAIM_BYTES + 1).read_to_end(&mut bytes)?;
+    Ok((bytes, meta))
+}
+
+fn listed(name: &str, bytes: &[u8], meta: &fs::Metadata) -> Listed {
+    let modified = mtime(meta);
+    let record = Claim::parse(bytes).and_then(|c| {
+        if c.task.as_str() == name {
+            Ok(c)
+        } else {
+            Err(Corrupt(format!("names task `{}` but the file is `{name}.txt`", c.task)))
+        }
+    });
+    let heartbeat = match &record {
+        Ok(c) => c.heartbeat_at.max(modified),
+        Err(_) => modified,
+    };
+    Listed {
+        name: name.to_owned(),
+        record,
+        heartbeat,
+        modified,
+        identity: meta.ino(),
+    }
+}
+
+fn same_file(path: &Path, ino: u64) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|m| m.ino() == ino)
+}
+
+fn mtime(meta: &fs::Metadata) -> SystemTime {
+    meta.modified().unwrap_or(SystemTime::UNIX_EPOCH)
+}
+
+fn toml_string(s: &str) -> String {
+    toml::Value::String(s.to_owned()).to_string()
+}

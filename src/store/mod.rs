@@ -1,0 +1,158 @@
+//! Where claims live, behind one interface: [`ClaimStore`].
+//!
+//! A store decides atomically who wins a task, keeps the winner's record,
+//! lists every record it holds, and takes records back — by their holder
+//! (release) or from a dead or stale holder (reap). It knows nothing of the
+//! agent loop. The `fs` store ([`fs::FsStore`]) is the `current_tasks/`
+//! directory of a hub on this machine; every store must pass the contract
+//! suite in `tests/it/contract.rs`.
+
+pub mod fs;
+
+use std::io;
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use crate::claim::{Claim, Corrupt, Nonce};
+use crate::liveness::{Judge, Verdict};
+use crate::task::TaskId;
+
+/// A claim store.
+pub trait ClaimStore: Send + Sync {
+    /// `fs` or `git`, as `farm locks` reports it.
+    fn kind(&self) -> &'static str;
+
+    /// Where the claims are, for messages.
+    fn location(&self) -> String;
+
+    /// Try to win `claim.task` with this record. When `hold` is true the
+    /// store keeps an OS-level proof of life for as long as the returned
+    /// [`Held`] lives in this process (the fs store: a lock on the claim file).
+    fn try_claim(&self, claim: Claim, hold: bool) -> Result<Attempt, StoreError>;
+
+    /// Refresh the heartbeat of a claim this process holds.
+    /// [`StoreError::Lost`] when the claim is no longer this one.
+    fn heartbeat(&self, held: &Held, now: SystemTime) -> Result<(), StoreError>;
+
+    /// Give back a claim this process holds.
+    fn release_held(&self, held: Held) -> Result<(), StoreError>;
+
+    /// Give back a claim held elsewhere: `Own` when the caller is its agent
+    /// (proved by the nonce), `Force` to take anyone's, keeping a tombstone.
+    fn release(&self, task: &TaskId, how: Release<'_>) -> Result<Released, StoreError>;
+
+    /// The record of one task, if it is claimed.
+    fn read(&self, task: &TaskId) -> Result<Option<Listed>, StoreError>;
+
+    /// Every claim, sorted by name.
+    fn list(&self) -> Result<Vec<Listed>, StoreError>;
+
+    /// Take back `entry` if, judged again under the store's own guard, it is
+    /// still the claim that was listed and still reapable.
+    fn reap(&self, entry: &Listed, judge: &Judge<'_>) -> Result<Reap, StoreError>;
+}
+
+/// The outcome of [`ClaimStore::try_claim`].
+#[derive(Debug)]
+pub enum Attempt {
+    Won(Held),
+    /// Someone else holds the task; their record.
+    Lost(Box<Listed>),
+}
+
+/// A claim won by this process. Dropping it without
+/// [`ClaimStore::release_held`] leaves the claim in place, as a crash would.
+#[derive(Debug)]
+pub struct Held {
+    claim: Claim,
+    guard: Guard,
+}
+
+impl Held {
+    pub fn claim(&self) -> &Claim {
+        &self.claim
+    }
+}
+
+/// The store-specific part of a held claim.
+#[derive(Debug)]
+enum Guard {
+    Fs(fs::FsGuard),
+}
+
+/// How a claim not held by this process is released.
+#[derive(Clone, Copy, Debug)]
+pub enum Release<'a> {
+    /// Only if the record still carries this nonce and no live process holds it.
+    Own(&'a Nonce),
+    /// Whoever holds it; the record is kept as a tombstone naming `by`.
+    Force { by: &'a str },
+}
+
+/// What [`ClaimStore::release`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Released {
+    Removed,
+    Tombstoned(PathBuf),
+}
+
+/// One claim as listed: its name, its record (or why it is corrupt), and
+/// when the store last saw a heartbeat.
+#[derive(Clone, Debug)]
+pub struct Listed {
+    /// The task id the file is named after (not validated for corrupt files).
+    pub name: String,
+    pub record: Result<Claim, Corrupt>,
+    /// The latest heartbeat the store knows of (fs: the later of the
+    /// record's `heartbeat_at` and the file's mtime).
+    pub heartbeat: SystemTime,
+    pub modified: SystemTime,
+    /// Identifies this exact file, so a reaper can tell it was not replaced.
+    pub(crate) identity: u64,
+}
+
+impl Listed {
+    pub fn judge(&self, judge: &Judge<'_>) -> Verdict {
+        match &self.record {
+            Ok(claim) => judge.claim(claim, self.heartbeat),
+            Err(Corrupt(why)) => judge.corrupt(why, self.modified),
+        }
+    }
+}
+
+/// The outcome of [`ClaimStore::reap`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Reap {
+    /// Taken; the record is kept at this path with the reason.
+    Reaped { tombstone: PathBuf, verdict: Verdict },
+    /// Not taken: released, replaced, refreshed or proved alive meanwhile.
+    Skipped(String),
+}
+
+/// Store failures a caller can branch on.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot {action} `{}`: {source}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    #[error("`{}` {why}", path.display())]
+    BadDir { path: PathBuf, why: &'static str },
+    #[error("`{task}` is not claimed")]
+    NotFound { task: TaskId },
+    #[error("`{task}` is held by a live process (pid {pid})")]
+    LiveHolder { task: TaskId, pid: u32 },
+    #[error("the claim on `{task}` is no longer ours: {why}")]
+    Lost { task: TaskId, why: String },
+    #[error("the claim on `{task}` changed while releasing it")]
+    Changed { task: TaskId },
+}
+
+impl StoreError {
+    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> StoreError {
+        let path = path.into();
+        move |source| StoreError::Io { action, path, source }
+    }
+}
