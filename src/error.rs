@@ -77,7 +77,7 @@ impl From<StoreError> for Error {
                 match source.kind() {
                     io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem => err.hint(format!(
                         "farm needs to create and rename files in `{}`; check its owner and mode (ls -ld)",
-                        path.parent().unwrap_or(&path).display()
+                        if path.is_dir() { &path } else { path.parent().unwrap_or(&path) }.display()
                     )),
                     io::ErrorKind::NotADirectory => {
                         err.hint("a path component is a file; pass --hub with the repository's directory")

@@ -1,0 +1,255 @@
+//! The commands as a user meets them: output, exit codes, bad input.
+
+use std::time::{Duration, SystemTime};
+
+use crate::common::{Env, dead_local_record, record};
+
+const H: Duration = Duration::from_secs(3600);
+const M: Duration = Duration::from_secs(60);
+
+#[test]
+fn claim_then_claim_again_is_refused_with_who_holds_it() {
+    let env = Env::new();
+    let won = env.farm(["claim", "parse-if", "--agent", "alice"]).run().success();
+    assert!(won.stdout.starts_with("claimed `parse-if` as alice@"), "{won:?}");
+    let text = std::fs::read_to_string(env.claim_path("parse-if")).unwrap();
+    assert!(text.contains("agent = \"alice\""), "{text}");
+    assert!(!text.contains("pid ="), "a hand claim has no holder process: {text}");
+
+    let lost = env.farm(["claim", "parse-if", "--agent", "bob"]).run().code(3);
+    let host = &farm::host::Here::current().host;
+    let first = lost.stderr.lines().next().unwrap();
+    assert_eq!(
+        first,
+        format!("error: cannot claim `parse-if`: held by alice@{host} (no holder process) for 0s")
+    );
+    assert!(lost.stderr.contains("hint: "), "{lost:?}");
+    // bob's attempt left the winner's record as it was.
+    assert_eq!(std::fs::read_to_string(env.claim_path("parse-if")).unwrap(), text);
+}
+
+#[test]
+fn claim_json_gives_the_nonce_to_release_with() {
+    let env = Env::new();
+    let out = env.farm(["claim", "t1", "--json"]).run().success();
+    let nonce = out.json()["nonce"].as_str().unwrap().to_owned();
+    env.farm(["release", "t1", "--agent", "someone-else", "--nonce", &nonce])
+        .run()
+        .success()
+        .stdout_has("released `t1`");
+    assert!(!env.claim_path("t1").exists());
+}
+
+#[test]
+fn claim_several_reports_each_and_exits_3_if_any_was_held() {
+    let env = Env::new();
+    env.farm(["claim", "b", "--agent", "bob"]).run().success();
+    let out = env.farm(["claim", "a", "b", "c", "--agent", "alice"]).run().code(3);
+    assert!(out.stdout.contains("claimed `a`") && out.stdout.contains("claimed `c`"), "{out:?}");
+    assert!(!out.stdout.contains("`b`"), "{out:?}");
+    out.stderr_has("cannot claim `b`: held by bob@");
+}
+
+#[test]
+fn locks_table_is_aligned_and_sorted() {
+    let env = Env::new();
+    env.plant(&record("parse-if", "alice", "box2", 3 * H, 10 * M), SystemTime::now() - 10 * M);
+    env.plant(&record("lexer", "bob", "box3", 5 * H, 3 * H), SystemTime::now() - 3 * H);
+    std::fs::write(env.claim_path("broken"), "not a claim").unwrap();
+    let out = env.farm(["locks"]).run().success();
+    let text = out.stdout.replace(&farm::host::Here::current().host, "[HOST]");
+    insta::assert_snapshot!(text, @r"
+    TASK      AGENT  HOST  PID  AGE  HEARTBEAT  STATE    WHY
+    broken    -      -     -    0s   -          corrupt  corrupt (not a claim record: key with no value, expected `=`), modified 0s ago
+    lexer     bob    box3  -    5h   3h         stale    heartbeat 3h ago, older than 2h
+    parse-if  alice  box2  -    3h   10m        alive
+    ");
+}
+
+#[test]
+fn locks_json_is_stable_for_scripts() {
+    let env = Env::new();
+    env.plant(&dead_local_record("gone"), SystemTime::now());
+    let out = env.farm(["locks", "--json"]).run().success();
+    let doc = out.json();
+    assert_eq!(doc["store"], "fs");
+    assert_eq!(doc["stale_after_secs"], 7200);
+    let claim = &doc["claims"][0];
+    let mut keys: Vec<_> = claim.as_object().unwrap().keys().cloned().collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "age_secs", "agent", "attempt", "boot_id", "claimed_at", "heartbeat_age_secs",
+            "heartbeat_at", "host", "modified_at", "nonce", "pid", "pid_start", "reason", "state",
+            "task"
+        ]
+    );
+    assert_eq!(claim["state"], "dead");
+    assert_eq!(claim["task"], "gone");
+}
+
+#[test]
+fn locks_on_an_empty_hub_says_so_and_creates_nothing() {
+    let env = Env::new();
+    let out = env.farm(["locks"]).run().success();
+    assert_eq!(out.stdout, "");
+    assert_eq!(env.normalize(&out.stderr), "no claims in [HUB]/current_tasks (fs store)\n");
+    assert!(!env.claims().exists());
+    let json = env.farm(["locks", "--json"]).run().success().json();
+    assert_eq!(json["claims"], serde_json::json!([]));
+}
+
+#[test]
+fn release_refuses_someone_elses_claim_unless_forced() {
+    let env = Env::new();
+    env.farm(["claim", "t", "--agent", "alice"]).run().success();
+    let out = env.farm(["release", "t", "--agent", "bob"]).run().code(3);
+    out.stderr_has("cannot release `t`: held by alice@").stderr_has("--force");
+    assert!(env.claim_path("t").exists());
+
+    env.farm(["release", "t", "--agent", "bob", "--force"])
+        .run()
+        .success()
+        .stdout_has("released `t` by force (was held by alice@");
+    assert!(!env.claim_path("t").exists());
+    let tombs = env.tombstones();
+    assert_eq!(tombs.len(), 1);
+    assert!(tombs[0].contains("agent = \"alice\"") && tombs[0].contains("released by force by bob@"), "{tombs:?}");
+}
+
+#[test]
+fn release_of_nothing_exits_4() {
+    let env = Env::new();
+    env.farm(["release", "nothing"]).run().code(4).stderr_has("`nothing` is not claimed");
+}
+
+#[test]
+fn release_refuses_a_claim_whose_holder_process_is_alive() {
+    let env = Env::new();
+    let mut holder = env.farm(["claim", "busy", "--agent", "tester", "--", "sleep", "30"]).spawn();
+    crate::common::wait_for(&env.claim_path("busy"));
+    let out = env.farm(["release", "busy"]).run().code(3);
+    out.stderr_has(&format!("held by a live process (pid {})", holder.id()));
+    assert!(env.claim_path("busy").exists());
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+}
+
+#[test]
+fn bad_task_ids_are_refused_with_the_rule_and_nothing_is_written() {
+    let env = Env::new();
+    for bad in ["../etc/passwd", "a/b", ".hidden", "a..b", "a b", ""] {
+        let out = env.farm(["claim", bad]).run().code(2);
+        out.stderr_has("invalid task id").stderr_has("a task id is a letter or digit");
+        env.farm(["release", bad]).run().code(2);
+    }
+    assert!(!env.claims().exists(), "nothing written");
+}
+
+#[test]
+fn missing_hub_is_one_clear_line_and_a_hint() {
+    let env = Env::new();
+    let missing = env.tmp.path().join("no-such-hub");
+    let out = env.farm(["claim", "t"]).env("FARM_HUB", &missing).run().code(2);
+    assert_eq!(
+        env.normalize(&out.stderr),
+        "error: hub `[TMP]/no-such-hub` does not exist\n\
+         hint: check the path given with --hub or FARM_HUB, or create a hub: git init --bare [TMP]/no-such-hub\n"
+    );
+    assert!(!missing.exists());
+}
+
+#[test]
+fn no_hub_outside_a_repository() {
+    let env = Env::new();
+    let mut farm = env.farm(["locks"]);
+    farm.cmd.env_remove("FARM_HUB");
+    farm.run().code(2).stderr_has("is not inside a git repository").stderr_has("--hub");
+}
+
+#[test]
+fn bad_durations_are_refused() {
+    let env = Env::new();
+    env.farm(["reap", "--older-than", "2 fortnights"])
+        .run()
+        .code(2)
+        .stderr_has("invalid duration `2 fortnights`")
+        .stderr_has("90s, 10m, 2h or 1d");
+    env.farm(["locks", "--stale-after", "soon"]).run().code(2);
+    assert!(!env.claims().exists());
+}
+
+#[test]
+fn a_planted_symlink_is_never_followed_or_written_through() {
+    let env = Env::new();
+    let target = env.tmp.path().join("precious");
+    std::fs::write(&target, "keep me").unwrap();
+    std::fs::create_dir(env.claims()).unwrap();
+    std::os::unix::fs::symlink(&target, env.claim_path("t")).unwrap();
+
+    env.farm(["claim", "t"]).run().code(3).stderr_has("corrupt claim file (a symlink");
+    let locks = env.farm(["locks", "--json"]).run().success().json();
+    assert_eq!(locks["claims"][0]["state"], "corrupt");
+    env.farm(["release", "t"]).run().code(1).stderr_has("corrupt");
+    env.farm(["reap"]).run().success();
+    assert!(env.claim_path("t").is_symlink(), "a young corrupt entry is not reaped without an age");
+    env.farm(["reap", "--older-than", "0s"]).run().success().stdout_has("reaped `t`");
+    assert!(!env.claim_path("t").exists() && !env.claim_path("t").is_symlink());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
+    env.farm(["claim", "t"]).run().success();
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
+}
+
+#[test]
+fn current_tasks_as_a_symlink_or_a_file_is_refused() {
+    let env = Env::new();
+    let elsewhere = env.tmp.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, env.claims()).unwrap();
+    env.farm(["claim", "t"]).run().code(1).stderr_has("is a symlink");
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+
+    std::fs::remove_file(env.claims()).unwrap();
+    std::fs::write(env.claims(), "").unwrap();
+    env.farm(["claim", "t"]).run().code(1).stderr_has("is not a directory").stderr_has("hint:");
+}
+
+#[test]
+fn an_unwritable_current_tasks_is_one_clear_error_and_nothing_written() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    std::fs::create_dir(env.claims()).unwrap();
+    for dir in [env.tmp.path(), &env.hub, &env.claims()] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // Root writes anywhere, so as root the test runs farm as `nobody`.
+    let farm = if unsafe { libc::geteuid() } == 0 {
+        let mut f = env.farm(["--hub".as_ref(), env.hub.as_os_str(), "claim".as_ref(), "t".as_ref()]);
+        let args: Vec<_> = f.cmd.get_args().map(|a| a.to_owned()).collect();
+        let mut cmd = std::process::Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", crate::common::FARM]).args(args);
+        cmd.env_clear().env("PATH", std::env::var_os("PATH").unwrap()).env("NO_COLOR", "1");
+        f.cmd = cmd;
+        f
+    } else {
+        std::fs::set_permissions(env.claims(), std::fs::Permissions::from_mode(0o555)).unwrap();
+        env.farm(["claim", "t"])
+    };
+    let out = farm.run().code(1);
+    let err = env.normalize(&out.stderr);
+    assert!(err.starts_with("error: cannot create a claim in `[HUB]/current_tasks`: Permission denied"), "{err}");
+    assert!(err.contains("hint: farm needs to create and rename files in `[HUB]/current_tasks`"), "{err}");
+    assert_eq!(err.lines().count(), 2, "{err}");
+    assert_eq!(std::fs::read_dir(env.claims()).unwrap().count(), 0);
+}
+
+#[test]
+fn help_has_examples() {
+    let env = Env::new();
+    let out = env.farm(["--help"]).run().success();
+    out.stdout_has("farm claim parse-if -- make test").stdout_has("Exit codes");
+    for sub in ["claim", "release", "locks", "reap"] {
+        env.farm([sub, "--help"]).run().success().stdout_has("Examples:");
+    }
+}

@@ -1,0 +1,232 @@
+//! The test harness: the real `farm` binary, run in a temp dir with a
+//! cleared, hermetic environment, and helpers to plant claim files by hand.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use farm::claim::{Claim, Holder, Nonce};
+use farm::task::TaskId;
+
+pub const FARM: &str = env!("CARGO_BIN_EXE_farm");
+
+/// A scratch hub (a plain directory; the fs store needs nothing more).
+pub struct Env {
+    pub tmp: tempfile::TempDir,
+    pub hub: PathBuf,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let tmp = tempfile::tempdir().unwrap();
+        let hub = tmp.path().join("hub");
+        std::fs::create_dir(&hub).unwrap();
+        Env { tmp, hub }
+    }
+
+    pub fn claims(&self) -> PathBuf {
+        self.hub.join("current_tasks")
+    }
+
+    pub fn claim_path(&self, task: &str) -> PathBuf {
+        self.claims().join(format!("{task}.txt"))
+    }
+
+    /// `farm ARGS...` with `--hub` given through the environment.
+    pub fn farm<I, S>(&self, args: I) -> Farm
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        let mut cmd = Command::new(FARM);
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.tmp.path())
+            .env("USER", "tester")
+            .env("NO_COLOR", "1")
+            .env("FARM_HUB", &self.hub)
+            .current_dir(self.tmp.path())
+            .args(args)
+            .stdin(Stdio::null());
+        Farm { cmd }
+    }
+
+    /// Write a claim file by hand, as another host or an old claim would look.
+    pub fn plant(&self, claim: &Claim, mtime: SystemTime) {
+        std::fs::create_dir_all(self.claims()).unwrap();
+        let path = self.claim_path(claim.task.as_str());
+        std::fs::write(&path, claim.to_toml()).unwrap();
+        let f = std::fs::File::options().write(true).open(&path).unwrap();
+        f.set_modified(mtime).unwrap();
+    }
+
+    /// Every tombstone's text.
+    pub fn tombstones(&self) -> Vec<String> {
+        let Ok(dir) = std::fs::read_dir(self.claims().join(".reaped")) else {
+            return Vec::new();
+        };
+        dir.map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect()
+    }
+
+    /// Replace what varies between runs with stable placeholders.
+    pub fn normalize(&self, text: &str) -> String {
+        let text = text
+            .replace(&self.hub.display().to_string(), "[HUB]")
+            .replace(&self.tmp.path().display().to_string(), "[TMP]");
+        mask_hex32(&text)
+    }
+}
+
+/// A claim record as another agent would have written it.
+pub fn record(task: &str, agent: &str, host: &str, claimed_ago: Duration, beat_ago: Duration) -> Claim {
+    let now = SystemTime::now();
+    Claim {
+        task: TaskId::parse(task).unwrap(),
+        agent: agent.into(),
+        host: host.into(),
+        boot_id: farm::host::Here::current().boot_id.clone(),
+        holder: None,
+        nonce: Nonce::random(),
+        claimed_at: now - claimed_ago,
+        heartbeat_at: now - beat_ago,
+        attempt: 1,
+    }
+}
+
+/// A claim by a process on this host that has exited.
+pub fn dead_local_record(task: &str) -> Claim {
+    let mut child = Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    let mut c = record(task, "ghost", &farm::host::Here::current().host, Duration::ZERO, Duration::ZERO);
+    c.holder = Some(Holder { pid, start: 1 });
+    c
+}
+
+fn mask_hex32(text: &str) -> String {
+    let mut out = String::new();
+    let mut run = String::new();
+    let flush = |run: &mut String, out: &mut String| {
+        if run.len() == 32 {
+            out.push_str("[NONCE]");
+        } else {
+            out.push_str(run);
+        }
+        run.clear();
+    };
+    for ch in text.chars() {
+        if matches!(ch, '0'..='9' | 'a'..='f') {
+            run.push(ch);
+        } else {
+            flush(&mut run, &mut out);
+            out.push(ch);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
+}
+
+#[must_use]
+pub struct Farm {
+    pub cmd: Command,
+}
+
+impl Farm {
+    pub fn env(mut self, k: &str, v: impl AsRef<std::ffi::OsStr>) -> Farm {
+        self.cmd.env(k, v);
+        self
+    }
+
+    pub fn run(mut self) -> Output {
+        let out = self.cmd.output().expect("farm runs");
+        Output {
+            code: out.status.code(),
+            stdout: String::from_utf8(out.stdout).unwrap(),
+            stderr: String::from_utf8(out.stderr).unwrap(),
+        }
+    }
+
+    pub fn spawn(mut self) -> Child {
+        self.cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("farm starts")
+    }
+}
+
+#[derive(Debug)]
+pub struct Output {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    #[track_caller]
+    pub fn code(self, want: i32) -> Output {
+        assert_eq!(self.code, Some(want), "exit code; output: {self:#?}");
+        self
+    }
+
+    #[track_caller]
+    pub fn success(self) -> Output {
+        self.code(0)
+    }
+
+    #[track_caller]
+    pub fn stdout_has(self, s: &str) -> Output {
+        assert!(self.stdout.contains(s), "stdout lacks {s:?}: {self:#?}");
+        self
+    }
+
+    #[track_caller]
+    pub fn stderr_has(self, s: &str) -> Output {
+        assert!(self.stderr.contains(s), "stderr lacks {s:?}: {self:#?}");
+        self
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {self:#?}"))
+    }
+}
+
+/// Wait (bounded) until `path` exists.
+#[track_caller]
+pub fn wait_for(path: &Path) {
+    let start = Instant::now();
+    while !path.exists() {
+        assert!(start.elapsed() < Duration::from_secs(20), "{} never appeared", path.display());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Is a process with this pid still running (a zombie counts as gone)?
+pub fn running(pid: u32) -> bool {
+    farm::host::process_start(pid).is_some()
+}
+
+/// Start every command held at a barrier, then let them all go at once, so
+/// that they really race rather than run one after another as they are spawned.
+pub fn race(farms: Vec<Farm>) -> Vec<Child> {
+    let (reader, mut writer) = std::io::pipe().unwrap();
+    let children: Vec<Child> = farms
+        .into_iter()
+        .map(|farm| {
+            let inner = farm.cmd;
+            let mut cmd = Command::new("sh");
+            // `read` takes one byte at a time from a pipe: one newline, one racer.
+            cmd.arg("-c")
+                .arg(r#"read _ && exec "$0" "$@" </dev/null"#)
+                .arg(inner.get_program())
+                .args(inner.get_args())
+                .env_clear()
+                .envs(inner.get_envs().filter_map(|(k, v)| Some((k, v?))))
+                .current_dir(inner.get_current_dir().unwrap())
+                .stdin(reader.try_clone().unwrap())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    drop(reader);
+    use std::io::Write;
+    writer.write_all(&vec![b'\n'; children.len()]).unwrap();
+    children
+}

@@ -1,0 +1,5 @@
+//! Integration tests: the real `farm` binary and the library's stores.
+
+mod cli;
+mod common;
+mod race;
