@@ -65,7 +65,7 @@ impl Env {
         let Ok(dir) = std::fs::read_dir(self.claims().join(".reaped")) else {
             return Vec::new();
         };
-        dir.map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect()
+        dir.map(|e| String::from_utf8_lossy(&std::fs::read(e.unwrap().path()).unwrap()).into_owned()).collect()
     }
 
     /// Replace what varies between runs with stable placeholders.

@@ -3,3 +3,7 @@
 mod cli;
 mod common;
 mod race;
+mod death;
+mod hold;
+mod reap;
+mod contract;

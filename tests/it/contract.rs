@@ -1,0 +1,207 @@
+//! The `ClaimStore` contract: what every claim store must do, run against
+//! each store. A new store adds one line at the bottom.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use farm::claim::{Claim, Holder, Nonce};
+use farm::host::{self, Here};
+use farm::liveness::{Judge, State};
+use farm::store::fs::FsStore;
+use farm::store::{Attempt, ClaimStore, Held, Reap, Release, Released, StoreError};
+use farm::task::TaskId;
+
+fn id(s: &str) -> TaskId {
+    TaskId::parse(s).unwrap()
+}
+
+fn me() -> Option<Holder> {
+    Some(Holder {
+        pid: std::process::id(),
+        start: host::own_start().unwrap(),
+    })
+}
+
+fn claim(task: &str, agent: &str, holder: Option<Holder>) -> Claim {
+    Claim::new(id(task), agent, holder, 1, SystemTime::now())
+}
+
+fn won(a: Attempt) -> Held {
+    match a {
+        Attempt::Won(h) => h,
+        Attempt::Lost(l) => panic!("lost to {l:?}"),
+    }
+}
+
+fn judge(stale_after: Option<Duration>, probe: &dyn Fn(u32) -> Option<u64>) -> Judge<'_> {
+    Judge {
+        here: Here::current(),
+        now: SystemTime::now(),
+        stale_after,
+        probe,
+    }
+}
+
+pub fn exactly_one_wins_and_the_loser_sees_the_winner(store: &dyn ClaimStore) {
+    let first = won(store.try_claim(claim("t", "alice", None), false).unwrap());
+    let Attempt::Lost(holder) = store.try_claim(claim("t", "bob", None), false).unwrap() else {
+        panic!("a second claim on a held task won");
+    };
+    let record = holder.record.as_ref().unwrap();
+    assert_eq!(record.nonce, first.claim().nonce);
+    assert_eq!(record.agent, "alice");
+}
+
+pub fn release_frees_the_task(store: &dyn ClaimStore) {
+    let held = won(store.try_claim(claim("t", "alice", me()), true).unwrap());
+    store.release_held(held).unwrap();
+    assert!(store.read(&id("t")).unwrap().is_none());
+    assert!(store.list().unwrap().is_empty());
+    won(store.try_claim(claim("t", "bob", None), false).unwrap());
+}
+
+pub fn list_is_sorted_and_read_finds_one(store: &dyn ClaimStore) {
+    for t in ["c", "a", "b"] {
+        won(store.try_claim(claim(t, "x", None), false).unwrap());
+    }
+    let names: Vec<_> = store.list().unwrap().into_iter().map(|l| l.name).collect();
+    assert_eq!(names, ["a", "b", "c"]);
+    assert_eq!(store.read(&id("b")).unwrap().unwrap().name, "b");
+    assert!(store.read(&id("zzz")).unwrap().is_none());
+}
+
+pub fn heartbeat_moves_the_heartbeat(store: &dyn ClaimStore) {
+    let held = won(store.try_claim(claim("t", "alice", me()), true).unwrap());
+    let later = SystemTime::now() + Duration::from_secs(90);
+    store.heartbeat(&held, later).unwrap();
+    let listed = store.read(&id("t")).unwrap().unwrap();
+    assert!(listed.heartbeat >= later - Duration::from_millis(1), "{listed:?}");
+}
+
+pub fn release_own_needs_the_nonce(store: &dyn ClaimStore) {
+    let held = won(store.try_claim(claim("t", "alice", None), false).unwrap());
+    let wrong = Nonce::random();
+    assert!(matches!(store.release(&id("t"), Release::Own(&wrong)), Err(StoreError::Changed { .. })));
+    let nonce = held.claim().nonce.clone();
+    assert_eq!(store.release(&id("t"), Release::Own(&nonce)).unwrap(), Released::Removed);
+    assert!(matches!(store.release(&id("t"), Release::Own(&nonce)), Err(StoreError::NotFound { .. })));
+}
+
+pub fn a_live_holder_is_not_released_without_force(store: &dyn ClaimStore) {
+    let held = won(store.try_claim(claim("t", "alice", me()), true).unwrap());
+    let nonce = held.claim().nonce.clone();
+    assert!(matches!(store.release(&id("t"), Release::Own(&nonce)), Err(StoreError::LiveHolder { .. })));
+    let Released::Tombstoned(_) = store.release(&id("t"), Release::Force { by: "ops" }).unwrap() else {
+        panic!("force keeps a tombstone");
+    };
+    // The holder learns it lost the claim, at its next heartbeat and at release.
+    assert!(matches!(store.heartbeat(&held, SystemTime::now()), Err(StoreError::Lost { .. })));
+    assert!(matches!(store.release_held(held), Err(StoreError::Lost { .. })));
+}
+
+pub fn a_forced_out_holder_cannot_release_the_next_claim(store: &dyn ClaimStore) {
+    let old = won(store.try_claim(claim("t", "alice", None), false).unwrap());
+    store.release(&id("t"), Release::Force { by: "ops" }).unwrap();
+    let new = won(store.try_claim(claim("t", "bob", None), false).unwrap());
+    assert!(matches!(store.release_held(old), Err(StoreError::Lost { .. })));
+    let listed = store.read(&id("t")).unwrap().expect("bob's claim is still there");
+    assert_eq!(listed.record.unwrap().nonce, new.claim().nonce);
+}
+
+pub fn dead_claims_are_reaped_live_ones_never(store: &dyn ClaimStore) {
+    let held = won(store.try_claim(claim("live", "alice", me()), true).unwrap());
+    let mut dead = claim("dead", "ghost", me());
+    dead.holder = Some(Holder { pid: u32::MAX - 1, start: 1 });
+    won(store.try_claim(dead, false).unwrap());
+
+    let real = judge(Some(Duration::ZERO), &host::process_start);
+    for entry in store.list().unwrap() {
+        let v = entry.judge(&real);
+        match entry.name.as_str() {
+            "live" => assert_eq!((v.state, v.reapable), (State::Alive, false)),
+            "dead" => {
+                assert_eq!(v.state, State::Dead);
+                let Reap::Reaped { .. } = store.reap(&entry, &real).unwrap() else {
+                    panic!("a dead claim was not reaped");
+                };
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+    // Even a judge fooled into calling the live holder dead cannot take it:
+    // the store's own proof of life (the fs store: the OS lock) stops it.
+    let fooled = judge(None, &|_| None);
+    let live = store.read(&id("live")).unwrap().unwrap();
+    assert_eq!(live.judge(&fooled).state, State::Dead);
+    assert!(matches!(store.reap(&live, &fooled).unwrap(), Reap::Skipped(_)));
+    store.release_held(held).unwrap();
+}
+
+pub fn a_claim_replaced_after_listing_is_not_reaped(store: &dyn ClaimStore) {
+    let mut old = claim("t", "ghost", None);
+    old.heartbeat_at -= Duration::from_secs(7200);
+    old.claimed_at = old.heartbeat_at;
+    let at = old.heartbeat_at;
+    let old = won(store.try_claim(old, false).unwrap());
+    store.heartbeat(&old, at).unwrap();
+    let listed = store.read(&id("t")).unwrap().unwrap();
+    // Released and claimed afresh between the reaper's listing and its reap.
+    store.release_held(old).unwrap();
+    let fresh = won(store.try_claim(claim("t", "bob", None), false).unwrap());
+    let j = judge(Some(Duration::from_secs(3600)), &host::process_start);
+    assert!(listed.judge(&j).reapable, "the listed claim was stale");
+    assert!(matches!(store.reap(&listed, &j).unwrap(), Reap::Skipped(_)));
+    let now = store.read(&id("t")).unwrap().unwrap();
+    assert_eq!(now.record.unwrap().nonce, fresh.claim().nonce);
+}
+
+macro_rules! contract {
+    ($store:ident, $make:expr) => {
+        mod $store {
+            use super::*;
+            fn with_store(check: fn(&dyn ClaimStore)) {
+                let tmp = tempfile::tempdir().unwrap();
+                let make: fn(&Path) -> Box<dyn ClaimStore> = $make;
+                check(&*make(tmp.path()));
+            }
+            #[test]
+            fn exactly_one_wins_and_the_loser_sees_the_winner() {
+                with_store(super::exactly_one_wins_and_the_loser_sees_the_winner);
+            }
+            #[test]
+            fn release_frees_the_task() {
+                with_store(super::release_frees_the_task);
+            }
+            #[test]
+            fn list_is_sorted_and_read_finds_one() {
+                with_store(super::list_is_sorted_and_read_finds_one);
+            }
+            #[test]
+            fn heartbeat_moves_the_heartbeat() {
+                with_store(super::heartbeat_moves_the_heartbeat);
+            }
+            #[test]
+            fn release_own_needs_the_nonce() {
+                with_store(super::release_own_needs_the_nonce);
+            }
+            #[test]
+            fn a_live_holder_is_not_released_without_force() {
+                with_store(super::a_live_holder_is_not_released_without_force);
+            }
+            #[test]
+            fn a_forced_out_holder_cannot_release_the_next_claim() {
+                with_store(super::a_forced_out_holder_cannot_release_the_next_claim);
+            }
+            #[test]
+            fn dead_claims_are_reaped_live_ones_never() {
+                with_store(super::dead_claims_are_reaped_live_ones_never);
+            }
+            #[test]
+            fn a_claim_replaced_after_listing_is_not_reaped() {
+                with_store(super::a_claim_replaced_after_listing_is_not_reaped);
+            }
+        }
+    };
+}
+
+contract!(fs, |hub| Box::new(FsStore::new(hub)));
