@@ -29,8 +29,12 @@ impl fmt::Display for Age {
 
 /// Parse a user-given duration (`90s`, `10m`, `2h`, `1d`), humantime syntax.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s)
-        .map_err(|e| format!("invalid duration `{}`: {e}; use a number and a unit, like 90s, 10m, 2h or 1d", s.escape_debug()))
+    humantime::parse_duration(s).map_err(|e| {
+        format!(
+            "invalid duration `{}`: {e}; use a number and a unit, like 90s, 10m, 2h or 1d",
+            s.escape_debug()
+        )
+    })
 }
 
 #[cfg(test)]
@@ -62,7 +66,10 @@ mod tests {
         assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
         assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86_400)));
         let err = parse_duration("2 fortnights").unwrap_err();
-        assert!(err.contains("invalid duration `2 fortnights`") && err.contains("2h"), "{err}");
+        assert!(
+            err.contains("invalid duration `2 fortnights`") && err.contains("2h"),
+            "{err}"
+        );
         assert!(parse_duration("").is_err());
     }
 }

@@ -18,7 +18,8 @@ use crate::task::TaskId;
 /// Claim files larger than this are corrupt without being read further.
 pub const MAX_CLAIM_BYTES: u64 = 4096;
 
-const HEADER: &str = "# farm claim: this task is being worked on. Format: current_tasks/README.md\n";
+const HEADER: &str =
+    "# farm claim: this task is being worked on. Format: current_tasks/README.md\n";
 
 /// A random value that names one claim: who holds a task is decided by it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -106,7 +107,13 @@ struct Raw {
 
 impl Claim {
     /// A new claim on `task` by `agent` on this host, at `now`.
-    pub fn new(task: TaskId, agent: &str, holder: Option<Holder>, attempt: u32, now: SystemTime) -> Claim {
+    pub fn new(
+        task: TaskId,
+        agent: &str,
+        holder: Option<Holder>,
+        attempt: u32,
+        now: SystemTime,
+    ) -> Claim {
         let here = Here::current();
         Claim {
             task,
@@ -203,7 +210,10 @@ fn check_name(field: &str, value: &str) -> Result<(), Corrupt> {
         Err(Corrupt(format!("{field} is empty")))
     } else if value.chars().count() > 100 {
         Err(Corrupt(format!("{field} is longer than 100 characters")))
-    } else if value.chars().any(|c| c.is_control() || c.is_whitespace() || c == '@') {
+    } else if value
+        .chars()
+        .any(|c| c.is_control() || c.is_whitespace() || c == '@')
+    {
         Err(Corrupt(format!(
             "{field} `{}` contains whitespace, `@` or a control character",
             value.escape_debug()
@@ -219,8 +229,12 @@ pub fn timestamp(t: SystemTime) -> String {
 }
 
 fn parse_time(field: &str, s: &str) -> Result<SystemTime, Corrupt> {
-    humantime::parse_rfc3339(s)
-        .map_err(|e| Corrupt(format!("{field} `{}` is not an RFC 3339 time: {e}", s.escape_debug())))
+    humantime::parse_rfc3339(s).map_err(|e| {
+        Corrupt(format!(
+            "{field} `{}` is not an RFC 3339 time: {e}",
+            s.escape_debug()
+        ))
+    })
 }
 
 fn one_line(s: &str) -> String {
@@ -240,7 +254,10 @@ mod tests {
             agent: "alice".into(),
             host: "box1".into(),
             boot_id: "0b6e3f6c-1d2a-4b8e-9f00-123456789abc".into(),
-            holder: Some(Holder { pid: 4121, start: 987_654 }),
+            holder: Some(Holder {
+                pid: 4121,
+                start: 987_654,
+            }),
             nonce: Nonce::parse("00112233445566778899aabbccddeeff").unwrap(),
             claimed_at: at,
             heartbeat_at: at + Duration::from_secs(30),
@@ -253,7 +270,10 @@ mod tests {
         let c = sample();
         assert_eq!(Claim::parse(c.to_toml().as_bytes()).unwrap(), c);
         let no_holder = Claim { holder: None, ..c };
-        assert_eq!(Claim::parse(no_holder.to_toml().as_bytes()).unwrap(), no_holder);
+        assert_eq!(
+            Claim::parse(no_holder.to_toml().as_bytes()).unwrap(),
+            no_holder
+        );
     }
 
     #[test]
@@ -280,14 +300,33 @@ mod tests {
             (b"".to_vec(), "empty file"),
             (vec![b'#'; 5000], "larger than"),
             (vec![0xff, 0xfe, b'a'], "not UTF-8"),
-            (good.as_bytes()[..good.len() / 2].to_vec(), "not a claim record"),
-            (good.replace("attempt = 2", "attempt = 0").into_bytes(), "attempt is 0"),
-            (good.replace("parse-if", "../etc").into_bytes(), "invalid task id"),
+            (
+                good.as_bytes()[..good.len() / 2].to_vec(),
+                "not a claim record",
+            ),
+            (
+                good.replace("attempt = 2", "attempt = 0").into_bytes(),
+                "attempt is 0",
+            ),
+            (
+                good.replace("parse-if", "../etc").into_bytes(),
+                "invalid task id",
+            ),
             (good.replace("pid = 4121\n", "").into_bytes(), "together"),
             (good.replace("0011", "zz11").into_bytes(), "nonce"),
-            (good.replace("2026-11-30T00:53:20.123Z", "yesterday").into_bytes(), "claimed_at"),
-            (good.replace("\"alice\"", "\"al ice\"").into_bytes(), "agent"),
-            (good.replace("attempt = 2", "attempt = \"2\"").into_bytes(), "not a claim record"),
+            (
+                good.replace("2026-11-30T00:53:20.123Z", "yesterday")
+                    .into_bytes(),
+                "claimed_at",
+            ),
+            (
+                good.replace("\"alice\"", "\"al ice\"").into_bytes(),
+                "agent",
+            ),
+            (
+                good.replace("attempt = 2", "attempt = \"2\"").into_bytes(),
+                "not a claim record",
+            ),
         ];
         for (bytes, want) in cases {
             let why = Claim::parse(&bytes).unwrap_err().0;

@@ -30,8 +30,9 @@ impl Ctx {
         let hub = match &self.hub_arg {
             Some(path) => check_hub(path)?,
             None => {
-                let cwd = std::env::current_dir()
-                    .map_err(|e| Error::failure(format!("cannot read the current directory: {e}")))?;
+                let cwd = std::env::current_dir().map_err(|e| {
+                    Error::failure(format!("cannot read the current directory: {e}"))
+                })?;
                 discover(&cwd).ok_or_else(|| {
                     Error::usage(format!(
                         "no hub: `{}` is not inside a git repository",
@@ -53,22 +54,30 @@ impl Ctx {
 fn check_hub(path: &Path) -> Result<PathBuf, Error> {
     match std::fs::metadata(path) {
         Ok(m) if m.is_dir() => Ok(path.to_path_buf()),
-        Ok(_) => Err(Error::usage(format!("hub `{}` is not a directory", path.display()))
-            .hint("pass --hub with the path of the shared repository")),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Err(Error::usage(format!("hub `{}` does not exist", path.display())).hint(format!(
-                "check the path given with --hub or FARM_HUB, or create a hub: git init --bare {}",
-                path.display()
-            )))
-        }
-        Err(e) => Err(Error::failure(format!("cannot read hub `{}`: {e}", path.display()))),
+        Ok(_) => Err(
+            Error::usage(format!("hub `{}` is not a directory", path.display()))
+                .hint("pass --hub with the path of the shared repository"),
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::usage(format!(
+            "hub `{}` does not exist",
+            path.display()
+        ))
+        .hint(format!(
+            "check the path given with --hub or FARM_HUB, or create a hub: git init --bare {}",
+            path.display()
+        ))),
+        Err(e) => Err(Error::failure(format!(
+            "cannot read hub `{}`: {e}",
+            path.display()
+        ))),
     }
 }
 
 /// The nearest enclosing repository: a directory with `.git`, or a bare one.
 fn discover(start: &Path) -> Option<PathBuf> {
     start.ancestors().find_map(|dir| {
-        let bare = dir.join("HEAD").is_file() && dir.join("objects").is_dir() && dir.join("refs").is_dir();
+        let bare =
+            dir.join("HEAD").is_file() && dir.join("objects").is_dir() && dir.join("refs").is_dir();
         (dir.join(".git").exists() || bare).then(|| dir.to_path_buf())
     })
 }

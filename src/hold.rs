@@ -38,7 +38,10 @@ pub fn run(
         .env("FARM_TASK", task.as_str())
         .env("FARM_AGENT", &held.claim().agent)
         .env("FARM_NONCE", held.claim().nonce.as_str())
-        .env("FARM_CLAIM", store.location() + "/" + task.as_str() + ".txt");
+        .env(
+            "FARM_CLAIM",
+            store.location() + "/" + task.as_str() + ".txt",
+        );
     let parent = std::process::id();
     // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) between
     // fork and exec.
@@ -64,7 +67,9 @@ pub fn run(
             let name = argv[0].to_string_lossy();
             let release = store.release_held(held);
             let (code, hint) = match e.kind() {
-                std::io::ErrorKind::NotFound => (127, format!("is `{name}` installed and on PATH?")),
+                std::io::ErrorKind::NotFound => {
+                    (127, format!("is `{name}` installed and on PATH?"))
+                }
                 std::io::ErrorKind::PermissionDenied => (126, format!("is `{name}` executable?")),
                 _ => (1, "check the command".to_owned()),
             };
@@ -100,15 +105,23 @@ pub fn run(
     match store.release_held(held) {
         Ok(()) => out.debug(&format!("released `{task}`")),
         Err(e @ StoreError::Lost { .. }) => {
-            return Err(Error::failure(format!("{e}; the command ran without it at the end"))
-                .hint("`farm locks` shows who holds it now"));
+            return Err(
+                Error::failure(format!("{e}; the command ran without it at the end"))
+                    .hint("`farm locks` shows who holds it now"),
+            );
         }
         Err(e) => return Err(e.into()),
     }
     Ok(exit_code(status))
 }
 
-fn heartbeat(store: &dyn ClaimStore, held: &Held, every: Duration, stop: &mpsc::Receiver<()>, out: &Out) {
+fn heartbeat(
+    store: &dyn ClaimStore,
+    held: &Held,
+    every: Duration,
+    stop: &mpsc::Receiver<()>,
+    out: &Out,
+) {
     while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(every) {
         if let Err(e) = store.heartbeat(held, SystemTime::now()) {
             out.note(&format!("warning: {e}; no more heartbeats"));

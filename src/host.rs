@@ -85,7 +85,8 @@ mod tests {
 
     #[test]
     fn start_time_skips_tricky_comm() {
-        let stat = "4121 (a) b (c) S 1 4121 4121 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
+        let stat =
+            "4121 (a) b (c) S 1 4121 4121 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
         assert_eq!(parse_start_time(stat), Some(987_654));
         assert_eq!(parse_start_time("garbage"), None);
         assert_eq!(parse_start_time("1 (x) S 1 2"), None);

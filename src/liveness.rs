@@ -81,10 +81,9 @@ impl Judge<'_> {
             }
             return match (self.probe)(holder.pid) {
                 None => dead(format!("process {} is gone", holder.pid)),
-                Some(start) if start != holder.start => dead(format!(
-                    "pid {} now belongs to another process",
-                    holder.pid
-                )),
+                Some(start) if start != holder.start => {
+                    dead(format!("pid {} now belongs to another process", holder.pid))
+                }
                 Some(_) => Verdict {
                     state: State::Alive,
                     reason: format!("process {} is running", holder.pid),
@@ -214,7 +213,10 @@ mod tests {
         assert_eq!((stale.state, stale.reapable), (State::Stale, true));
         assert_eq!(stale.reason, "heartbeat 1m01s ago, older than 1m");
         let no_threshold = judge_at(&h, 1_000_000, None, &nothing_runs).claim(&c, c.heartbeat_at);
-        assert_eq!((no_threshold.state, no_threshold.reapable), (State::Alive, false));
+        assert_eq!(
+            (no_threshold.state, no_threshold.reapable),
+            (State::Alive, false)
+        );
     }
 
     #[test]
@@ -247,6 +249,11 @@ mod tests {
         assert_eq!((young.state, young.reapable), (State::Corrupt, false));
         let old = judge_at(&h, 10, Some(5), &nothing_runs).corrupt("empty file", m);
         assert_eq!((old.state, old.reapable), (State::Corrupt, true));
-        assert!(old.reason.starts_with("corrupt (empty file), modified 10s ago"), "{}", old.reason);
+        assert!(
+            old.reason
+                .starts_with("corrupt (empty file), modified 10s ago"),
+            "{}",
+            old.reason
+        );
     }
 }

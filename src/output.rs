@@ -117,7 +117,11 @@ pub fn table(header: &[&str], rows: &[Vec<(String, Option<Style>)>], color: bool
         let last = cells.len() - 1;
         let mut text = String::new();
         for (i, ((cell, style), w)) in cells.into_iter().zip(&widths).enumerate() {
-            let pad = if i == last { 0 } else { w - cell.chars().count() + 2 };
+            let pad = if i == last {
+                0
+            } else {
+                w - cell.chars().count() + 2
+            };
             let shown = match style {
                 Some(s) => paint(color, s, &cell),
                 None => cell,
@@ -128,7 +132,12 @@ pub fn table(header: &[&str], rows: &[Vec<(String, Option<Style>)>], color: bool
         out.push_str(text.trim_end());
         out.push('\n');
     };
-    line(header.iter().map(|h| (h.to_string(), Some(Style::Bold))).collect());
+    line(
+        header
+            .iter()
+            .map(|h| (h.to_string(), Some(Style::Bold)))
+            .collect(),
+    );
     for row in rows {
         line(row.clone());
     }
@@ -142,13 +151,23 @@ mod tests {
     #[test]
     fn table_aligns_with_and_without_color() {
         let rows = vec![
-            vec![("a".to_string(), None), ("alive".to_string(), Some(Style::Good))],
-            vec![("longer".to_string(), None), ("dead".to_string(), Some(Style::Bad))],
+            vec![
+                ("a".to_string(), None),
+                ("alive".to_string(), Some(Style::Good)),
+            ],
+            vec![
+                ("longer".to_string(), None),
+                ("dead".to_string(), Some(Style::Bad)),
+            ],
         ];
         let plain = table(&["TASK", "STATE"], &rows, false);
         assert_eq!(plain, "TASK    STATE\na       alive\nlonger  dead\n");
         let colored = table(&["TASK", "STATE"], &rows, true);
-        let stripped = colored.replace("\x1b[1m", "").replace("\x1b[32m", "").replace("\x1b[31m", "").replace("\x1b[0m", "");
+        let stripped = colored
+            .replace("\x1b[1m", "")
+            .replace("\x1b[32m", "")
+            .replace("\x1b[31m", "")
+            .replace("\x1b[0m", "");
         assert_eq!(stripped, plain);
     }
 }

@@ -95,7 +95,17 @@ mod tests {
     #[test]
     fn refuses_paths_and_oddities() {
         for bad in [
-            "", ".hidden", "-x", "_x", "a/b", "../etc", "a..b", "a b", "a\nb", "é", "a\\b",
+            "",
+            ".hidden",
+            "-x",
+            "_x",
+            "a/b",
+            "../etc",
+            "a..b",
+            "a b",
+            "a\nb",
+            "é",
+            "a\\b",
             &"x".repeat(101),
         ] {
             let err = TaskId::parse(bad).unwrap_err().to_string();
@@ -118,8 +128,7 @@ mod tests {
         };
         first.is_ascii_alphanumeric()
             && s.chars().count() <= 100
-            && s
-                .chars()
+            && s.chars()
                 .all(|c| c.is_ascii_alphanumeric() || ".-_".contains(c))
             && !s.contains("..")
     }

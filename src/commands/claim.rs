@@ -61,8 +61,10 @@ pub struct Args {
 
 pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     if !args.command.is_empty() && args.tasks.len() != 1 {
-        return Err(Error::usage("`farm claim -- COMMAND` holds exactly one task")
-            .hint("name one TASK before `--`"));
+        return Err(
+            Error::usage("`farm claim -- COMMAND` holds exactly one task")
+                .hint("name one TASK before `--`"),
+        );
     }
     if args.heartbeat.is_zero() {
         return Err(Error::usage("--heartbeat must be longer than 0s"));
@@ -79,17 +81,28 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     };
     let mut lost = Vec::new();
     for task in &args.tasks {
-        let claim = Claim::new(task.clone(), &args.agent, holder, args.attempt, SystemTime::now());
+        let claim = Claim::new(
+            task.clone(),
+            &args.agent,
+            holder,
+            args.attempt,
+            SystemTime::now(),
+        );
         match store.try_claim(claim, holding)? {
             Attempt::Won(held) => {
                 let c = held.claim();
                 if args.json {
                     ctx.out.data(&format!("{}\n", claim_json(c)))?;
                 } else if !holding {
-                    ctx.out.say(&format!("claimed `{task}` as {} (nonce {})", c.who(), c.nonce))?;
+                    ctx.out.say(&format!(
+                        "claimed `{task}` as {} (nonce {})",
+                        c.who(),
+                        c.nonce
+                    ))?;
                 }
                 if holding {
-                    let code = crate::hold::run(&store, held, &args.command, args.heartbeat, &ctx.out)?;
+                    let code =
+                        crate::hold::run(&store, held, &args.command, args.heartbeat, &ctx.out)?;
                     return Ok(ExitCode::from(code));
                 }
             }
@@ -104,8 +117,12 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     if lost.len() == 1 {
         let hint = match entry.judge(&judge).state {
             State::Dead => "its holder is dead; take it back with: farm reap".to_owned(),
-            State::Corrupt => format!("inspect the claim file, then free it: farm release {task} --force"),
-            _ => format!("wait for its release, or free it if its holder is gone: farm release {task} --force"),
+            State::Corrupt => {
+                format!("inspect the claim file, then free it: farm release {task} --force")
+            }
+            _ => format!(
+                "wait for its release, or free it if its holder is gone: farm release {task} --force"
+            ),
         };
         return Err(Error::new(
             Code::Held,
@@ -114,7 +131,10 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         .hint(hint));
     }
     for (task, entry) in &lost {
-        ctx.out.note(&format!("cannot claim `{task}`: held by {}", held_by(entry, now)));
+        ctx.out.note(&format!(
+            "cannot claim `{task}`: held by {}",
+            held_by(entry, now)
+        ));
     }
     Ok(ExitCode::from(Code::Held as u8))
 }

@@ -33,13 +33,17 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             }
             d.clone()
         }
-        None => std::env::temp_dir().join(format!("farm-demo-{}", std::process::id())),
+        None => {
+            let unique = crate::claim::Nonce::random();
+            std::env::temp_dir().join(format!("farm-demo-{}", unique.short()))
+        }
     };
     std::fs::create_dir_all(&hub)
         .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", hub.display())))?;
     let result = Demo { ctx, hub: &hub }.play();
     if args.keep || args.dir.is_some() {
-        ctx.out.note(&format!("\nthe scratch hub is kept at {}", hub.display()));
+        ctx.out
+            .note(&format!("\nthe scratch hub is kept at {}", hub.display()));
     } else {
         let _ = std::fs::remove_dir_all(&hub);
     }
@@ -69,14 +73,21 @@ impl Demo<'_> {
         self.farm(&["claim", "parse-if", "--agent", "bob"])?;
 
         self.say("carol holds `lexer` while a command runs; her farm process is the holder:");
-        self.show(&["claim", "lexer", "--agent", "carol", "--", "sleep", "600", "&"]);
-        let mut carol = self.command(&["claim", "lexer", "--agent", "carol", "--", "sleep", "600"]).spawn()
+        self.show(&[
+            "claim", "lexer", "--agent", "carol", "--", "sleep", "600", "&",
+        ]);
+        let mut carol = self
+            .command(&["claim", "lexer", "--agent", "carol", "--", "sleep", "600"])
+            .spawn()
             .map_err(|e| Error::failure(format!("cannot start farm: {e}")))?;
         self.wait_for_claim("lexer", &mut carol)?;
         self.farm(&["locks"])?;
 
-        self.say(&format!("carol's farm is killed with SIGKILL (pid {}): no clean-up runs, yet", carol.id()));
-        self.say("her claim reads as dead at once, and `farm reap` takes it back:");
+        self.say(&format!(
+            "carol's farm (pid {}) is killed with SIGKILL: no clean-up code runs,\n\
+             # yet her claim reads as dead at once, and `farm reap` takes it back:",
+            carol.id()
+        ));
         let _ = carol.kill();
         let _ = carol.wait();
         self.farm(&["locks"])?;
@@ -90,18 +101,25 @@ impl Demo<'_> {
     }
 
     fn say(&self, text: &str) {
-        self.ctx.out.note(&format!("\n{}", self.ctx.out.paint_err(Style::Bold, &format!("# {text}"))));
+        self.ctx.out.note(&format!(
+            "\n{}",
+            self.ctx.out.paint_err(Style::Bold, &format!("# {text}"))
+        ));
     }
 
     fn show(&self, args: &[&str]) {
         let line = format!("$ farm {}", args.join(" "));
-        self.ctx.out.note(&self.ctx.out.paint_err(Style::Dim, &line));
+        self.ctx
+            .out
+            .note(&self.ctx.out.paint_err(Style::Dim, &line));
     }
 
     fn command(&self, args: &[&str]) -> Command {
         let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("farm"));
         let mut cmd = Command::new(exe);
-        cmd.args(args).env("FARM_HUB", self.hub).stdin(Stdio::null());
+        cmd.args(args)
+            .env("FARM_HUB", self.hub)
+            .stdin(Stdio::null());
         cmd
     }
 
@@ -112,8 +130,15 @@ impl Demo<'_> {
             .status()
             .map_err(|e| Error::failure(format!("cannot run farm: {e}")))?;
         if !status.success() {
-            let code = status.code().map_or("a signal".to_owned(), |c| c.to_string());
-            self.ctx.out.note(&self.ctx.out.paint_err(Style::Dim, &format!("(exit {code})")));
+            let code = status
+                .code()
+                .map_or("a signal".to_owned(), |c| c.to_string());
+            self.ctx.out.note(
+                &self
+                    .ctx
+                    .out
+                    .paint_err(Style::Dim, &format!("(exit {code})")),
+            );
         }
         Ok(())
     }
@@ -122,9 +147,13 @@ impl Demo<'_> {
         let path = self.hub.join("current_tasks").join(format!("{task}.txt"));
         let start = Instant::now();
         while !path.exists() {
-            if start.elapsed() > Duration::from_secs(10) || child.try_wait().ok().flatten().is_some() {
+            if start.elapsed() > Duration::from_secs(10)
+                || child.try_wait().ok().flatten().is_some()
+            {
                 let _ = child.kill();
-                return Err(Error::failure(format!("carol's claim on `{task}` did not appear")));
+                return Err(Error::failure(format!(
+                    "carol's claim on `{task}` did not appear"
+                )));
             }
             std::thread::sleep(Duration::from_millis(10));
         }

@@ -47,7 +47,10 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         })
         .collect();
     if args.json {
-        let claims: Vec<_> = judged.iter().map(|(e, v)| entry_json(e, v, judge.now)).collect();
+        let claims: Vec<_> = judged
+            .iter()
+            .map(|(e, v)| entry_json(e, v, judge.now))
+            .collect();
         let doc = json!({
             "store": store.kind(),
             "location": store.location(),
@@ -58,11 +61,24 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         return Ok(ExitCode::SUCCESS);
     }
     if judged.is_empty() {
-        ctx.out.note(&format!("no claims in {} ({} store)", store.location(), store.kind()));
+        ctx.out.note(&format!(
+            "no claims in {} ({} store)",
+            store.location(),
+            store.kind()
+        ));
         return Ok(ExitCode::SUCCESS);
     }
     let rows: Vec<_> = judged.iter().map(|(e, v)| row(e, v, judge.now)).collect();
-    let header = ["TASK", "AGENT", "HOST", "PID", "AGE", "HEARTBEAT", "STATE", "WHY"];
+    let header = [
+        "TASK",
+        "AGENT",
+        "HOST",
+        "PID",
+        "AGE",
+        "HEARTBEAT",
+        "STATE",
+        "WHY",
+    ];
     ctx.out.data(&table(&header, &rows, ctx.out.color_stdout))?;
     Ok(ExitCode::SUCCESS)
 }
@@ -78,7 +94,11 @@ fn row(e: &Listed, v: &Verdict, now: SystemTime) -> Vec<(String, Option<Style>)>
         State::Dead | State::Corrupt => Style::Bad,
     };
     let plain = |s: String| (s, None);
-    let why = if v.state == State::Alive { String::new() } else { v.reason.clone() };
+    let why = if v.state == State::Alive {
+        String::new()
+    } else {
+        v.reason.clone()
+    };
     match &e.record {
         Ok(c) => vec![
             plain(e.name.clone()),

@@ -46,7 +46,10 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     for entry in store.list()? {
         let verdict = entry.judge(&judge);
         if !verdict.reapable {
-            ctx.out.debug(&format!("kept `{}`: {}: {}", entry.name, verdict.state, verdict.reason));
+            ctx.out.debug(&format!(
+                "kept `{}`: {}: {}",
+                entry.name, verdict.state, verdict.reason
+            ));
             continue;
         }
         let who = held_by(&entry, judge.now);
@@ -62,10 +65,15 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
                 }
             }
         };
-        let Some((verdict, tombstone)) = taken else { continue };
+        let Some((verdict, tombstone)) = taken else {
+            continue;
+        };
         if !args.json {
             let verb = if args.dry_run { "would reap" } else { "reaped" };
-            ctx.out.say(&format!("{verb} `{}` (held by {who}): {}: {}", entry.name, verdict.state, verdict.reason))?;
+            ctx.out.say(&format!(
+                "{verb} `{}` (held by {who}): {}: {}",
+                entry.name, verdict.state, verdict.reason
+            ))?;
             if let Some(t) = &tombstone {
                 ctx.out.debug(&format!("  tombstone: {}", t.display()));
             }
@@ -78,6 +86,14 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             "tombstone": tombstone.map(|t| t.display().to_string()),
         }));
     }
+    if !args.dry_run {
+        let tidied = store.tidy(judge.now)?;
+        if tidied > 0 {
+            ctx.out.debug(&format!(
+                "removed {tidied} scratch file(s) left by crashed claimers"
+            ));
+        }
+    }
     if args.json {
         let doc = json!({"dry_run": args.dry_run, "reaped": reaped, "skipped": skipped});
         ctx.out.data(&format!("{doc:#}\n"))?;
@@ -86,7 +102,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             Some(t) => format!("no dead claims and none older than {}", Age(t)),
             None => "no dead claims".to_owned(),
         };
-        ctx.out.note(&format!("nothing to reap: {scope} in {}", store.location()));
+        ctx.out
+            .note(&format!("nothing to reap: {scope} in {}", store.location()));
     }
     Ok(ExitCode::SUCCESS)
 }

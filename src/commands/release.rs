@@ -50,13 +50,18 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         let Released::Tombstoned(tomb) = store.release(task, Release::Force { by: &by })? else {
             unreachable!("a forced release keeps a tombstone");
         };
-        ctx.out.say(&format!("released `{task}` by force (was held by {who})"))?;
+        ctx.out
+            .say(&format!("released `{task}` by force (was held by {who})"))?;
         ctx.out.debug(&format!("  tombstone: {}", tomb.display()));
         return Ok(ExitCode::SUCCESS);
     }
     let claim = entry.record.as_ref().map_err(|why| {
-        Error::failure(format!("cannot release `{task}`: the claim file is corrupt ({why})"))
-            .hint(format!("take it anyway (it is kept as a tombstone): farm release {task} --force"))
+        Error::failure(format!(
+            "cannot release `{task}`: the claim file is corrupt ({why})"
+        ))
+        .hint(format!(
+            "take it anyway (it is kept as a tombstone): farm release {task} --force"
+        ))
     })?;
     let mine = match &args.nonce {
         Some(nonce) => &claim.nonce == nonce,

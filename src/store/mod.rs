@@ -50,7 +50,16 @@ pub trait ClaimStore: Send + Sync {
     /// Take back `entry` if, judged again under the store's own guard, it is
     /// still the claim that was listed and still reapable.
     fn reap(&self, entry: &Listed, judge: &Judge<'_>) -> Result<Reap, StoreError>;
+
+    /// Remove the store's own scratch that crashed processes left behind,
+    /// if it is older than `SCRATCH_MAX_AGE`. Returns how many were removed.
+    fn tidy(&self, _now: SystemTime) -> Result<usize, StoreError> {
+        Ok(0)
+    }
 }
+
+/// Scratch lives for microseconds; anything this old was left by a crash.
+pub const SCRATCH_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// The outcome of [`ClaimStore::try_claim`].
 #[derive(Debug)]
@@ -124,7 +133,10 @@ impl Listed {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Reap {
     /// Taken; the record is kept at this path with the reason.
-    Reaped { tombstone: PathBuf, verdict: Verdict },
+    Reaped {
+        tombstone: PathBuf,
+        verdict: Verdict,
+    },
     /// Not taken: released, replaced, refreshed or proved alive meanwhile.
     Skipped(String),
 }
@@ -151,8 +163,15 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> StoreError {
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(io::Error) -> StoreError {
         let path = path.into();
-        move |source| StoreError::Io { action, path, source }
+        move |source| StoreError::Io {
+            action,
+            path,
+            source,
+        }
     }
 }

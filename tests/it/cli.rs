@@ -10,13 +10,25 @@ const M: Duration = Duration::from_secs(60);
 #[test]
 fn claim_then_claim_again_is_refused_with_who_holds_it() {
     let env = Env::new();
-    let won = env.farm(["claim", "parse-if", "--agent", "alice"]).run().success();
-    assert!(won.stdout.starts_with("claimed `parse-if` as alice@"), "{won:?}");
+    let won = env
+        .farm(["claim", "parse-if", "--agent", "alice"])
+        .run()
+        .success();
+    assert!(
+        won.stdout.starts_with("claimed `parse-if` as alice@"),
+        "{won:?}"
+    );
     let text = std::fs::read_to_string(env.claim_path("parse-if")).unwrap();
     assert!(text.contains("agent = \"alice\""), "{text}");
-    assert!(!text.contains("pid ="), "a hand claim has no holder process: {text}");
+    assert!(
+        !text.contains("pid ="),
+        "a hand claim has no holder process: {text}"
+    );
 
-    let lost = env.farm(["claim", "parse-if", "--agent", "bob"]).run().code(3);
+    let lost = env
+        .farm(["claim", "parse-if", "--agent", "bob"])
+        .run()
+        .code(3);
     let host = &farm::host::Here::current().host;
     let first = lost.stderr.lines().next().unwrap();
     assert_eq!(
@@ -25,7 +37,10 @@ fn claim_then_claim_again_is_refused_with_who_holds_it() {
     );
     assert!(lost.stderr.contains("hint: "), "{lost:?}");
     // bob's attempt left the winner's record as it was.
-    assert_eq!(std::fs::read_to_string(env.claim_path("parse-if")).unwrap(), text);
+    assert_eq!(
+        std::fs::read_to_string(env.claim_path("parse-if")).unwrap(),
+        text
+    );
 }
 
 #[test]
@@ -33,10 +48,17 @@ fn claim_json_gives_the_nonce_to_release_with() {
     let env = Env::new();
     let out = env.farm(["claim", "t1", "--json"]).run().success();
     let nonce = out.json()["nonce"].as_str().unwrap().to_owned();
-    env.farm(["release", "t1", "--agent", "someone-else", "--nonce", &nonce])
-        .run()
-        .success()
-        .stdout_has("released `t1`");
+    env.farm([
+        "release",
+        "t1",
+        "--agent",
+        "someone-else",
+        "--nonce",
+        &nonce,
+    ])
+    .run()
+    .success()
+    .stdout_has("released `t1`");
     assert!(!env.claim_path("t1").exists());
 }
 
@@ -44,8 +66,14 @@ fn claim_json_gives_the_nonce_to_release_with() {
 fn claim_several_reports_each_and_exits_3_if_any_was_held() {
     let env = Env::new();
     env.farm(["claim", "b", "--agent", "bob"]).run().success();
-    let out = env.farm(["claim", "a", "b", "c", "--agent", "alice"]).run().code(3);
-    assert!(out.stdout.contains("claimed `a`") && out.stdout.contains("claimed `c`"), "{out:?}");
+    let out = env
+        .farm(["claim", "a", "b", "c", "--agent", "alice"])
+        .run()
+        .code(3);
+    assert!(
+        out.stdout.contains("claimed `a`") && out.stdout.contains("claimed `c`"),
+        "{out:?}"
+    );
     assert!(!out.stdout.contains("`b`"), "{out:?}");
     out.stderr_has("cannot claim `b`: held by bob@");
 }
@@ -53,11 +81,19 @@ fn claim_several_reports_each_and_exits_3_if_any_was_held() {
 #[test]
 fn locks_table_is_aligned_and_sorted() {
     let env = Env::new();
-    env.plant(&record("parse-if", "alice", "box2", 3 * H, 10 * M), SystemTime::now() - 10 * M);
-    env.plant(&record("lexer", "bob", "box3", 5 * H, 3 * H), SystemTime::now() - 3 * H);
+    env.plant(
+        &record("parse-if", "alice", "box2", 3 * H, 10 * M),
+        SystemTime::now() - 10 * M,
+    );
+    env.plant(
+        &record("lexer", "bob", "box3", 5 * H, 3 * H),
+        SystemTime::now() - 3 * H,
+    );
     std::fs::write(env.claim_path("broken"), "not a claim").unwrap();
     let out = env.farm(["locks"]).run().success();
-    let text = out.stdout.replace(&farm::host::Here::current().host, "[HOST]");
+    let text = out
+        .stdout
+        .replace(&farm::host::Here::current().host, "[HOST]");
     insta::assert_snapshot!(text, @r"
     TASK      AGENT  HOST  PID  AGE  HEARTBEAT  STATE    WHY
     broken    -      -     -    0s   -          corrupt  corrupt (not a claim record: key with no value, expected `=`), modified 0s ago
@@ -80,8 +116,20 @@ fn locks_json_is_stable_for_scripts() {
     assert_eq!(
         keys,
         [
-            "age_secs", "agent", "attempt", "boot_id", "claimed_at", "heartbeat_age_secs",
-            "heartbeat_at", "host", "modified_at", "nonce", "pid", "pid_start", "reason", "state",
+            "age_secs",
+            "agent",
+            "attempt",
+            "boot_id",
+            "claimed_at",
+            "heartbeat_age_secs",
+            "heartbeat_at",
+            "host",
+            "modified_at",
+            "nonce",
+            "pid",
+            "pid_start",
+            "reason",
+            "state",
             "task"
         ]
     );
@@ -94,7 +142,10 @@ fn locks_on_an_empty_hub_says_so_and_creates_nothing() {
     let env = Env::new();
     let out = env.farm(["locks"]).run().success();
     assert_eq!(out.stdout, "");
-    assert_eq!(env.normalize(&out.stderr), "no claims in [HUB]/current_tasks (fs store)\n");
+    assert_eq!(
+        env.normalize(&out.stderr),
+        "no claims in [HUB]/current_tasks (fs store)\n"
+    );
     assert!(!env.claims().exists());
     let json = env.farm(["locks", "--json"]).run().success().json();
     assert_eq!(json["claims"], serde_json::json!([]));
@@ -105,7 +156,8 @@ fn release_refuses_someone_elses_claim_unless_forced() {
     let env = Env::new();
     env.farm(["claim", "t", "--agent", "alice"]).run().success();
     let out = env.farm(["release", "t", "--agent", "bob"]).run().code(3);
-    out.stderr_has("cannot release `t`: held by alice@").stderr_has("--force");
+    out.stderr_has("cannot release `t`: held by alice@")
+        .stderr_has("--force");
     assert!(env.claim_path("t").exists());
 
     env.farm(["release", "t", "--agent", "bob", "--force"])
@@ -115,19 +167,27 @@ fn release_refuses_someone_elses_claim_unless_forced() {
     assert!(!env.claim_path("t").exists());
     let tombs = env.tombstones();
     assert_eq!(tombs.len(), 1);
-    assert!(tombs[0].contains("agent = \"alice\"") && tombs[0].contains("released by force by bob@"), "{tombs:?}");
+    assert!(
+        tombs[0].contains("agent = \"alice\"") && tombs[0].contains("released by force by bob@"),
+        "{tombs:?}"
+    );
 }
 
 #[test]
 fn release_of_nothing_exits_4() {
     let env = Env::new();
-    env.farm(["release", "nothing"]).run().code(4).stderr_has("`nothing` is not claimed");
+    env.farm(["release", "nothing"])
+        .run()
+        .code(4)
+        .stderr_has("`nothing` is not claimed");
 }
 
 #[test]
 fn release_refuses_a_claim_whose_holder_process_is_alive() {
     let env = Env::new();
-    let mut holder = env.farm(["claim", "busy", "--agent", "tester", "--", "sleep", "30"]).spawn();
+    let mut holder = env
+        .farm(["claim", "busy", "--agent", "tester", "--", "sleep", "30"])
+        .spawn();
     crate::common::wait_for(&env.claim_path("busy"));
     let out = env.farm(["release", "busy"]).run().code(3);
     out.stderr_has(&format!("held by a live process (pid {})", holder.id()));
@@ -141,7 +201,8 @@ fn bad_task_ids_are_refused_with_the_rule_and_nothing_is_written() {
     let env = Env::new();
     for bad in ["../etc/passwd", "a/b", ".hidden", "a..b", "a b", ""] {
         let out = env.farm(["claim", bad]).run().code(2);
-        out.stderr_has("invalid task id").stderr_has("a task id is a letter or digit");
+        out.stderr_has("invalid task id")
+            .stderr_has("a task id is a letter or digit");
         env.farm(["release", bad]).run().code(2);
     }
     assert!(!env.claims().exists(), "nothing written");
@@ -151,7 +212,11 @@ fn bad_task_ids_are_refused_with_the_rule_and_nothing_is_written() {
 fn missing_hub_is_one_clear_line_and_a_hint() {
     let env = Env::new();
     let missing = env.tmp.path().join("no-such-hub");
-    let out = env.farm(["claim", "t"]).env("FARM_HUB", &missing).run().code(2);
+    let out = env
+        .farm(["claim", "t"])
+        .env("FARM_HUB", &missing)
+        .run()
+        .code(2);
     assert_eq!(
         env.normalize(&out.stderr),
         "error: hub `[TMP]/no-such-hub` does not exist\n\
@@ -165,7 +230,10 @@ fn no_hub_outside_a_repository() {
     let env = Env::new();
     let mut farm = env.farm(["locks"]);
     farm.cmd.env_remove("FARM_HUB");
-    farm.run().code(2).stderr_has("is not inside a git repository").stderr_has("--hub");
+    farm.run()
+        .code(2)
+        .stderr_has("is not inside a git repository")
+        .stderr_has("--hub");
 }
 
 #[test]
@@ -188,13 +256,25 @@ fn a_planted_symlink_is_never_followed_or_written_through() {
     std::fs::create_dir(env.claims()).unwrap();
     std::os::unix::fs::symlink(&target, env.claim_path("t")).unwrap();
 
-    env.farm(["claim", "t"]).run().code(3).stderr_has("corrupt claim file (a symlink");
+    env.farm(["claim", "t"])
+        .run()
+        .code(3)
+        .stderr_has("corrupt claim file (a symlink");
     let locks = env.farm(["locks", "--json"]).run().success().json();
     assert_eq!(locks["claims"][0]["state"], "corrupt");
-    env.farm(["release", "t"]).run().code(1).stderr_has("corrupt");
+    env.farm(["release", "t"])
+        .run()
+        .code(1)
+        .stderr_has("corrupt");
     env.farm(["reap"]).run().success();
-    assert!(env.claim_path("t").is_symlink(), "a young corrupt entry is not reaped without an age");
-    env.farm(["reap", "--older-than", "0s"]).run().success().stdout_has("reaped `t`");
+    assert!(
+        env.claim_path("t").is_symlink(),
+        "a young corrupt entry is not reaped without an age"
+    );
+    env.farm(["reap", "--older-than", "0s"])
+        .run()
+        .success()
+        .stdout_has("reaped `t`");
     assert!(!env.claim_path("t").exists() && !env.claim_path("t").is_symlink());
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
     env.farm(["claim", "t"]).run().success();
@@ -207,12 +287,19 @@ fn current_tasks_as_a_symlink_or_a_file_is_refused() {
     let elsewhere = env.tmp.path().join("elsewhere");
     std::fs::create_dir(&elsewhere).unwrap();
     std::os::unix::fs::symlink(&elsewhere, env.claims()).unwrap();
-    env.farm(["claim", "t"]).run().code(1).stderr_has("is a symlink");
+    env.farm(["claim", "t"])
+        .run()
+        .code(1)
+        .stderr_has("is a symlink");
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
 
     std::fs::remove_file(env.claims()).unwrap();
     std::fs::write(env.claims(), "").unwrap();
-    env.farm(["claim", "t"]).run().code(1).stderr_has("is not a directory").stderr_has("hint:");
+    env.farm(["claim", "t"])
+        .run()
+        .code(1)
+        .stderr_has("is not a directory")
+        .stderr_has("hint:");
 }
 
 #[test]
@@ -225,11 +312,24 @@ fn an_unwritable_current_tasks_is_one_clear_error_and_nothing_written() {
     }
     // Root writes anywhere, so as root the test runs farm as `nobody`.
     let farm = if unsafe { libc::geteuid() } == 0 {
-        let mut f = env.farm(["--hub".as_ref(), env.hub.as_os_str(), "claim".as_ref(), "t".as_ref()]);
+        let mut f = env.farm([
+            "--hub".as_ref(),
+            env.hub.as_os_str(),
+            "claim".as_ref(),
+            "t".as_ref(),
+        ]);
         let args: Vec<_> = f.cmd.get_args().map(|a| a.to_owned()).collect();
         let mut cmd = std::process::Command::new("setpriv");
-        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", crate::common::FARM]).args(args);
-        cmd.env_clear().env("PATH", std::env::var_os("PATH").unwrap()).env("NO_COLOR", "1");
+        cmd.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            crate::common::FARM,
+        ])
+        .args(args);
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap())
+            .env("NO_COLOR", "1");
         f.cmd = cmd;
         f
     } else {
@@ -238,8 +338,14 @@ fn an_unwritable_current_tasks_is_one_clear_error_and_nothing_written() {
     };
     let out = farm.run().code(1);
     let err = env.normalize(&out.stderr);
-    assert!(err.starts_with("error: cannot create a claim in `[HUB]/current_tasks`: Permission denied"), "{err}");
-    assert!(err.contains("hint: farm needs to create and rename files in `[HUB]/current_tasks`"), "{err}");
+    assert!(
+        err.starts_with("error: cannot create a claim in `[HUB]/current_tasks`: Permission denied"),
+        "{err}"
+    );
+    assert!(
+        err.contains("hint: farm needs to create and rename files in `[HUB]/current_tasks`"),
+        "{err}"
+    );
     assert_eq!(err.lines().count(), 2, "{err}");
     assert_eq!(std::fs::read_dir(env.claims()).unwrap().count(), 0);
 }
@@ -248,8 +354,12 @@ fn an_unwritable_current_tasks_is_one_clear_error_and_nothing_written() {
 fn help_has_examples() {
     let env = Env::new();
     let out = env.farm(["--help"]).run().success();
-    out.stdout_has("farm claim parse-if -- make test").stdout_has("Exit codes");
+    out.stdout_has("farm claim parse-if -- make test")
+        .stdout_has("Exit codes");
     for sub in ["claim", "release", "locks", "reap"] {
-        env.farm([sub, "--help"]).run().success().stdout_has("Examples:");
+        env.farm([sub, "--help"])
+            .run()
+            .success()
+            .stdout_has("Examples:");
     }
 }

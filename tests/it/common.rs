@@ -65,7 +65,10 @@ impl Env {
         let Ok(dir) = std::fs::read_dir(self.claims().join(".reaped")) else {
             return Vec::new();
         };
-        dir.map(|e| String::from_utf8_lossy(&std::fs::read(e.unwrap().path()).unwrap()).into_owned()).collect()
+        dir.map(|e| {
+            String::from_utf8_lossy(&std::fs::read(e.unwrap().path()).unwrap()).into_owned()
+        })
+        .collect()
     }
 
     /// Replace what varies between runs with stable placeholders.
@@ -78,7 +81,13 @@ impl Env {
 }
 
 /// A claim record as another agent would have written it.
-pub fn record(task: &str, agent: &str, host: &str, claimed_ago: Duration, beat_ago: Duration) -> Claim {
+pub fn record(
+    task: &str,
+    agent: &str,
+    host: &str,
+    claimed_ago: Duration,
+    beat_ago: Duration,
+) -> Claim {
     let now = SystemTime::now();
     Claim {
         task: TaskId::parse(task).unwrap(),
@@ -98,7 +107,13 @@ pub fn dead_local_record(task: &str) -> Claim {
     let mut child = Command::new("true").spawn().unwrap();
     let pid = child.id();
     child.wait().unwrap();
-    let mut c = record(task, "ghost", &farm::host::Here::current().host, Duration::ZERO, Duration::ZERO);
+    let mut c = record(
+        task,
+        "ghost",
+        &farm::host::Here::current().host,
+        Duration::ZERO,
+        Duration::ZERO,
+    );
     c.holder = Some(Holder { pid, start: 1 });
     c
 }
@@ -147,7 +162,11 @@ impl Farm {
     }
 
     pub fn spawn(mut self) -> Child {
-        self.cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("farm starts")
+        self.cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("farm starts")
     }
 }
 
@@ -192,7 +211,11 @@ impl Output {
 pub fn wait_for(path: &Path) {
     let start = Instant::now();
     while !path.exists() {
-        assert!(start.elapsed() < Duration::from_secs(20), "{} never appeared", path.display());
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{} never appeared",
+            path.display()
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }

@@ -75,43 +75,78 @@ pub fn heartbeat_moves_the_heartbeat(store: &dyn ClaimStore) {
     let later = SystemTime::now() + Duration::from_secs(90);
     store.heartbeat(&held, later).unwrap();
     let listed = store.read(&id("t")).unwrap().unwrap();
-    assert!(listed.heartbeat >= later - Duration::from_millis(1), "{listed:?}");
+    assert!(
+        listed.heartbeat >= later - Duration::from_millis(1),
+        "{listed:?}"
+    );
 }
 
 pub fn release_own_needs_the_nonce(store: &dyn ClaimStore) {
     let held = won(store.try_claim(claim("t", "alice", None), false).unwrap());
     let wrong = Nonce::random();
-    assert!(matches!(store.release(&id("t"), Release::Own(&wrong)), Err(StoreError::Changed { .. })));
+    assert!(matches!(
+        store.release(&id("t"), Release::Own(&wrong)),
+        Err(StoreError::Changed { .. })
+    ));
     let nonce = held.claim().nonce.clone();
-    assert_eq!(store.release(&id("t"), Release::Own(&nonce)).unwrap(), Released::Removed);
-    assert!(matches!(store.release(&id("t"), Release::Own(&nonce)), Err(StoreError::NotFound { .. })));
+    assert_eq!(
+        store.release(&id("t"), Release::Own(&nonce)).unwrap(),
+        Released::Removed
+    );
+    assert!(matches!(
+        store.release(&id("t"), Release::Own(&nonce)),
+        Err(StoreError::NotFound { .. })
+    ));
 }
 
 pub fn a_live_holder_is_not_released_without_force(store: &dyn ClaimStore) {
     let held = won(store.try_claim(claim("t", "alice", me()), true).unwrap());
     let nonce = held.claim().nonce.clone();
-    assert!(matches!(store.release(&id("t"), Release::Own(&nonce)), Err(StoreError::LiveHolder { .. })));
-    let Released::Tombstoned(_) = store.release(&id("t"), Release::Force { by: "ops" }).unwrap() else {
+    assert!(matches!(
+        store.release(&id("t"), Release::Own(&nonce)),
+        Err(StoreError::LiveHolder { .. })
+    ));
+    let Released::Tombstoned(_) = store
+        .release(&id("t"), Release::Force { by: "ops" })
+        .unwrap()
+    else {
         panic!("force keeps a tombstone");
     };
     // The holder learns it lost the claim, at its next heartbeat and at release.
-    assert!(matches!(store.heartbeat(&held, SystemTime::now()), Err(StoreError::Lost { .. })));
-    assert!(matches!(store.release_held(held), Err(StoreError::Lost { .. })));
+    assert!(matches!(
+        store.heartbeat(&held, SystemTime::now()),
+        Err(StoreError::Lost { .. })
+    ));
+    assert!(matches!(
+        store.release_held(held),
+        Err(StoreError::Lost { .. })
+    ));
 }
 
 pub fn a_forced_out_holder_cannot_release_the_next_claim(store: &dyn ClaimStore) {
     let old = won(store.try_claim(claim("t", "alice", None), false).unwrap());
-    store.release(&id("t"), Release::Force { by: "ops" }).unwrap();
+    store
+        .release(&id("t"), Release::Force { by: "ops" })
+        .unwrap();
     let new = won(store.try_claim(claim("t", "bob", None), false).unwrap());
-    assert!(matches!(store.release_held(old), Err(StoreError::Lost { .. })));
-    let listed = store.read(&id("t")).unwrap().expect("bob's claim is still there");
+    assert!(matches!(
+        store.release_held(old),
+        Err(StoreError::Lost { .. })
+    ));
+    let listed = store
+        .read(&id("t"))
+        .unwrap()
+        .expect("bob's claim is still there");
     assert_eq!(listed.record.unwrap().nonce, new.claim().nonce);
 }
 
 pub fn dead_claims_are_reaped_live_ones_never(store: &dyn ClaimStore) {
     let held = won(store.try_claim(claim("live", "alice", me()), true).unwrap());
     let mut dead = claim("dead", "ghost", me());
-    dead.holder = Some(Holder { pid: u32::MAX - 1, start: 1 });
+    dead.holder = Some(Holder {
+        pid: u32::MAX - 1,
+        start: 1,
+    });
     won(store.try_claim(dead, false).unwrap());
 
     let real = judge(Some(Duration::ZERO), &host::process_start);
@@ -133,7 +168,10 @@ pub fn dead_claims_are_reaped_live_ones_never(store: &dyn ClaimStore) {
     let fooled = judge(None, &|_| None);
     let live = store.read(&id("live")).unwrap().unwrap();
     assert_eq!(live.judge(&fooled).state, State::Dead);
-    assert!(matches!(store.reap(&live, &fooled).unwrap(), Reap::Skipped(_)));
+    assert!(matches!(
+        store.reap(&live, &fooled).unwrap(),
+        Reap::Skipped(_)
+    ));
     store.release_held(held).unwrap();
 }
 

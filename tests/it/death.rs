@@ -11,7 +11,11 @@ fn sigkilled_holder_is_dead_at_once_and_reaped_without_an_age() {
     let env = Env::new();
     let pid_file = env.tmp.path().join("command.pid");
     let script = format!("echo $$ > {}; exec sleep 60", pid_file.display());
-    let mut holder = env.farm(["claim", "job", "--agent", "carol", "--", "sh", "-c", &script]).spawn();
+    let mut holder = env
+        .farm([
+            "claim", "job", "--agent", "carol", "--", "sh", "-c", &script,
+        ])
+        .spawn();
     wait_for(&pid_file);
     wait_for(&env.claim_path("job"));
     let before = env.farm(["locks", "--json"]).run().success().json();
@@ -23,14 +27,24 @@ fn sigkilled_holder_is_dead_at_once_and_reaped_without_an_age() {
     let killed_at = Instant::now();
     let after = env.farm(["locks", "--json"]).run().success().json();
     assert_eq!(after["claims"][0]["state"], "dead", "{after:#}");
-    assert_eq!(after["claims"][0]["reason"], format!("process {} is gone", holder.id()));
+    assert_eq!(
+        after["claims"][0]["reason"],
+        format!("process {} is gone", holder.id())
+    );
     eprintln!("seen dead {:?} after SIGKILL", killed_at.elapsed());
 
     // The command got the parent-death signal rather than running on unclaimed.
-    let command: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let command: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     let start = Instant::now();
     while running(command) {
-        assert!(start.elapsed() < Duration::from_secs(10), "command {command} outlived its holder");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "command {command} outlived its holder"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 
@@ -40,8 +54,13 @@ fn sigkilled_holder_is_dead_at_once_and_reaped_without_an_age() {
     assert!(!env.claim_path("job").exists());
     let tombs = env.tombstones();
     assert_eq!(tombs.len(), 1);
-    assert!(tombs[0].contains("agent = \"carol\"") && tombs[0].contains("reason = \"process"), "{tombs:?}");
-    env.farm(["claim", "job", "--agent", "dave"]).run().success();
+    assert!(
+        tombs[0].contains("agent = \"carol\"") && tombs[0].contains("reason = \"process"),
+        "{tombs:?}"
+    );
+    env.farm(["claim", "job", "--agent", "dave"])
+        .run()
+        .success();
 }
 
 /// A live holder is never reaped — not without an age, not with any age,
@@ -62,12 +81,22 @@ fn live_holder_survives_racing_reapers() {
         for r in reapers {
             let out = r.wait_with_output().unwrap();
             assert!(out.status.success(), "round {round}: {out:?}");
-            assert!(out.stdout.is_empty(), "round {round}: reaped something: {out:?}");
+            assert!(
+                out.stdout.is_empty(),
+                "round {round}: reaped something: {out:?}"
+            );
         }
-        assert_eq!(std::fs::read_to_string(env.claim_path("busy")).unwrap(), text, "round {round}");
+        assert_eq!(
+            std::fs::read_to_string(env.claim_path("busy")).unwrap(),
+            text,
+            "round {round}"
+        );
     }
     assert!(env.tombstones().is_empty());
-    assert!(holder.try_wait().unwrap().is_none(), "the holder is still running");
+    assert!(
+        holder.try_wait().unwrap().is_none(),
+        "the holder is still running"
+    );
     holder.kill().unwrap();
     holder.wait().unwrap();
 }
@@ -80,7 +109,10 @@ fn racing_reapers_take_each_dead_claim_once() {
     for round in 0..20 {
         let tasks: Vec<String> = (0..5).map(|i| format!("dead-{round}-{i}")).collect();
         for t in &tasks {
-            env.plant(&crate::common::dead_local_record(t), std::time::SystemTime::now());
+            env.plant(
+                &crate::common::dead_local_record(t),
+                std::time::SystemTime::now(),
+            );
         }
         let reapers = race((0..4).map(|_| env.farm(["reap", "--json"])).collect());
         let mut taken = Vec::new();
@@ -93,7 +125,10 @@ fn racing_reapers_take_each_dead_claim_once() {
             }
         }
         taken.sort();
-        assert_eq!(taken, tasks, "round {round}: each dead claim reaped exactly once");
+        assert_eq!(
+            taken, tasks,
+            "round {round}: each dead claim reaped exactly once"
+        );
     }
     assert_eq!(env.tombstones().len(), 100);
 }

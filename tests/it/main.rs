@@ -2,8 +2,8 @@
 
 mod cli;
 mod common;
-mod race;
+mod contract;
 mod death;
 mod hold;
+mod race;
 mod reap;
-mod contract;

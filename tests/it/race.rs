@@ -6,7 +6,10 @@ use std::process::Child;
 use crate::common::{Env, race};
 
 fn rounds(default: usize) -> usize {
-    std::env::var("FARM_TEST_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(default)
+    std::env::var("FARM_TEST_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(default)
 }
 
 fn finish(child: Child) -> (Option<i32>, String) {
@@ -37,7 +40,10 @@ fn one_winner_among_32_racers_every_round() {
         }
         assert_eq!(winners.len(), 1, "round {round}: winners {winners:?}");
         let text = std::fs::read_to_string(env.claim_path(&task)).unwrap();
-        assert!(text.contains(&format!("agent = \"racer-{}\"", winners[0])), "round {round}: {text}");
+        assert!(
+            text.contains(&format!("agent = \"racer-{}\"", winners[0])),
+            "round {round}: {text}"
+        );
     }
 }
 
@@ -76,7 +82,10 @@ fn sixteen_sweepers_claim_two_thousand_tasks_exactly_once() {
     assert!(twice.is_empty(), "claimed more than once: {twice:?}");
     for (task, w) in &won_by {
         let text = std::fs::read_to_string(env.claim_path(task)).unwrap();
-        assert!(text.contains(&format!("agent = \"w{}\"", w[0])), "{task}: {text}");
+        assert!(
+            text.contains(&format!("agent = \"w{}\"", w[0])),
+            "{task}: {text}"
+        );
     }
     let files = std::fs::read_dir(env.claims()).unwrap().count();
     assert_eq!(files, 2000, "no temp files left behind");

@@ -11,14 +11,24 @@ fn old_heartbeat_is_reaped_by_older_than_and_fresh_one_is_not() {
     let env = Env::new();
     let now = SystemTime::now();
     env.plant(&record("old", "bob", "box2", 5 * H, 3 * H), now - 3 * H);
-    env.plant(&record("fresh", "alice", "box2", 5 * H, Duration::from_secs(5)), now);
+    env.plant(
+        &record("fresh", "alice", "box2", 5 * H, Duration::from_secs(5)),
+        now,
+    );
 
     // Without an age nothing from another host is ever reaped.
     let none = env.farm(["reap", "--json"]).run().success().json();
     assert_eq!(none["reaped"], serde_json::json!([]));
 
-    let dry = env.farm(["reap", "--older-than", "2h", "--dry-run"]).run().success();
-    assert!(dry.stdout.starts_with("would reap `old` (held by bob@box2 (no holder process) for 5h): stale"), "{dry:?}");
+    let dry = env
+        .farm(["reap", "--older-than", "2h", "--dry-run"])
+        .run()
+        .success();
+    assert!(
+        dry.stdout
+            .starts_with("would reap `old` (held by bob@box2 (no holder process) for 5h): stale"),
+        "{dry:?}"
+    );
     assert!(env.claim_path("old").exists(), "a dry run changes nothing");
 
     let out = env.farm(["reap", "--older-than", "2h"]).run().success();
@@ -30,7 +40,10 @@ fn old_heartbeat_is_reaped_by_older_than_and_fresh_one_is_not() {
     assert!(env.claim_path("fresh").exists());
     let tombs = env.tombstones();
     assert_eq!(tombs.len(), 1);
-    assert!(tombs[0].contains("[reaped]") && tombs[0].contains("older than 2h"), "{tombs:?}");
+    assert!(
+        tombs[0].contains("[reaped]") && tombs[0].contains("older than 2h"),
+        "{tombs:?}"
+    );
     // The tombstone is still a readable record of who held what.
     let original: toml::Table = toml::from_str(&tombs[0]).unwrap();
     assert_eq!(original["agent"].as_str(), Some("bob"));
@@ -39,7 +52,10 @@ fn old_heartbeat_is_reaped_by_older_than_and_fresh_one_is_not() {
 #[test]
 fn a_recent_mtime_is_a_heartbeat_even_when_the_record_is_old() {
     let env = Env::new();
-    env.plant(&record("beating", "bob", "box2", 5 * H, 3 * H), SystemTime::now());
+    env.plant(
+        &record("beating", "bob", "box2", 5 * H, 3 * H),
+        SystemTime::now(),
+    );
     let out = env.farm(["reap", "--older-than", "2h"]).run().success();
     assert_eq!(out.stdout, "");
     assert!(env.claim_path("beating").exists());
@@ -50,34 +66,100 @@ fn a_claim_made_by_hand_lives_until_it_goes_stale() {
     let env = Env::new();
     env.farm(["claim", "manual"]).run().success();
     env.farm(["reap"]).run().success();
-    assert!(env.claim_path("manual").exists(), "no holder process is not proof of death");
-    let f = std::fs::File::options().write(true).open(env.claim_path("manual")).unwrap();
+    assert!(
+        env.claim_path("manual").exists(),
+        "no holder process is not proof of death"
+    );
+    let f = std::fs::File::options()
+        .write(true)
+        .open(env.claim_path("manual"))
+        .unwrap();
     f.set_modified(SystemTime::now() - 3 * H).unwrap();
     let text = std::fs::read_to_string(env.claim_path("manual")).unwrap();
     let aged = text.replace(
-        text.lines().find(|l| l.starts_with("heartbeat_at")).unwrap(),
-        &format!("heartbeat_at = \"{}\"", farm::claim::timestamp(SystemTime::now() - 3 * H)),
+        text.lines()
+            .find(|l| l.starts_with("heartbeat_at"))
+            .unwrap(),
+        &format!(
+            "heartbeat_at = \"{}\"",
+            farm::claim::timestamp(SystemTime::now() - 3 * H)
+        ),
     );
     std::fs::write(env.claim_path("manual"), aged).unwrap();
     f.set_modified(SystemTime::now() - 3 * H).unwrap();
     let locks = env.farm(["locks", "--json"]).run().success().json();
     assert_eq!(locks["claims"][0]["state"], "stale");
-    env.farm(["reap", "--older-than", "2h"]).run().success().stdout_has("reaped `manual`");
+    env.farm(["reap", "--older-than", "2h"])
+        .run()
+        .success()
+        .stdout_has("reaped `manual`");
 }
 
 #[test]
 fn corrupt_claims_are_reaped_by_age_only() {
     let env = Env::new();
     std::fs::create_dir(env.claims()).unwrap();
-    for (name, bytes) in [("empty", Vec::new()), ("huge", vec![b'x'; 10_000]), ("junk", b"\xff\xfe".to_vec())] {
+    for (name, bytes) in [
+        ("empty", Vec::new()),
+        ("huge", vec![b'x'; 10_000]),
+        ("junk", b"\xff\xfe".to_vec()),
+    ] {
         std::fs::write(env.claim_path(name), bytes).unwrap();
     }
     let locks = env.farm(["locks", "--json"]).run().success().json();
-    let states: Vec<_> = locks["claims"].as_array().unwrap().iter().map(|c| c["state"].clone()).collect();
+    let states: Vec<_> = locks["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["state"].clone())
+        .collect();
     assert_eq!(states, ["corrupt", "corrupt", "corrupt"]);
     env.farm(["reap"]).run().success();
     assert_eq!(env.tombstones().len(), 0);
-    let out = env.farm(["reap", "--older-than", "0s", "--json"]).run().success().json();
+    let out = env
+        .farm(["reap", "--older-than", "0s", "--json"])
+        .run()
+        .success()
+        .json();
     assert_eq!(out["reaped"].as_array().unwrap().len(), 3);
     assert_eq!(env.tombstones().len(), 3);
+}
+
+/// Guards against scratch piling up: a claimer or releaser killed between
+/// its steps leaves a dot file that nothing else would ever remove.
+#[test]
+fn reap_removes_old_scratch_left_by_crashes_and_nothing_else() {
+    let env = Env::new();
+    std::fs::create_dir(env.claims()).unwrap();
+    let old = SystemTime::now() - H;
+    for name in [
+        ".t.0011.tmp",
+        ".t.0022.released",
+        ".young.0033.tmp",
+        "README.md",
+        ".gitignore",
+    ] {
+        std::fs::write(env.claims().join(name), "x").unwrap();
+        if !name.starts_with(".young") {
+            std::fs::File::options()
+                .write(true)
+                .open(env.claims().join(name))
+                .unwrap()
+                .set_modified(old)
+                .unwrap();
+        }
+    }
+    env.farm(["reap", "--dry-run"]).run().success();
+    assert_eq!(
+        std::fs::read_dir(env.claims()).unwrap().count(),
+        5,
+        "a dry run removes nothing"
+    );
+    env.farm(["reap"]).run().success();
+    let mut left: Vec<_> = std::fs::read_dir(env.claims())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, [".gitignore", ".young.0033.tmp", "README.md"]);
 }
