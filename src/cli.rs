@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::commands::{claim, demo, locks, reap, release};
+use crate::commands::{claim, demo, init, locks, reap, release, run, task, tasks};
 use crate::output::ColorWhen;
 
 const EXAMPLES: &str = "\
@@ -56,6 +56,10 @@ pub struct GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    Run(run::Args),
+    Init(init::Args),
+    Task(task::Args),
+    Tasks(tasks::Args),
     Claim(claim::Args),
     Release(release::Args),
     Locks(locks::Args),

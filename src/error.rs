@@ -100,3 +100,9 @@ impl From<StoreError> for Error {
         }
     }
 }
+
+impl From<crate::git::GitError> for Error {
+    fn from(e: crate::git::GitError) -> Error {
+        Error::failure(e.to_string())
+    }
+}

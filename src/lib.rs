@@ -5,15 +5,22 @@
 //! `claim`, `task`, `host`). No store knows the commands.
 
 pub mod age;
+pub mod agent;
+pub mod board;
 pub mod claim;
 pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod error;
+pub mod git;
 pub mod hold;
 pub mod host;
+pub mod hub;
 pub mod liveness;
 pub mod output;
+pub mod prompt;
+pub mod session;
+pub mod settings;
 pub mod store;
 pub mod task;
 

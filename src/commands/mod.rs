@@ -3,9 +3,13 @@
 
 pub mod claim;
 pub mod demo;
+pub mod init;
 pub mod locks;
 pub mod reap;
 pub mod release;
+pub mod run;
+pub mod task;
+pub mod tasks;
 
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
@@ -25,6 +29,10 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<ExitCode, Error> {
         Command::Locks(args) => locks::run(ctx, args),
         Command::Reap(args) => reap::run(ctx, args),
         Command::Demo(args) => demo::run(ctx, args),
+        Command::Init(args) => init::run(ctx, args),
+        Command::Run(args) => run::run(ctx, args),
+        Command::Task(args) => task::run(ctx, args),
+        Command::Tasks(args) => tasks::run(ctx, args),
     }
 }
 

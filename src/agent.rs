@@ -1,0 +1,887 @@
+//! One agent's loop: the protocol of the design notes, read top to bottom.
+//!
+//! # Theory of operation
+//!
+//! Each agent has a name and a private clone under the state directory,
+//! reused across sessions. One turn of its loop:
+//!
+//! 1. reap dead claims (and claims stale past `--stale-after`);
+//! 2. reset the clone to the hub's branch — every session starts clean;
+//! 3. read the board from the clone and pick the best ready, unclaimed task;
+//!    claim it (fs store, with this process as holder). A lost race is not a
+//!    wait: scan again at once. Nothing ready: wait for the hub to change, or
+//!    end when the board is settled;
+//! 4. render the prompt and run one fresh session in the clone, heartbeating
+//!    the claim while it runs;
+//! 5. integrate: commit what the agent left, rebase onto the hub's branch
+//!    (merge on conflict, with a merge session for the conflicted files),
+//!    move the task to `tasks/done/`, push — a rejected push means fetch and
+//!    integrate again. Before each push the claim must still be ours;
+//! 6. on failure, the work goes to `farm/rescue/<task>/<nonce>` on the hub
+//!    and the attempt is recorded in the task file (to `tasks/failed/` when
+//!    attempts run out);
+//! 7. release the claim.
+//!
+//! Nothing an agent committed is lost: it lands on the branch or on a rescue
+//! branch, and no push is ever forced.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::board::{self, Task};
+use crate::claim::{Claim, Holder, Nonce, timestamp};
+use crate::error::Error;
+use crate::git::{GitError, Pushed, Repo};
+use crate::host::{self, Here};
+use crate::hub::Hub;
+use crate::liveness::Judge;
+use crate::output::Out;
+use crate::prompt;
+use crate::session::{self, Outcome, PromptVia, Tick};
+use crate::store::fs::FsStore;
+use crate::store::{Attempt, ClaimStore, Held, Reap, StoreError};
+
+/// How far a run has been asked to stop.
+#[derive(Debug, Default)]
+pub struct Stop(AtomicU8);
+
+impl Stop {
+    /// No new claims; running sessions finish.
+    pub fn drain(&self) {
+        let _ = self
+            .0
+            .compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst);
+    }
+    /// Kill running sessions too.
+    pub fn kill(&self) {
+        self.0.store(2, Ordering::SeqCst);
+    }
+    pub fn draining(&self) -> bool {
+        self.0.load(Ordering::SeqCst) >= 1
+    }
+    pub fn killing(&self) -> bool {
+        self.0.load(Ordering::SeqCst) >= 2
+    }
+}
+
+/// What every loop of one `farm run` shares.
+pub struct Run {
+    pub hub: Hub,
+    pub store: FsStore,
+    pub argv: Vec<String>,
+    pub via: PromptVia,
+    pub timeout: Duration,
+    pub grace: Duration,
+    pub stale_after: Duration,
+    pub heartbeat: Duration,
+    pub state: PathBuf,
+    pub max_sessions: Option<usize>,
+    pub once: bool,
+    pub watch: bool,
+    pub stop: Stop,
+    pub out: Out,
+    started: AtomicUsize,
+    wake: (Mutex<u64>, Condvar),
+}
+
+/// What one loop did.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Summary {
+    pub sessions: usize,
+    pub done: usize,
+    pub failed: usize,
+    pub rescued: usize,
+}
+
+/// How long an idle loop waits before looking again anyway.
+const IDLE_MAX: Duration = Duration::from_secs(2);
+/// Fetch–integrate–push rounds before giving the work to a rescue branch.
+const PUSH_ROUNDS: usize = 20;
+
+impl Run {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        hub: Hub,
+        argv: Vec<String>,
+        via: PromptVia,
+        timeout: Duration,
+        stale_after: Duration,
+        state: PathBuf,
+        max_sessions: Option<usize>,
+        once: bool,
+        watch: bool,
+        out: Out,
+    ) -> Run {
+        Run {
+            store: FsStore::new(&hub.dir),
+            hub,
+            argv,
+            via,
+            timeout,
+            grace: Duration::from_secs(10),
+            heartbeat: (stale_after / 4).min(Duration::from_secs(30)),
+            stale_after,
+            state,
+            max_sessions,
+            once,
+            watch,
+            stop: Stop::default(),
+            out,
+            started: AtomicUsize::new(0),
+            wake: (Mutex::new(0), Condvar::new()),
+        }
+    }
+
+    fn say(&self, agent: &str, what: &str) {
+        self.out.note(&format!("{agent}: {what}"));
+    }
+
+    /// Take one of `--max-sessions`, if any are left.
+    fn reserve_session(&self) -> bool {
+        let max = self.max_sessions.unwrap_or(usize::MAX);
+        self.started
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    fn unreserve_session(&self) {
+        self.started.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    fn sessions_left(&self) -> bool {
+        self.max_sessions
+            .is_none_or(|max| self.started.load(Ordering::SeqCst) < max)
+    }
+
+    /// Tell idle loops of this process to look again.
+    fn wake_all(&self) {
+        let (lock, cvar) = &self.wake;
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        cvar.notify_all();
+    }
+
+    /// Wait until the hub's branch or its claims change, a loop of this
+    /// process finishes something, a stop is asked, or `IDLE_MAX` passes.
+    fn wait_for_change(&self, since: &[Option<SystemTime>], generation: u64) {
+        let (lock, cvar) = &self.wake;
+        let until = Instant::now() + IDLE_MAX;
+        let mut current = lock.lock().unwrap_or_else(|e| e.into_inner());
+        while Instant::now() < until && *current == generation && !self.stop.draining() {
+            if self.hub.fingerprint() != since {
+                return;
+            }
+            current = cvar
+                .wait_timeout(current, Duration::from_millis(50))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    fn generation(&self) -> u64 {
+        *self.wake.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Run one agent's loop until the board is settled, a stop is asked, or
+/// `--once`/`--max-sessions` says so.
+pub fn run_loop(run: &Run, name: &str) -> Result<Summary, Error> {
+    let clone = Clone::prepare(run, name)?;
+    let mut summary = Summary::default();
+    while !run.stop.draining() && run.sessions_left() {
+        reap(run, name);
+        let seen = run.hub.fingerprint();
+        let generation = run.generation();
+        clone.sync(&run.hub.branch)?;
+        let mut snapshot = board::load(clone.dir()).map_err(|e| {
+            Error::failure(format!(
+                "cannot read the board in `{}`: {e}",
+                clone.dir().display()
+            ))
+        })?;
+        for entry in run.store.list()? {
+            if let Ok(task) = crate::task::TaskId::parse(&entry.name) {
+                let who = entry
+                    .record
+                    .as_ref()
+                    .map_or_else(|_| "a corrupt claim".to_owned(), Claim::who);
+                snapshot.claimed.insert(task, who);
+            }
+        }
+        let Some(task) = board::next(&snapshot, &Default::default()).cloned() else {
+            if board::settled(&snapshot) && !run.watch {
+                break;
+            }
+            run.wait_for_change(&seen, generation);
+            continue;
+        };
+        if !run.reserve_session() {
+            break;
+        }
+        let holder = host::own_start().map(|start| Holder {
+            pid: std::process::id(),
+            start,
+        });
+        let claim = Claim::new(
+            task.id.clone(),
+            name,
+            holder,
+            task.attempts + 1,
+            SystemTime::now(),
+        );
+        let held = match run.store.try_claim(claim, true)? {
+            Attempt::Won(held) => held,
+            Attempt::Lost(_) => {
+                run.unreserve_session();
+                run.say(
+                    name,
+                    &format!("lost the race for `{}`; looking again", task.id),
+                );
+                continue;
+            }
+        };
+        summary.sessions += 1;
+        let end = work(run, &clone, name, &task, held);
+        run.wake_all();
+        match end? {
+            End::Done => summary.done += 1,
+            End::Failed { rescued } => {
+                summary.failed += 1;
+                summary.rescued += usize::from(rescued);
+            }
+            End::Rescued => summary.rescued += 1,
+        }
+        if run.once {
+            break;
+        }
+    }
+    Ok(summary)
+}
+
+/// Take back dead claims, and claims stale past the run's threshold.
+fn reap(run: &Run, name: &str) {
+    let judge = Judge {
+        here: Here::current(),
+        now: SystemTime::now(),
+        stale_after: Some(run.stale_after),
+        probe: &host::process_start,
+    };
+    let Ok(entries) = run.store.list() else {
+        return;
+    };
+    for entry in entries {
+        let verdict = entry.judge(&judge);
+        if verdict.reapable
+            && let Ok(Reap::Reaped { verdict, .. }) = run.store.reap(&entry, &judge)
+        {
+            run.say(
+                name,
+                &format!(
+                    "reaped `{}`: {}: {}",
+                    entry.name, verdict.state, verdict.reason
+                ),
+            );
+        }
+    }
+}
+
+/// How one claimed task ended.
+enum End {
+    Done,
+    Failed {
+        rescued: bool,
+    },
+    /// The claim was lost or the run was killed: work rescued, no attempt counted.
+    Rescued,
+}
+
+/// Run the session for `task` and settle its outcome; releases the claim.
+fn work(run: &Run, clone: &Clone, name: &str, task: &Task, held: Held) -> Result<End, Error> {
+    let attempt = held.claim().attempt;
+    let nonce = held.claim().nonce.clone();
+    let id = task.id.as_str();
+    let base = clone.head()?;
+    let stamp: String = timestamp(SystemTime::now())
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect();
+    let log = run
+        .state
+        .join("logs")
+        .join(name)
+        .join(format!("{id}-{stamp}.log"));
+    let prompt_file = run
+        .state
+        .join("prompts")
+        .join(name)
+        .join(format!("{id}-{stamp}.md"));
+    run.say(
+        name,
+        &format!(
+            "claimed `{id}` (attempt {attempt} of {})",
+            task.max_attempts
+        ),
+    );
+
+    let (description, notes) = prompt::split_notes(&task.body);
+    let notes = if notes.is_empty() {
+        String::new()
+    } else {
+        format!("\n# Notes from earlier attempts\n\n{notes}\n")
+    };
+    let text = prompt::render(
+        &prompt::template(clone.dir(), "prompt.md", prompt::PROMPT),
+        &[
+            ("task", id),
+            ("title", &task.title),
+            ("description", description.trim()),
+            ("attempt", &attempt.to_string()),
+            ("max_attempts", &task.max_attempts.to_string()),
+            ("notes", &notes),
+            ("branch", &run.hub.branch),
+        ],
+    );
+    let timeout = task.timeout.unwrap_or(run.timeout);
+    let started = Instant::now();
+    let (outcome, lost) = supervise(run, clone, &held, name, &text, &log, &prompt_file, timeout)?;
+    run.say(
+        name,
+        &format!(
+            "`{id}`: session {outcome} after {:.1}s",
+            started.elapsed().as_secs_f64()
+        ),
+    );
+
+    clone.commit_leftovers(name, id)?;
+    clone.undo_claim_tampering(&base, name)?;
+    let work_tip = clone.head()?;
+    let rescue = |why: &str| -> Result<bool, Error> {
+        if work_tip == base {
+            return Ok(false);
+        }
+        let branch = format!("farm/rescue/{id}/{nonce}");
+        clone.push_ref(&work_tip, &branch)?;
+        run.say(
+            name,
+            &format!("`{id}`: {why}; its commits are on `{branch}`"),
+        );
+        Ok(true)
+    };
+
+    if lost {
+        rescue("the claim was taken away while the session ran")?;
+        return Ok(End::Rescued);
+    }
+    let end = match outcome {
+        Outcome::Interrupted => {
+            rescue("the run was stopped")?;
+            End::Rescued
+        }
+        Outcome::Success => match integrate(run, clone, name, task, &held, attempt, &log)? {
+            Integrated::Pushed { commits } => {
+                run.say(
+                    name,
+                    &format!(
+                        "`{id}` done: {commits} commit(s) integrated into `{}`",
+                        run.hub.branch
+                    ),
+                );
+                End::Done
+            }
+            Integrated::Lost => {
+                rescue("the claim was taken away before the push")?;
+                return Ok(End::Rescued);
+            }
+            Integrated::Conflict(files) => {
+                let rescued = rescue(&format!("could not merge ({})", files.join(", ")))?;
+                let why = format!(
+                    "its work conflicts with `{}` in {}",
+                    run.hub.branch,
+                    files.join(", ")
+                );
+                record_attempt(
+                    run,
+                    clone,
+                    name,
+                    task,
+                    attempt,
+                    &why,
+                    &log,
+                    rescued.then_some(&nonce),
+                )?;
+                End::Failed { rescued }
+            }
+        },
+        failed => {
+            let rescued = rescue(&format!("session {failed}"))?;
+            record_attempt(
+                run,
+                clone,
+                name,
+                task,
+                attempt,
+                &failed.to_string(),
+                &log,
+                rescued.then_some(&nonce),
+            )?;
+            End::Failed { rescued }
+        }
+    };
+    match run.store.release_held(held) {
+        Ok(()) | Err(StoreError::Lost { .. }) => Ok(end),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Run one session, heartbeating the claim. Returns the outcome and whether
+/// the claim was lost while it ran (the session is then stopped).
+#[allow(clippy::too_many_arguments)]
+fn supervise(
+    run: &Run,
+    clone: &Clone,
+    held: &Held,
+    name: &str,
+    prompt: &str,
+    log: &Path,
+    prompt_file: &Path,
+    timeout: Duration,
+) -> Result<(Outcome, bool), Error> {
+    if let Some(dir) = prompt_file.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
+    }
+    let claim_path = run.store.dir().join(format!("{}.txt", held.claim().task));
+    let env = [
+        ("FARM_TASK", held.claim().task.to_string()),
+        ("FARM_AGENT", name.to_owned()),
+        ("FARM_HUB", run.hub.dir.display().to_string()),
+        ("FARM_CLAIM", claim_path.display().to_string()),
+        ("FARM_ATTEMPT", held.claim().attempt.to_string()),
+    ];
+    let spec = session::Spec {
+        argv: &run.argv,
+        prompt,
+        via: run.via,
+        prompt_file,
+        cwd: clone.dir(),
+        env: &env,
+        log,
+        timeout,
+        grace: run.grace,
+    };
+    let mut lost = false;
+    let mut last_beat = Instant::now();
+    let outcome = session::run(&spec, || {
+        if run.stop.killing() {
+            return Tick::Stop;
+        }
+        if last_beat.elapsed() >= run.heartbeat {
+            last_beat = Instant::now();
+            if let Err(StoreError::Lost { .. }) = run.store.heartbeat(held, SystemTime::now()) {
+                lost = true;
+                return Tick::Stop;
+            }
+        }
+        Tick::Continue
+    })
+    .map_err(|e| Error::failure(format!("cannot run the agent `{}`: {e}", run.argv[0])))?;
+    Ok((outcome, lost))
+}
+
+enum Integrated {
+    Pushed { commits: usize },
+    Lost,
+    Conflict(Vec<String>),
+}
+
+/// Move the task to done, bring the work onto the hub's branch and push it.
+fn integrate(
+    run: &Run,
+    clone: &Clone,
+    name: &str,
+    task: &Task,
+    held: &Held,
+    attempt: u32,
+    log: &Path,
+) -> Result<Integrated, Error> {
+    let id = task.id.as_str();
+    let branch = &run.hub.branch;
+    let upstream = format!("origin/{branch}");
+    let commits = clone.count_since(&upstream)?;
+    clone.mark_done(task, name, attempt, log)?;
+    for _ in 0..PUSH_ROUNDS {
+        // Fencing: publish only while the claim is still ours.
+        if let Err(StoreError::Lost { .. }) = run.store.heartbeat(held, SystemTime::now()) {
+            return Ok(Integrated::Lost);
+        }
+        clone.git(["fetch", "--quiet", "origin", branch])?;
+        if !clone.repo.check(["rebase", "--quiet", &upstream])? {
+            clone.repo.check(["rebase", "--abort"])?;
+            if !clone
+                .repo
+                .check(["merge", "--quiet", "--no-edit", &upstream])?
+            {
+                let files = clone.repo.conflicted().map_err(git_error)?;
+                run.say(
+                    name,
+                    &format!(
+                        "`{id}`: conflict with `{branch}` in {}; merge session",
+                        files.join(", ")
+                    ),
+                );
+                if !merge_session(run, clone, held, name, task, &files)? {
+                    clone.repo.check(["merge", "--abort"])?;
+                    return Ok(Integrated::Conflict(files));
+                }
+            }
+        }
+        match push_branch(run, clone)? {
+            Pushed::Ok => return Ok(Integrated::Pushed { commits }),
+            Pushed::Rejected(_) => run.say(
+                name,
+                &format!("`{id}`: push rejected ({branch} moved); integrating again"),
+            ),
+        }
+    }
+    Err(Error::failure(format!(
+        "`{id}`: could not push after {PUSH_ROUNDS} rounds; the hub is too busy"
+    )))
+}
+
+/// One fresh session with the merge prompt in the conflicted clone. True
+/// when it left no conflict behind (the merge is then committed).
+fn merge_session(
+    run: &Run,
+    clone: &Clone,
+    held: &Held,
+    name: &str,
+    task: &Task,
+    files: &[String],
+) -> Result<bool, Error> {
+    let list: String = files.iter().map(|f| format!("- `{f}`\n")).collect();
+    let text = prompt::render(
+        &prompt::template(clone.dir(), "merge.md", prompt::MERGE),
+        &[
+            ("task", task.id.as_str()),
+            ("title", &task.title),
+            ("branch", &run.hub.branch),
+            ("conflicts", &list),
+        ],
+    );
+    let stamp: String = timestamp(SystemTime::now())
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect();
+    let log = run
+        .state
+        .join("logs")
+        .join(name)
+        .join(format!("{}-merge-{stamp}.log", task.id));
+    let prompt_file = run
+        .state
+        .join("prompts")
+        .join(name)
+        .join(format!("{}-merge-{stamp}.md", task.id));
+    let (outcome, lost) = supervise(
+        run,
+        clone,
+        held,
+        name,
+        &text,
+        &log,
+        &prompt_file,
+        run.timeout,
+    )?;
+    if outcome != Outcome::Success || lost {
+        return Ok(false);
+    }
+    if !clone.repo.conflicted().map_err(git_error)?.is_empty() || clone.has_markers(files) {
+        return Ok(false);
+    }
+    clone.git(["add", "--all"])?;
+    if clone.dir().join(".git/MERGE_HEAD").exists() {
+        clone.git(["commit", "--quiet", "--no-verify", "--no-edit"])?;
+    }
+    Ok(true)
+}
+
+/// Count a failed attempt in the task file on the hub's branch, with a note;
+/// move it to `tasks/failed/` when its attempts are used up.
+#[allow(clippy::too_many_arguments)]
+fn record_attempt(
+    run: &Run,
+    clone: &Clone,
+    name: &str,
+    task: &Task,
+    attempt: u32,
+    why: &str,
+    log: &Path,
+    rescue: Option<&Nonce>,
+) -> Result<(), Error> {
+    let id = task.id.as_str();
+    let branch = &run.hub.branch;
+    for _ in 0..PUSH_ROUNDS {
+        clone.sync(branch)?;
+        let pending = clone.dir().join("tasks").join(format!("{id}.md"));
+        let Ok(text) = std::fs::read_to_string(&pending) else {
+            return Ok(()); // moved meanwhile (by hand): nothing to count
+        };
+        let Ok(mut t) = board::parse(task.id.clone(), &text) else {
+            return Ok(()); // edited into something invalid: the board reports it
+        };
+        t.attempts = t.attempts.max(attempt);
+        let mut note = format!(
+            "\n## Attempt {attempt} — {why}\n\n- agent: {name}@{}\n- at: {}\n- log: {}\n",
+            Here::current().host,
+            timestamp(SystemTime::now()),
+            log.display()
+        );
+        if let Some(nonce) = rescue {
+            note.push_str(&format!("- work: branch `farm/rescue/{id}/{nonce}`\n"));
+        }
+        if let Some(tail) = last_line(log) {
+            note.push_str(&format!("- last output: {tail}\n"));
+        }
+        t.body = format!("{}{note}", ensure_newline(&t.body));
+        let gave_up = t.attempts >= t.max_attempts;
+        let message = if gave_up {
+            let failed = clone.dir().join("tasks/failed");
+            std::fs::create_dir_all(&failed).map_err(io_error)?;
+            std::fs::write(failed.join(format!("{id}.md")), t.render()).map_err(io_error)?;
+            std::fs::remove_file(&pending).map_err(io_error)?;
+            format!("farm: `{id}` failed after {} attempts", t.attempts)
+        } else {
+            std::fs::write(&pending, t.render()).map_err(io_error)?;
+            format!("farm: attempt {attempt} of `{id}` failed")
+        };
+        clone.repo.commit_all(&message).map_err(git_error)?;
+        if push_branch(run, clone)? == Pushed::Ok {
+            let what = if gave_up {
+                "moved to tasks/failed/"
+            } else {
+                "back on the board"
+            };
+            run.say(
+                name,
+                &format!("`{id}`: attempt {attempt} failed ({why}); {what}"),
+            );
+            return Ok(());
+        }
+    }
+    Err(Error::failure(format!(
+        "`{id}`: could not record the failed attempt; the hub is too busy"
+    )))
+}
+
+/// Push the clone's HEAD to the hub's branch, one farm push at a time.
+/// `Rejected` only when the branch moved on; any other refusal is an error.
+fn push_branch(run: &Run, clone: &Clone) -> Result<Pushed, Error> {
+    let _lock = run.hub.push_lock()?;
+    let pushed = clone
+        .repo
+        .push("origin", &[format!("HEAD:refs/heads/{}", run.hub.branch)])?;
+    if !pushed.only_moved() {
+        return Err(
+            Error::failure(format!("the hub refused the push: {pushed:?}")).hint(format!(
+                "look at the hub: git -C {} status",
+                run.hub.dir.display()
+            )),
+        );
+    }
+    Ok(pushed)
+}
+
+fn ensure_newline(s: &str) -> String {
+    if s.is_empty() || s.ends_with('\n') {
+        s.to_owned()
+    } else {
+        format!("{s}\n")
+    }
+}
+
+/// The last non-empty line of a session log, shortened, for attempt notes.
+fn last_line(log: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let line = text.lines().rev().find(|l| !l.trim().is_empty())?.trim();
+    let cut: String = line.chars().take(200).collect();
+    Some(format!("`{}`", cut.replace('`', "'")))
+}
+
+fn git_error(e: GitError) -> Error {
+    Error::failure(e.to_string())
+}
+
+fn io_error(e: std::io::Error) -> Error {
+    Error::failure(format!("cannot write a task file: {e}"))
+}
+
+/// An agent's private clone of the hub.
+pub struct Clone {
+    repo: Repo,
+}
+
+impl Clone {
+    fn prepare(run: &Run, name: &str) -> Result<Clone, Error> {
+        let dir = run.state.join("clones").join(name);
+        let repo = if dir.join(".git").is_dir() {
+            let repo = Repo::new(&dir);
+            repo.run([
+                "remote",
+                "set-url",
+                "origin",
+                &run.hub.dir.display().to_string(),
+            ])
+            .map_err(git_error)?;
+            repo
+        } else {
+            if dir.exists()
+                && std::fs::read_dir(&dir)
+                    .map(|mut d| d.next().is_some())
+                    .unwrap_or(true)
+            {
+                return Err(Error::failure(format!(
+                    "`{}` exists but is not a clone",
+                    dir.display()
+                ))
+                .hint("move it away; farm makes its clones itself"));
+            }
+            std::fs::create_dir_all(dir.parent().unwrap_or(&dir))
+                .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
+            Repo::clone_from(&run.hub.dir, &dir).map_err(git_error)?
+        };
+        // farm's own commits need an identity even where none is configured.
+        if repo.config_get("user.email").map_err(git_error)?.is_none() {
+            repo.run(["config", "user.email", &format!("{name}@farm.invalid")])
+                .map_err(git_error)?;
+        }
+        if repo.config_get("user.name").map_err(git_error)?.is_none() {
+            repo.run(["config", "user.name", &format!("farm agent {name}")])
+                .map_err(git_error)?;
+        }
+        Ok(Clone { repo })
+    }
+
+    fn dir(&self) -> &Path {
+        self.repo.dir()
+    }
+
+    fn git<const N: usize>(&self, args: [&str; N]) -> Result<String, Error> {
+        self.repo.run(args).map_err(git_error)
+    }
+
+    fn head(&self) -> Result<String, Error> {
+        self.git(["rev-parse", "HEAD"])
+    }
+
+    /// Reset to the hub's branch: a clean slate for every session.
+    fn sync(&self, branch: &str) -> Result<(), Error> {
+        for state in ["rebase-merge", "rebase-apply"] {
+            if self.dir().join(".git").join(state).exists() {
+                self.repo.check(["rebase", "--abort"]).map_err(git_error)?;
+            }
+        }
+        self.git(["fetch", "--quiet", "origin", branch])?;
+        self.git([
+            "checkout",
+            "--quiet",
+            "--force",
+            "-B",
+            "farm-work",
+            &format!("origin/{branch}"),
+        ])?;
+        self.git(["clean", "-ffdxq"])?;
+        Ok(())
+    }
+
+    fn commit_leftovers(&self, name: &str, id: &str) -> Result<bool, Error> {
+        self.repo
+            .commit_all(&format!("farm: work {name} left uncommitted on `{id}`"))
+            .map_err(git_error)
+    }
+
+    /// An agent must not change `current_tasks/`; if its commits did, put
+    /// the directory back as it was (claims live in the hub, not here).
+    fn undo_claim_tampering(&self, base: &str, name: &str) -> Result<(), Error> {
+        let dir = crate::store::fs::DIR;
+        let touched = self.git(["diff", "--name-only", base, "HEAD", "--", dir])?;
+        if touched.is_empty() {
+            return Ok(());
+        }
+        self.git([
+            "rm",
+            "-r",
+            "--quiet",
+            "--cached",
+            "--ignore-unmatch",
+            "--",
+            dir,
+        ])?;
+        let _ = std::fs::remove_dir_all(self.dir().join(dir));
+        if self
+            .repo
+            .check(["cat-file", "-e", &format!("{base}:{dir}")])
+            .map_err(git_error)?
+        {
+            self.git(["checkout", base, "--", dir])?;
+        }
+        self.repo
+            .commit_all(&format!("farm: undo {name}'s changes to {dir}/"))
+            .map_err(git_error)?;
+        Ok(())
+    }
+
+    fn count_since(&self, upstream: &str) -> Result<usize, Error> {
+        Ok(self
+            .git(["rev-list", "--count", &format!("{upstream}..HEAD")])?
+            .parse()
+            .unwrap_or(0))
+    }
+
+    /// Move `tasks/<id>.md` to `tasks/done/<id>.md` with a short result.
+    fn mark_done(&self, task: &Task, name: &str, attempt: u32, log: &Path) -> Result<(), Error> {
+        let id = task.id.as_str();
+        let pending = self.dir().join("tasks").join(format!("{id}.md"));
+        let text = std::fs::read_to_string(&pending).unwrap_or_else(|_| task.render());
+        let result = format!(
+            "{}\n## Result\n\nDone by {name}@{} on attempt {attempt}, {}. Session log: {}\n",
+            ensure_newline(&text),
+            Here::current().host,
+            timestamp(SystemTime::now()),
+            log.display()
+        );
+        let done = self.dir().join("tasks/done");
+        std::fs::create_dir_all(&done).map_err(io_error)?;
+        std::fs::write(done.join(format!("{id}.md")), result).map_err(io_error)?;
+        let _ = std::fs::remove_file(&pending);
+        self.repo
+            .commit_all(&format!("farm: `{id}` done"))
+            .map_err(git_error)?;
+        Ok(())
+    }
+
+    fn has_markers(&self, files: &[String]) -> bool {
+        files.iter().any(|f| {
+            std::fs::read_to_string(self.dir().join(f)).is_ok_and(|t| {
+                t.lines()
+                    .any(|l| l.starts_with("<<<<<<< ") || l.starts_with(">>>>>>> "))
+            })
+        })
+    }
+
+    /// Push a commit to a new branch on the hub (a rescue branch).
+    fn push_ref(&self, commit: &str, branch: &str) -> Result<(), Error> {
+        match self
+            .repo
+            .push("origin", &[format!("{commit}:refs/heads/{branch}")])
+            .map_err(git_error)?
+        {
+            Pushed::Ok => Ok(()),
+            Pushed::Rejected(r) => {
+                Err(Error::failure(format!("the hub refused `{branch}`: {r:?}")))
+            }
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! `farm run`: the respawning autonomy loop — N agents, each claiming a task,
+//! running one fresh session on it, integrating the result, and going again.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+use crate::age::parse_duration;
+use crate::agent::{Run, Summary, run_loop};
+use crate::config::Ctx;
+use crate::error::Error;
+use crate::host::Here;
+use crate::hub::Hub;
+use crate::session::{PromptVia, which};
+use crate::settings::Settings;
+
+/// Run agents on the board until it is settled.
+///
+/// Each agent loops: reap dead claims, reset its private clone to the hub's
+/// branch, claim the best ready task, run one fresh session of the agent CLI
+/// on it, integrate the result (rebase or merge, push), release, again.
+/// Failed work goes to `farm/rescue/<task>/<nonce>` on the hub. The run ends
+/// when nothing is ready, claimed, or blocked on something that can still
+/// finish (or keeps waiting with --watch). SIGINT/SIGTERM: finish running
+/// sessions, claim nothing new; a second one kills the sessions, rescues
+/// their work and exits 130.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  farm run --agent \"claude -p --dangerously-skip-permissions\" -j 8
+  farm run --agent \"codex exec\" --prompt-via stdin --timeout 30m
+  farm run --agent \"my-agent --task-file {prompt_file}\" --prompt-via file --once
+
+The session sees FARM_TASK, FARM_AGENT, FARM_HUB, FARM_CLAIM, FARM_ATTEMPT.
+Settings may also come from farm.toml in the hub (see `farm init`).")]
+pub struct Args {
+    /// The agent CLI and its arguments, split into words (no shell).
+    #[arg(long, value_name = "COMMAND")]
+    agent: Option<String>,
+
+    /// How many agents run at once.
+    #[arg(short = 'j', long, value_name = "N")]
+    jobs: Option<usize>,
+
+    /// Agent name (with -j N: NAME-1 … NAME-N). Default: this host's name.
+    #[arg(long, value_name = "NAME", value_parser = super::parse_agent)]
+    name: Option<String>,
+
+    /// How long one session may run before it is stopped (TERM, then KILL).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    timeout: Option<Duration>,
+
+    /// How the prompt reaches the agent.
+    #[arg(long, value_enum, value_name = "HOW")]
+    prompt_via: Option<PromptVia>,
+
+    /// Reap claims with no live local holder whose heartbeat is older than this.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    stale_after: Option<Duration>,
+
+    /// The branch to integrate into (default: the hub's HEAD branch).
+    #[arg(long)]
+    branch: Option<String>,
+
+    /// Where clones, logs and prompts live (default: HUB/.farm).
+    #[arg(long, value_name = "PATH")]
+    state_dir: Option<PathBuf>,
+
+    /// Stop after this many sessions in all.
+    #[arg(long, value_name = "N")]
+    max_sessions: Option<usize>,
+
+    /// Each agent runs one session, then stops.
+    #[arg(long)]
+    once: bool,
+
+    /// Keep waiting for new tasks when the board is settled.
+    #[arg(long)]
+    watch: bool,
+}
+
+pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
+    let hub_dir = ctx.hub()?;
+    let settings = Settings::load(&hub_dir)?;
+    let command = args.agent.clone().or(settings.agent).ok_or_else(|| {
+        Error::usage("no agent: say which CLI to run")
+            .hint("farm run --agent \"claude -p --dangerously-skip-permissions\" (or agent = \"...\" in farm.toml)")
+    })?;
+    let argv = shell_words::split(&command)
+        .map_err(|e| Error::usage(format!("cannot split --agent `{command}` into words: {e}")))?;
+    let Some(program) = argv.first() else {
+        return Err(Error::usage("--agent is empty"));
+    };
+    if which(program).is_none() {
+        return Err(
+            Error::usage(format!("agent `{program}` not found (looked on PATH)"))
+                .hint("install it, or give its full path in --agent"),
+        );
+    }
+    let jobs = args.jobs.or(settings.jobs).unwrap_or(1);
+    if jobs == 0 || jobs > 256 {
+        return Err(Error::usage(format!(
+            "-j {jobs}: run between 1 and 256 agents"
+        )));
+    }
+    let duration = |flag: Option<Duration>, setting: Option<String>, key: &str, default: &str| {
+        flag.map_or_else(
+            || {
+                parse_duration(setting.as_deref().unwrap_or(default))
+                    .map_err(|e| Error::usage(format!("farm.toml `{key}`: {e}")))
+            },
+            Ok,
+        )
+    };
+    let timeout = duration(args.timeout, settings.timeout, "timeout", "60m")?;
+    let stale_after = duration(args.stale_after, settings.stale_after, "stale_after", "30m")?;
+    if timeout.is_zero() || stale_after.is_zero() {
+        return Err(Error::usage(
+            "--timeout and --stale-after must be longer than 0s",
+        ));
+    }
+    let via = args
+        .prompt_via
+        .or(settings.prompt_via)
+        .unwrap_or(PromptVia::Arg);
+    let hub = Hub::open(
+        &hub_dir,
+        args.branch.as_deref().or(settings.branch.as_deref()),
+    )?;
+    let state = args
+        .state_dir
+        .clone()
+        .unwrap_or_else(|| hub_dir.join(".farm"));
+    std::fs::create_dir_all(&state).map_err(|e| {
+        Error::failure(format!(
+            "cannot create the state directory `{}`: {e}",
+            state.display()
+        ))
+    })?;
+    let base = args
+        .name
+        .clone()
+        .unwrap_or_else(|| Here::current().host.clone());
+    let names: Vec<String> = if jobs == 1 {
+        vec![base]
+    } else {
+        (1..=jobs).map(|i| format!("{base}-{i}")).collect()
+    };
+
+    let run = Run::new(
+        hub,
+        argv,
+        via,
+        timeout,
+        stale_after,
+        state,
+        args.max_sessions,
+        args.once,
+        args.watch,
+        ctx.out,
+    );
+    ctx.out.note(&format!(
+        "farm run: {jobs} agent(s) on `{}` of {}",
+        run.hub.branch,
+        run.hub.dir.display()
+    ));
+    let mut signals = Signals::new([SIGINT, SIGTERM])
+        .map_err(|e| Error::failure(format!("cannot install signal handlers: {e}")))?;
+    let handle = signals.handle();
+    let results: Vec<(String, Result<Summary, Error>)> = std::thread::scope(|s| {
+        let run = &run;
+        s.spawn(move || {
+            for _ in signals.forever() {
+                if run.stop.draining() {
+                    run.stop.kill();
+                    run.out.note("farm run: stopping now: killing sessions, rescuing their work");
+                } else {
+                    run.stop.drain();
+                    run.out.note("farm run: draining: no new claims; running sessions finish (signal again to stop now)");
+                }
+            }
+        });
+        let loops: Vec<_> = names
+            .iter()
+            .map(|name| (name.clone(), s.spawn(move || run_loop(run, name))))
+            .collect();
+        let results = loops
+            .into_iter()
+            .map(|(name, h)| {
+                let r = h
+                    .join()
+                    .unwrap_or_else(|_| Err(Error::failure("the agent loop panicked")));
+                (name, r)
+            })
+            .collect();
+        handle.close();
+        results
+    });
+
+    let mut total = Summary::default();
+    let mut failed = false;
+    for (name, result) in results {
+        match result {
+            Ok(s) => {
+                total.sessions += s.sessions;
+                total.done += s.done;
+                total.failed += s.failed;
+                total.rescued += s.rescued;
+            }
+            Err(e) => {
+                failed = true;
+                ctx.out.note(&format!("error: {name}: {}", e.message));
+                if let Some(hint) = e.hint {
+                    ctx.out.note(&format!("hint: {hint}"));
+                }
+            }
+        }
+    }
+    ctx.out.note(&format!(
+        "farm run: {} session(s): {} done, {} failed attempt(s), {} rescued",
+        total.sessions, total.done, total.failed, total.rescued
+    ));
+    Ok(if run.stop.killing() {
+        ExitCode::from(130)
+    } else if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,136 @@
+//! `farm tasks`: the board — ready, blocked, claimed, done, failed, stuck, invalid.
+
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use crate::board::{self, Status};
+use crate::claim::Claim;
+use crate::config::Ctx;
+use crate::error::Error;
+use crate::hub::Hub;
+use crate::output::{Style, table};
+use crate::store::ClaimStore;
+use crate::task::TaskId;
+
+/// Show the board on the hub's branch, with each task's state.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  farm tasks
+  farm tasks --json | jq -r '.tasks[] | select(.status == \"ready\") | .id'")]
+pub struct Args {
+    /// Print JSON: {branch, counts, tasks: [{id, title, status, detail, priority, after, attempts, max_attempts}], invalid: [...]}.
+    #[arg(long)]
+    json: bool,
+
+    /// The branch whose board to show (default: the hub's HEAD branch).
+    #[arg(long)]
+    branch: Option<String>,
+}
+
+pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
+    let hub = Hub::open(&ctx.hub()?, args.branch.as_deref())?;
+    let tmp =
+        tempfile::tempdir().map_err(|e| Error::failure(format!("cannot make a temp dir: {e}")))?;
+    hub.extract_board(tmp.path())?;
+    let mut snapshot = board::load(tmp.path())
+        .map_err(|e| Error::failure(format!("cannot read the board: {e}")))?;
+    for entry in ctx.store()?.list()? {
+        if let Ok(id) = TaskId::parse(&entry.name) {
+            let who = entry
+                .record
+                .as_ref()
+                .map_or_else(|_| "a corrupt claim".to_owned(), Claim::who);
+            snapshot.claimed.insert(id, who);
+        }
+    }
+    let statuses = board::statuses(&snapshot);
+    let find = |id: &TaskId| snapshot.pending.iter().find(|t| &t.id == id);
+    if args.json {
+        let tasks: Vec<_> = statuses
+            .iter()
+            .map(|(id, status)| {
+                let t = find(id);
+                let (name, detail) = describe(status);
+                json!({
+                    "id": id.as_str(),
+                    "status": name,
+                    "detail": detail,
+                    "title": t.map(|t| &t.title),
+                    "priority": t.map(|t| t.priority),
+                    "after": t.map(|t| t.after.iter().map(TaskId::as_str).collect::<Vec<_>>()),
+                    "attempts": t.map(|t| t.attempts),
+                    "max_attempts": t.map(|t| t.max_attempts),
+                })
+            })
+            .collect();
+        let invalid: Vec<_> = snapshot
+            .invalid
+            .iter()
+            .map(|i| json!({"file": i.name, "error": i.error}))
+            .collect();
+        let doc = json!({
+            "branch": hub.branch,
+            "counts": board::counts(&snapshot),
+            "tasks": tasks,
+            "invalid": invalid,
+        });
+        ctx.out.data(&format!("{doc:#}\n"))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if statuses.is_empty() && snapshot.invalid.is_empty() {
+        ctx.out.note(&format!(
+            "no tasks on `{}`; add one: farm task add ID -m TEXT",
+            hub.branch
+        ));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut rows: Vec<_> = statuses
+        .iter()
+        .map(|(id, status)| {
+            let (name, detail) = describe(status);
+            let style = match status {
+                Status::Ready => Style::Good,
+                Status::Claimed { .. } | Status::Blocked { .. } => Style::Warn,
+                Status::Done => Style::Dim,
+                Status::Failed | Status::Stuck { .. } => Style::Bad,
+            };
+            let title = find(id).map_or(String::new(), |t| t.title.clone());
+            vec![
+                (id.to_string(), None),
+                (name.to_owned(), Some(style)),
+                (title, None),
+                (detail, None),
+            ]
+        })
+        .collect();
+    for i in &snapshot.invalid {
+        rows.push(vec![
+            (i.name.clone(), None),
+            ("invalid".to_owned(), Some(Style::Bad)),
+            (String::new(), None),
+            (i.error.clone(), None),
+        ]);
+    }
+    ctx.out.data(&table(
+        &["TASK", "STATUS", "TITLE", "DETAIL"],
+        &rows,
+        ctx.out.color_stdout,
+    ))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn describe(status: &Status) -> (&'static str, String) {
+    match status {
+        Status::Ready => ("ready", String::new()),
+        Status::Blocked { on } => {
+            let on: Vec<_> = on.iter().map(|t| format!("`{t}`")).collect();
+            ("blocked", format!("after {}", on.join(", ")))
+        }
+        Status::Claimed { by } => ("claimed", format!("by {by}")),
+        Status::Done => ("done", String::new()),
+        Status::Failed => ("failed", String::new()),
+        Status::Stuck { why } => ("stuck", why.clone()),
+    }
+}

@@ -1,0 +1,301 @@
+//! The hub and the clones, through the `git` command.
+//!
+//! Every git operation shells out (design note 7): the CLI brings the user's
+//! ssh config and credential helpers and runs hooks, and libgit2's local
+//! transport lost concurrent pushes where the CLI did not. A push is judged
+//! ref by ref from `git push --porcelain`, never by its exit code alone, and
+//! no refspec is ever forced.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// A failed git command: what was run, and what git said.
+#[derive(Debug, thiserror::Error)]
+#[error("`git {args}` failed in `{}`: {said}", dir.display())]
+pub struct GitError {
+    pub args: String,
+    pub dir: PathBuf,
+    pub said: String,
+}
+
+/// One repository (a clone or the hub) that git commands run in.
+#[derive(Debug, Clone)]
+pub struct Repo {
+    dir: PathBuf,
+}
+
+/// How a push went, ref by ref.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pushed {
+    /// Every ref was updated (or already up to date).
+    Ok,
+    /// At least one ref was rejected; `(ref, reason)` for each.
+    Rejected(Vec<(String, String)>),
+}
+
+impl Pushed {
+    /// True when every rejection only means the remote moved on (fetch,
+    /// integrate again); false for refusals that retrying cannot fix.
+    pub fn only_moved(&self) -> bool {
+        match self {
+            Pushed::Ok => true,
+            Pushed::Rejected(refs) => refs.iter().all(|(_, why)| {
+                why.contains("fetch first")
+                    || why.contains("non-fast-forward")
+                    || why.contains("stale info")
+            }),
+        }
+    }
+}
+
+impl Repo {
+    pub fn new(dir: impl Into<PathBuf>) -> Repo {
+        Repo { dir: dir.into() }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn command<I, S>(&self, args: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = Command::new("git");
+        cmd.arg("-C")
+            .arg(&self.dir)
+            .args(args)
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("LC_ALL", "C")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn output<I, S>(&self, args: I) -> Result<Output, GitError>
+    where
+        I: IntoIterator<Item = S> + Clone,
+        S: AsRef<OsStr>,
+    {
+        self.command(args.clone())
+            .output()
+            .map_err(|e| self.error(args, e.to_string()))
+    }
+
+    fn error<I, S>(&self, args: I, said: String) -> GitError
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let args: Vec<String> = args
+            .into_iter()
+            .map(|a| a.as_ref().to_string_lossy().into_owned())
+            .collect();
+        GitError {
+            args: args.join(" "),
+            dir: self.dir.clone(),
+            said: said.trim().lines().last().unwrap_or("").to_owned(),
+        }
+    }
+
+    /// Run git; its stdout (trimmed) on success.
+    pub fn run<I, S>(&self, args: I) -> Result<String, GitError>
+    where
+        I: IntoIterator<Item = S> + Clone,
+        S: AsRef<OsStr>,
+    {
+        let out = self.output(args.clone())?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
+        } else {
+            let said = String::from_utf8_lossy(&out.stderr).into_owned();
+            Err(self.error(args, said))
+        }
+    }
+
+    /// Run git; whether it succeeded (for commands whose failure is an answer).
+    pub fn check<I, S>(&self, args: I) -> Result<bool, GitError>
+    where
+        I: IntoIterator<Item = S> + Clone,
+        S: AsRef<OsStr>,
+    {
+        Ok(self.output(args)?.status.success())
+    }
+
+    /// Clone `hub` into `dest` (which must not exist).
+    pub fn clone_from(hub: &Path, dest: &Path) -> Result<Repo, GitError> {
+        let parent = Repo::new(dest.parent().unwrap_or(Path::new(".")));
+        parent.run([
+            OsStr::new("clone"),
+            OsStr::new("--quiet"),
+            hub.as_os_str(),
+            dest.as_os_str(),
+        ])?;
+        Ok(Repo::new(dest))
+    }
+
+    pub fn is_bare(&self) -> Result<bool, GitError> {
+        Ok(self.run(["rev-parse", "--is-bare-repository"])? == "true")
+    }
+
+    /// The branch HEAD points at (`main`), if any.
+    pub fn head_branch(&self) -> Result<Option<String>, GitError> {
+        let out = self.output(["symbolic-ref", "--quiet", "--short", "HEAD"])?;
+        Ok(out
+            .status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned()))
+    }
+
+    pub fn rev(&self, rev: &str) -> Result<Option<String>, GitError> {
+        let out = self.output([
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{rev}^{{commit}}"),
+        ])?;
+        Ok(out
+            .status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned()))
+    }
+
+    pub fn config_get(&self, key: &str) -> Result<Option<String>, GitError> {
+        let out = self.output(["config", "--get", key])?;
+        Ok(out
+            .status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned()))
+    }
+
+    /// Stage everything and commit it, if there is anything. Returns whether
+    /// a commit was made.
+    pub fn commit_all(&self, message: &str) -> Result<bool, GitError> {
+        self.run(["add", "--all"])?;
+        if self.check(["diff", "--cached", "--quiet"])? {
+            return Ok(false);
+        }
+        self.run(["commit", "--quiet", "--no-verify", "-m", message])?;
+        Ok(true)
+    }
+
+    /// Paths with unresolved merge conflicts.
+    pub fn conflicted(&self) -> Result<Vec<String>, GitError> {
+        let out = self.run(["diff", "--name-only", "--diff-filter=U"])?;
+        Ok(out.lines().map(str::to_owned).collect())
+    }
+
+    /// Push `refspecs` to `remote` and judge every ref from the porcelain
+    /// output. Refspecs must not start with `+`: farm never forces.
+    pub fn push(&self, remote: &str, refspecs: &[String]) -> Result<Pushed, GitError> {
+        assert!(
+            refspecs.iter().all(|r| !r.starts_with('+')),
+            "farm never force-pushes"
+        );
+        let mut args = vec![
+            "push".to_owned(),
+            "--porcelain".to_owned(),
+            remote.to_owned(),
+        ];
+        args.extend(refspecs.iter().cloned());
+        let out = self.output(&args)?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        match parse_porcelain(&stdout) {
+            Some(pushed) => Ok(pushed),
+            // No ref lines at all: git failed before talking to the remote.
+            None => Err(self.error(&args, String::from_utf8_lossy(&out.stderr).into_owned())),
+        }
+    }
+}
+
+/// Judge `git push --porcelain` output. `None` when it holds no ref lines.
+///
+/// Ref lines are `<flag>\t<from>:<to>\t<summary>`; flag `!` is a rejection,
+/// ` ` `+` `-` `*` `=` are successes (farm never asks for `+`).
+pub fn parse_porcelain(out: &str) -> Option<Pushed> {
+    let mut seen = false;
+    let mut rejected = Vec::new();
+    for line in out.lines() {
+        let mut parts = line.splitn(3, '\t');
+        let (Some(flag), Some(refs), Some(summary)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        if flag.chars().count() != 1 {
+            continue;
+        }
+        seen = true;
+        if flag == "!" {
+            let to = refs.rsplit(':').next().unwrap_or(refs).to_owned();
+            rejected.push((to, summary.to_owned()));
+        }
+    }
+    match (seen, rejected.is_empty()) {
+        (false, _) => None,
+        (true, true) => Some(Pushed::Ok),
+        (true, false) => Some(Pushed::Rejected(rejected)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn porcelain_is_judged_ref_by_ref() {
+        let ok = "To /hub\n \trefs/heads/work:refs/heads/main\t1a2b..3c4d\nDone\n";
+        assert_eq!(parse_porcelain(ok), Some(Pushed::Ok));
+        let new = "To /hub\n*\tHEAD:refs/heads/farm/rescue/t/ab\t[new branch]\nDone\n";
+        assert_eq!(parse_porcelain(new), Some(Pushed::Ok));
+        let mixed = "To /hub\n \tHEAD:refs/heads/a\t1..2\n!\tHEAD:refs/heads/main\t[rejected] (fetch first)\nDone\n";
+        assert_eq!(
+            parse_porcelain(mixed),
+            Some(Pushed::Rejected(vec![(
+                "refs/heads/main".to_owned(),
+                "[rejected] (fetch first)".to_owned()
+            )]))
+        );
+        assert_eq!(parse_porcelain("fatal: not a git repository\n"), None);
+        assert_eq!(parse_porcelain(""), None);
+    }
+
+    #[test]
+    fn push_judges_a_real_rejection() {
+        let tmp = tempfile::tempdir().unwrap();
+        let hub = tmp.path().join("hub.git");
+        let root = Repo::new(tmp.path());
+        root.run([
+            "init",
+            "--quiet",
+            "--bare",
+            "-b",
+            "main",
+            hub.to_str().unwrap(),
+        ])
+        .unwrap();
+        let clone = |name: &str| {
+            let r = Repo::clone_from(&hub, &tmp.path().join(name)).unwrap();
+            r.run(["config", "user.email", "t@example.com"]).unwrap();
+            r.run(["config", "user.name", "t"]).unwrap();
+            r.run(["checkout", "--quiet", "-B", "main"]).unwrap();
+            r
+        };
+        let a = clone("a");
+        let b = clone("b");
+        std::fs::write(a.dir().join("f"), "a").unwrap();
+        assert!(a.commit_all("a").unwrap());
+        assert!(!a.commit_all("nothing").unwrap(), "nothing to commit");
+        assert_eq!(
+            a.push("origin", &["HEAD:refs/heads/main".into()]).unwrap(),
+            Pushed::Ok
+        );
+        std::fs::write(b.dir().join("f"), "b").unwrap();
+        b.commit_all("b").unwrap();
+        let Pushed::Rejected(refs) = b.push("origin", &["HEAD:refs/heads/main".into()]).unwrap()
+        else {
+            panic!("a non-fast-forward push was not rejected");
+        };
+        assert_eq!(refs[0].0, "refs/heads/main");
+    }
+}

@@ -1,0 +1,174 @@
+//! The hub as `farm run` needs it: checked once, read without a work tree,
+//! and watched for change.
+
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use crate::error::Error;
+use crate::git::Repo;
+
+/// A checked hub: a git repository with the branch agents integrate into,
+/// that accepts pushes to it.
+#[derive(Debug, Clone)]
+pub struct Hub {
+    pub dir: PathBuf,
+    pub git_dir: PathBuf,
+    pub branch: String,
+    pub bare: bool,
+}
+
+impl Hub {
+    /// Check that `dir` is a usable hub for `branch` (default: its HEAD's).
+    pub fn open(dir: &Path, branch: Option<&str>) -> Result<Hub, Error> {
+        let repo = Repo::new(dir);
+        let git_dir = repo.run(["rev-parse", "--absolute-git-dir"]).map_err(|e| {
+            Error::usage(format!(
+                "hub `{}` is not a git repository ({})",
+                dir.display(),
+                e.said
+            ))
+            .hint(format!("create one: git init -b main {}", dir.display()))
+        })?;
+        let bare = repo.is_bare().map_err(|e| Error::failure(e.to_string()))?;
+        let branch = match branch {
+            Some(b) => b.to_owned(),
+            None => repo
+                .head_branch()
+                .map_err(|e| Error::failure(e.to_string()))?
+                .unwrap_or_else(|| "main".to_owned()),
+        };
+        if repo
+            .rev(&format!("refs/heads/{branch}"))
+            .map_err(|e| Error::failure(e.to_string()))?
+            .is_none()
+        {
+            return Err(Error::usage(format!(
+                "hub `{}` has no branch `{branch}` yet",
+                dir.display()
+            ))
+            .hint("commit something to it first (farm init does), or pass --branch"));
+        }
+        if !bare {
+            let setting = repo
+                .config_get("receive.denyCurrentBranch")
+                .map_err(|e| Error::failure(e.to_string()))?;
+            let checked_out = repo.head_branch().ok().flatten().as_deref() == Some(branch.as_str());
+            if checked_out && setting.as_deref() != Some("updateInstead") {
+                return Err(Error::usage(format!(
+                    "hub `{}` has `{branch}` checked out and refuses pushes to it",
+                    dir.display()
+                ))
+                .hint(format!(
+                    "let farm's pushes update its work tree: git -C {} config receive.denyCurrentBranch updateInstead (farm init does this)",
+                    dir.display()
+                )));
+            }
+        }
+        if !bare
+            && !repo
+                .check(["diff-index", "--quiet", "HEAD", "--"])
+                .map_err(|e| Error::failure(e.to_string()))?
+        {
+            return Err(Error::usage(format!(
+                "hub `{}` has uncommitted changes to tracked files, so it refuses pushes",
+                dir.display()
+            ))
+            .hint(format!(
+                "commit or stash them first: git -C {} status",
+                dir.display()
+            )));
+        }
+        Ok(Hub {
+            dir: dir.to_path_buf(),
+            git_dir: PathBuf::from(git_dir),
+            branch,
+            bare,
+        })
+    }
+
+    /// Serialize pushes to this hub among the farm processes of this host.
+    ///
+    /// A non-bare hub updates its work tree before the ref update commits:
+    /// two concurrent pushes there left the work tree at the commit whose
+    /// ref update then lost, so every later push was refused ("Working
+    /// directory has staged changes"). One push at a time avoids it; the
+    /// lock is held for the push alone, not for fetch or rebase.
+    pub fn push_lock(&self) -> Result<std::fs::File, Error> {
+        let dir = self.dir.join(crate::store::fs::DIR);
+        let _ = std::fs::create_dir(&dir);
+        let path = dir.join(".push.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(|e| Error::failure(format!("cannot open `{}`: {e}", path.display())))?;
+        file.lock()
+            .map_err(|e| Error::failure(format!("cannot lock `{}`: {e}", path.display())))?;
+        Ok(file)
+    }
+
+    pub fn repo(&self) -> Repo {
+        Repo::new(&self.dir)
+    }
+
+    /// Something that changes whenever the branch moves or a claim comes or
+    /// goes: the mtimes of the branch's ref, packed refs and `current_tasks/`.
+    pub fn fingerprint(&self) -> Vec<Option<SystemTime>> {
+        let mtime = |p: PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        vec![
+            mtime(self.git_dir.join("refs/heads").join(&self.branch)),
+            mtime(self.git_dir.join("packed-refs")),
+            mtime(self.dir.join(crate::store::fs::DIR)),
+        ]
+    }
+
+    /// The branch's `tasks/` (and `templates/`), extracted into `dest` — read
+    /// straight from the repository, with no work tree or index touched.
+    pub fn extract_board(&self, dest: &Path) -> Result<(), Error> {
+        let fail = |e: String| {
+            Error::failure(format!(
+                "cannot read the board from `{}`: {e}",
+                self.dir.display()
+            ))
+        };
+        std::fs::create_dir_all(dest).map_err(|e| fail(e.to_string()))?;
+        let repo = self.repo();
+        let has = |p: &str| {
+            repo.run(["ls-tree", "--name-only", &self.branch, p])
+                .map(|o| !o.is_empty())
+        };
+        let mut paths = Vec::new();
+        for p in ["tasks", "templates"] {
+            if has(p).map_err(|e| fail(e.to_string()))? {
+                paths.push(p);
+            }
+        }
+        if paths.is_empty() {
+            return Ok(());
+        }
+        let mut archive = std::process::Command::new("git");
+        archive
+            .arg("-C")
+            .arg(&self.dir)
+            .args(["archive", "--format=tar", &self.branch])
+            .args(&paths)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null());
+        let mut child = archive.spawn().map_err(|e| fail(e.to_string()))?;
+        let stdout = child.stdout.take().expect("piped");
+        let tar = std::process::Command::new("tar")
+            .args(["-x", "-C"])
+            .arg(dest)
+            .stdin(stdout)
+            .status()
+            .map_err(|e| fail(format!("tar: {e}")))?;
+        let git = child.wait().map_err(|e| fail(e.to_string()))?;
+        if !(tar.success() && git.success()) {
+            return Err(fail("git archive | tar failed".into()));
+        }
+        Ok(())
+    }
+}

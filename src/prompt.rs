@@ -1,0 +1,102 @@
+//! The prompts sessions get: `templates/prompt.md` and `templates/merge.md`,
+//! from the repository when it has its own, else the built-in ones.
+//!
+//! Placeholders are `{{name}}`; substitution is a single pass over the
+//! template, so text coming from a task (which may itself contain `{{…}}`)
+//! is never expanded again.
+
+use std::path::Path;
+
+pub const PROMPT: &str = include_str!("../templates/prompt.md");
+pub const MERGE: &str = include_str!("../templates/merge.md");
+
+/// The template `name` (`prompt.md` or `merge.md`): the clone's own, if any.
+pub fn template(clone: &Path, name: &str, builtin: &str) -> String {
+    std::fs::read_to_string(clone.join("templates").join(name))
+        .unwrap_or_else(|_| builtin.to_owned())
+}
+
+/// Replace each `{{key}}` with its value; unknown keys are left as they are.
+pub fn render(template: &str, vars: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len() + 256);
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        match after.find("}}") {
+            Some(end) => {
+                let key = after[..end].trim();
+                match vars.iter().find(|(k, _)| *k == key) {
+                    Some((_, v)) => out.push_str(v),
+                    None => out.push_str(&rest[start..start + 2 + end + 2]),
+                }
+                rest = &after[end + 2..];
+            }
+            None => {
+                out.push_str(&rest[start..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Split a task body into its description and the notes farm appended after
+/// failed attempts (everything from the first `## Attempt ` heading on).
+pub fn split_notes(body: &str) -> (&str, &str) {
+    if body.starts_with("## Attempt ") {
+        return ("", body);
+    }
+    match body.find("\n## Attempt ") {
+        Some(i) => (&body[..i + 1], &body[i + 1..]),
+        None => (body, ""),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_once_without_re_expanding_values() {
+        let out = render(
+            "a {{x}} b {{ y }} c {{unknown}} d {{",
+            &[("x", "{{y}}"), ("y", "Y")],
+        );
+        assert_eq!(out, "a {{y}} b Y c {{unknown}} d {{");
+    }
+
+    #[test]
+    fn builtin_templates_use_only_known_keys() {
+        let keys = [
+            "task",
+            "title",
+            "description",
+            "attempt",
+            "max_attempts",
+            "notes",
+            "branch",
+            "conflicts",
+        ];
+        let vars: Vec<(&str, &str)> = keys.iter().map(|k| (*k, "X")).collect();
+        for t in [PROMPT, MERGE] {
+            let out = render(t, &vars);
+            assert!(!out.contains("{{"), "unrendered placeholder in:\n{out}");
+        }
+    }
+
+    #[test]
+    fn notes_split_from_the_description() {
+        assert_eq!(split_notes("Do it.\n"), ("Do it.\n", ""));
+        let body = "Do it.\n\n## Attempt 1 — failed\nno luck\n";
+        assert_eq!(
+            split_notes(body),
+            ("Do it.\n\n", "## Attempt 1 — failed\nno luck\n")
+        );
+        assert_eq!(
+            split_notes("## Attempt 1 — x\n"),
+            ("", "## Attempt 1 — x\n")
+        );
+    }
+}

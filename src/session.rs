@@ -1,0 +1,368 @@
+//! One agent session: a fresh agent CLI process for one task, supervised.
+//!
+//! The argv comes from `--agent` split into words (never a shell); the
+//! prompt goes as the last argument, on stdin, or in a file whose path
+//! replaces `{prompt_file}`. stdout and stderr go to one log file. The
+//! session runs in its own process group and gets the parent-death signal,
+//! so it dies with farm; on every way out — exit, timeout, interruption —
+//! the whole group is killed, so no stray child keeps editing a clone that
+//! the next session will reuse. The supervisor is called back every tick to
+//! heartbeat the claim and to say whether to stop.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// How the prompt reaches the agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PromptVia {
+    /// As the last argument.
+    Arg,
+    /// On standard input.
+    Stdin,
+    /// In a file; its path replaces `{prompt_file}` in the agent's words, or
+    /// is appended when no word has the placeholder.
+    File,
+}
+
+/// How a session ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Success,
+    Failed {
+        code: i32,
+    },
+    TimedOut,
+    Killed {
+        signal: i32,
+    },
+    /// Stopped by farm (a second SIGINT/SIGTERM, or the claim was lost).
+    Interrupted,
+}
+
+impl From<ExitStatus> for Outcome {
+    fn from(status: ExitStatus) -> Outcome {
+        match (status.code(), status.signal()) {
+            (Some(0), _) => Outcome::Success,
+            (Some(code), _) => Outcome::Failed { code },
+            (None, Some(signal)) => Outcome::Killed { signal },
+            (None, None) => Outcome::Failed { code: -1 },
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Success => write!(f, "success"),
+            Outcome::Failed { code } => write!(f, "failed with exit code {code}"),
+            Outcome::TimedOut => write!(f, "timed out"),
+            Outcome::Killed { signal } => write!(f, "killed by signal {signal}"),
+            Outcome::Interrupted => write!(f, "interrupted by farm"),
+        }
+    }
+}
+
+/// What the supervisor says at each tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tick {
+    Continue,
+    Stop,
+}
+
+/// Everything one session needs.
+pub struct Spec<'a> {
+    pub argv: &'a [String],
+    pub prompt: &'a str,
+    pub via: PromptVia,
+    pub prompt_file: &'a Path,
+    pub cwd: &'a Path,
+    pub env: &'a [(&'static str, String)],
+    pub log: &'a Path,
+    pub timeout: Duration,
+    /// Between SIGTERM and SIGKILL when stopping.
+    pub grace: Duration,
+}
+
+const POLL: Duration = Duration::from_millis(20);
+
+/// Run one session to its end.
+pub fn run(spec: &Spec<'_>, mut tick: impl FnMut() -> Tick) -> std::io::Result<Outcome> {
+    if let Some(dir) = spec.log.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let log = File::create(spec.log)?;
+    let mut argv: Vec<String> = spec.argv.to_vec();
+    match spec.via {
+        PromptVia::Arg => argv.push(spec.prompt.to_owned()),
+        PromptVia::Stdin => {}
+        PromptVia::File => {
+            std::fs::write(spec.prompt_file, spec.prompt)?;
+            let path = spec.prompt_file.display().to_string();
+            if argv.iter().any(|w| w.contains("{prompt_file}")) {
+                for w in &mut argv {
+                    *w = w.replace("{prompt_file}", &path);
+                }
+            } else {
+                argv.push(path);
+            }
+        }
+    }
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .current_dir(spec.cwd)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .stdin(if spec.via == PromptVia::Stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .process_group(0);
+    let parent = std::process::id();
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            #[cfg(target_os = "linux")]
+            {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if libc::getppid() as u32 != parent {
+                    libc::_exit(137);
+                }
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn()?;
+    let mut group = Group { child, done: false };
+    if spec.via == PromptVia::Stdin
+        && let Some(mut stdin) = group.child.stdin.take()
+    {
+        let prompt = spec.prompt.to_owned();
+        // A thread, so an agent that never reads cannot block the supervisor.
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(prompt.as_bytes());
+        });
+    }
+    let deadline = Instant::now() + spec.timeout;
+    loop {
+        if let Some(status) = group.child.try_wait()? {
+            group.done = true;
+            return Ok(status.into());
+        }
+        if Instant::now() >= deadline {
+            group.stop(spec.grace)?;
+            return Ok(Outcome::TimedOut);
+        }
+        if tick() == Tick::Stop {
+            group.stop(spec.grace)?;
+            return Ok(Outcome::Interrupted);
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The session's process group; killed whole when dropped.
+struct Group {
+    child: Child,
+    done: bool,
+}
+
+impl Group {
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own process group (pgid = the leader's pid,
+        // which stays reserved until we reap the leader).
+        unsafe { libc::kill(-(self.child.id() as i32), sig) };
+    }
+
+    /// SIGTERM to the group, then SIGKILL after `grace` if the leader lives.
+    fn stop(&mut self, grace: Duration) -> std::io::Result<()> {
+        self.signal(libc::SIGTERM);
+        let until = Instant::now() + grace;
+        while Instant::now() < until {
+            if self.child.try_wait()?.is_some() {
+                break;
+            }
+            std::thread::sleep(POLL);
+        }
+        self.signal(libc::SIGKILL);
+        self.child.wait()?;
+        self.done = true;
+        Ok(())
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        // Whatever happened, nothing of the session outlives it: children
+        // the agent left in its group go too.
+        self.signal(libc::SIGKILL);
+        if !self.done {
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Find `name` as the OS would run it: a path as given, else on `PATH`.
+pub fn which(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if name.contains('/') {
+        let p = PathBuf::from(name);
+        return executable(&p).then_some(p);
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(name))
+        .find(|p| executable(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec<'a>(dir: &'a Path, argv: &'a [String], via: PromptVia, timeout: Duration) -> Spec<'a> {
+        Spec {
+            argv,
+            prompt: "do the thing",
+            via,
+            prompt_file: Box::leak(dir.join("prompt.md").into_boxed_path()),
+            cwd: dir,
+            env: &[],
+            log: Box::leak(dir.join("logs/s.log").into_boxed_path()),
+            timeout,
+            grace: Duration::from_millis(200),
+        }
+    }
+
+    fn sh(script: &str) -> Vec<String> {
+        vec!["sh".into(), "-c".into(), script.into(), "agent".into()]
+    }
+
+    #[test]
+    fn prompt_reaches_the_agent_each_way() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        let t = Duration::from_secs(10);
+        let arg = sh(r#"echo "arg: $1""#);
+        assert_eq!(
+            run(&spec(d, &arg, PromptVia::Arg, t), || Tick::Continue).unwrap(),
+            Outcome::Success
+        );
+        assert_eq!(
+            std::fs::read_to_string(d.join("logs/s.log")).unwrap(),
+            "arg: do the thing\n"
+        );
+        let stdin = sh("echo \"stdin: $(cat)\"");
+        run(&spec(d, &stdin, PromptVia::Stdin, t), || Tick::Continue).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(d.join("logs/s.log")).unwrap(),
+            "stdin: do the thing\n"
+        );
+        let file = vec![
+            "sh".into(),
+            "-c".into(),
+            "echo \"file: $(cat \"$1\")\"".into(),
+            "agent".into(),
+            "{prompt_file}".into(),
+        ];
+        run(&spec(d, &file, PromptVia::File, t), || Tick::Continue).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(d.join("logs/s.log")).unwrap(),
+            "file: do the thing\n"
+        );
+    }
+
+    #[test]
+    fn exit_codes_and_signals_are_classified() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = Duration::from_secs(10);
+        let fail = sh("exit 3");
+        assert_eq!(
+            run(&spec(tmp.path(), &fail, PromptVia::Arg, t), || {
+                Tick::Continue
+            })
+            .unwrap(),
+            Outcome::Failed { code: 3 }
+        );
+        let killed = sh("kill -9 $$");
+        assert_eq!(
+            run(&spec(tmp.path(), &killed, PromptVia::Arg, t), || {
+                Tick::Continue
+            })
+            .unwrap(),
+            Outcome::Killed { signal: 9 }
+        );
+    }
+
+    #[test]
+    fn timeout_kills_the_whole_group() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pid_file = tmp.path().join("grandchild.pid");
+        // The agent starts a grandchild that ignores SIGTERM, then hangs.
+        let script = format!(
+            "sh -c 'trap \"\" TERM; echo $$ > {}; sleep 60' & sleep 60",
+            pid_file.display()
+        );
+        let argv = sh(&script);
+        let out = run(
+            &spec(
+                tmp.path(),
+                &argv,
+                PromptVia::Arg,
+                Duration::from_millis(500),
+            ),
+            || Tick::Continue,
+        )
+        .unwrap();
+        assert_eq!(out, Outcome::TimedOut);
+        let pid: u32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let start = Instant::now();
+        while crate::host::process_start(pid).is_some() {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "grandchild {pid} survived"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn the_supervisor_can_stop_a_session() {
+        let tmp = tempfile::tempdir().unwrap();
+        let argv = sh("sleep 60");
+        let mut ticks = 0;
+        let out = run(
+            &spec(tmp.path(), &argv, PromptVia::Arg, Duration::from_secs(60)),
+            || {
+                ticks += 1;
+                if ticks > 3 {
+                    Tick::Stop
+                } else {
+                    Tick::Continue
+                }
+            },
+        )
+        .unwrap();
+        assert_eq!(out, Outcome::Interrupted);
+    }
+
+    #[test]
+    fn which_finds_programs_like_the_os() {
+        assert!(which("sh").is_some());
+        assert!(which("no-such-agent-cli-xyz").is_none());
+        assert!(which("/bin/sh").is_some());
+        assert!(which("./no/such/path").is_none());
+    }
+}
