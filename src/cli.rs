@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::commands::{claim, demo, init, locks, reap, release, run, task, tasks};
+use crate::commands::{claim, demo, demo_agent, init, locks, reap, release, run, task, tasks};
 use crate::output::ColorWhen;
 
 const EXAMPLES: &str = "\
@@ -65,4 +65,6 @@ pub enum Command {
     Locks(locks::Args),
     Reap(reap::Args),
     Demo(demo::Args),
+    #[command(hide = true)]
+    DemoAgent(demo_agent::Args),
 }

@@ -1,7 +1,8 @@
-//! `farm demo`: the claim / locks / reap cycle, run for real on a scratch hub.
+//! `farm demo`: farm's main job, run for real on a scratch hub with an
+//! offline demo agent — then the claim cycle up close.
 //!
-//! Each step runs this same `farm` binary as a separate process, exactly as
-//! a user or an agent would, and shows its output and exit code.
+//! Each step runs this same `farm` binary (or git) as a separate process,
+//! exactly as a user would, and shows its output.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -11,8 +12,10 @@ use crate::config::Ctx;
 use crate::error::Error;
 use crate::output::Style;
 
-/// Show farm working: claims won and refused, a holder killed with SIGKILL,
-/// its dead claim reaped and the task claimed again — on a scratch hub.
+/// Show farm working on a built-in example: a small board with dependencies
+/// and tasks that edit the same file, three agents running the bundled
+/// offline demo agent (claims, a lost race, a merge, the finished board);
+/// then a holder killed with SIGKILL, its dead claim reaped.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Where to make the scratch hub (default: a new temporary directory).
@@ -24,8 +27,50 @@ pub struct Args {
     keep: bool,
 }
 
+/// The demo board: id, title, after, description (the demo agent follows
+/// its `- write`/`- append` lines). Three greetings append to one file at
+/// once, so their integration conflicts and needs a merge.
+const BOARD: &[(&str, &str, &[&str], &str)] = &[
+    (
+        "readme",
+        "Write the README",
+        &[],
+        "- write `README.md`: # greeter — built by farm's demo agents",
+    ),
+    (
+        "greeter",
+        "Write the greeter",
+        &[],
+        "- write `greet.sh`: cat greetings.txt\n- write `greetings.txt`: # greetings",
+    ),
+    (
+        "english",
+        "Greet in English",
+        &["greeter"],
+        "- append `greetings.txt`: Hello, world",
+    ),
+    (
+        "french",
+        "Greet in French",
+        &["greeter"],
+        "- append `greetings.txt`: Bonjour, le monde",
+    ),
+    (
+        "german",
+        "Greet in German",
+        &["greeter"],
+        "- append `greetings.txt`: Hallo, Welt",
+    ),
+    (
+        "changelog",
+        "Write the changelog",
+        &["english", "french", "german", "readme"],
+        "- write `CHANGELOG.md`: - greetings in three languages",
+    ),
+];
+
 pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
-    let hub = match &args.dir {
+    let root = match &args.dir {
         Some(d) => {
             if d.exists() {
                 return Err(Error::usage(format!("`{}` already exists", d.display()))
@@ -38,14 +83,15 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             std::env::temp_dir().join(format!("farm-demo-{}", unique.short()))
         }
     };
-    std::fs::create_dir_all(&hub)
-        .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", hub.display())))?;
+    std::fs::create_dir_all(&root)
+        .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", root.display())))?;
+    let hub = root.join("hub");
     let result = Demo { ctx, hub: &hub }.play();
     if args.keep || args.dir.is_some() {
         ctx.out
             .note(&format!("\nthe scratch hub is kept at {}", hub.display()));
     } else {
-        let _ = std::fs::remove_dir_all(&hub);
+        let _ = std::fs::remove_dir_all(&root);
     }
     result.map(|()| ExitCode::SUCCESS)
 }
@@ -57,22 +103,69 @@ struct Demo<'a> {
 
 impl Demo<'_> {
     fn play(&self) -> Result<(), Error> {
-        let git = Command::new("git")
-            .args(["init", "--quiet", "--bare"])
-            .arg(self.hub)
-            .status()
-            .is_ok_and(|s| s.success());
         self.say(&format!(
-            "a scratch hub at {}{}",
-            self.hub.display(),
-            if git { " (a bare git repository)" } else { "" }
+            "a scratch hub: a new git repository at {}",
+            self.hub.display()
         ));
+        self.git(
+            &[
+                "init",
+                "--quiet",
+                "-b",
+                "main",
+                &self.hub.display().to_string(),
+            ],
+            None,
+        )?;
+        for (k, v) in [
+            ("user.name", "farm demo"),
+            ("user.email", "demo@farm.invalid"),
+        ] {
+            self.git(&["config", k, v], Some(self.hub))?;
+        }
+        self.git(
+            &[
+                "commit",
+                "--quiet",
+                "--allow-empty",
+                "-m",
+                "an empty project",
+            ],
+            Some(self.hub),
+        )?;
+        self.farm(&["init"], true)?;
 
-        self.say("alice claims a task; bob asks for the same one and is refused (exit 3):");
-        self.farm(&["claim", "parse-if", "--agent", "alice"])?;
-        self.farm(&["claim", "parse-if", "--agent", "bob"])?;
+        self.say("a small board: two independent tasks, three that append to the same file, one after all");
+        for (id, title, after, description) in BOARD {
+            // `=`: the description starts with `-`, which must not read as a flag.
+            let message = format!("--message={description}");
+            let mut args = vec!["task", "add", id, "--title", title, &message];
+            if !after.is_empty() {
+                args.push("--after");
+                args.extend(after.iter().copied());
+            }
+            self.setup(&args)?;
+        }
+        self.farm(&["tasks"], true)?;
 
-        self.say("carol holds `lexer` while a command runs; her farm process is the holder:");
+        self.say("three agents run the bundled offline demo agent until the board is settled:");
+        let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("farm"));
+        let agent = format!(
+            "{} demo-agent",
+            shell_words::quote(&exe.display().to_string())
+        );
+        self.show(&["run", "--agent", "\"farm demo-agent\"", "-j", "3"]);
+        self.run_quietly(&["run", "--agent", &agent, "-j", "3"])?;
+
+        self.say("the finished board, the history (note the merge), and the merged file:");
+        self.farm(&["tasks"], true)?;
+        self.show_git(&["log", "--oneline", "--graph", "--format=%s"])?;
+        self.show_file("greetings.txt")?;
+        self.farm(&["locks"], true)?;
+
+        self.say(
+            "claims up close: carol holds `lexer` while a command runs; her farm is the holder",
+        );
         self.show(&[
             "claim", "lexer", "--agent", "carol", "--", "sleep", "600", "&",
         ]);
@@ -81,8 +174,7 @@ impl Demo<'_> {
             .spawn()
             .map_err(|e| Error::failure(format!("cannot start farm: {e}")))?;
         self.wait_for_claim("lexer", &mut carol)?;
-        self.farm(&["locks"])?;
-
+        self.farm(&["claim", "lexer", "--agent", "dave"], true)?;
         self.say(&format!(
             "carol's farm (pid {}) is killed with SIGKILL: no clean-up code runs,\n\
              # yet her claim reads as dead at once, and `farm reap` takes it back:",
@@ -90,20 +182,17 @@ impl Demo<'_> {
         ));
         let _ = carol.kill();
         let _ = carol.wait();
-        self.farm(&["locks"])?;
-        self.farm(&["reap"])?;
-
-        self.say("the task is free again; dave takes it. alice is done and releases hers:");
-        self.farm(&["claim", "lexer", "--agent", "dave"])?;
-        self.farm(&["release", "parse-if", "--agent", "alice"])?;
-        self.farm(&["locks"])?;
+        self.farm(&["locks"], true)?;
+        self.farm(&["reap"], true)?;
+        self.farm(&["claim", "lexer", "--agent", "dave"], true)?;
         Ok(())
     }
 
     fn say(&self, text: &str) {
-        self.ctx.out.note(&format!(
+        let out = &self.ctx.out;
+        out.note(&format!(
             "\n{}",
-            self.ctx.out.paint_err(Style::Bold, &format!("# {text}"))
+            out.paint_err(Style::Bold, &format!("# {text}"))
         ));
     }
 
@@ -119,14 +208,21 @@ impl Demo<'_> {
         let mut cmd = Command::new(exe);
         cmd.args(args)
             .env("FARM_HUB", self.hub)
+            .current_dir(self.hub)
             .stdin(Stdio::null());
         cmd
     }
 
-    fn farm(&self, args: &[&str]) -> Result<(), Error> {
-        self.show(args);
-        let status = self
-            .command(args)
+    /// Run `farm ARGS`, showing the command when `echo` is set.
+    fn farm(&self, args: &[&str], echo: bool) -> Result<(), Error> {
+        if echo {
+            self.show(args);
+        }
+        let mut cmd = self.command(args);
+        if !echo {
+            cmd.stdout(Stdio::null());
+        }
+        let status = cmd
             .status()
             .map_err(|e| Error::failure(format!("cannot run farm: {e}")))?;
         if !status.success() {
@@ -140,6 +236,74 @@ impl Demo<'_> {
                     .paint_err(Style::Dim, &format!("(exit {code})")),
             );
         }
+        Ok(())
+    }
+
+    /// A setup step that must work, its output hidden.
+    fn setup(&self, args: &[&str]) -> Result<(), Error> {
+        let out = self
+            .command(args)
+            .output()
+            .map_err(|e| Error::failure(format!("cannot run farm: {e}")))?;
+        if !out.status.success() {
+            return Err(Error::failure(format!(
+                "`farm {}` failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(())
+    }
+
+    /// `farm run`, its story on stderr as it happens.
+    fn run_quietly(&self, args: &[&str]) -> Result<(), Error> {
+        let status = self
+            .command(args)
+            .status()
+            .map_err(|e| Error::failure(format!("cannot run farm: {e}")))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(Error::failure(format!("the demo run failed ({status})")))
+        }
+    }
+
+    fn git(&self, args: &[&str], dir: Option<&Path>) -> Result<String, Error> {
+        let mut cmd = Command::new("git");
+        if let Some(dir) = dir {
+            cmd.arg("-C").arg(dir);
+        }
+        let out = cmd
+            .args(args)
+            .output()
+            .map_err(|e| Error::failure(format!("the demo needs git: {e}")))?;
+        if !out.status.success() {
+            return Err(Error::failure(format!(
+                "`git {}` failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    fn show_git(&self, args: &[&str]) -> Result<(), Error> {
+        self.ctx.out.note(
+            &self
+                .ctx
+                .out
+                .paint_err(Style::Dim, &format!("$ git {}", args.join(" "))),
+        );
+        self.ctx.out.data(&self.git(args, Some(self.hub))?)?;
+        Ok(())
+    }
+
+    fn show_file(&self, name: &str) -> Result<(), Error> {
+        self.ctx
+            .out
+            .note(&self.ctx.out.paint_err(Style::Dim, &format!("$ cat {name}")));
+        let text = std::fs::read_to_string(self.hub.join(name)).unwrap_or_default();
+        self.ctx.out.data(&text)?;
         Ok(())
     }
 

@@ -3,6 +3,7 @@
 
 pub mod claim;
 pub mod demo;
+pub mod demo_agent;
 pub mod init;
 pub mod locks;
 pub mod reap;
@@ -29,6 +30,7 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<ExitCode, Error> {
         Command::Locks(args) => locks::run(ctx, args),
         Command::Reap(args) => reap::run(ctx, args),
         Command::Demo(args) => demo::run(ctx, args),
+        Command::DemoAgent(args) => demo_agent::run(ctx, args),
         Command::Init(args) => init::run(ctx, args),
         Command::Run(args) => run::run(ctx, args),
         Command::Task(args) => task::run(ctx, args),
