@@ -520,9 +520,10 @@ fn integrate(
         clone.git(["fetch", "--quiet", "origin", branch])?;
         if !clone.repo.check(["rebase", "--quiet", &upstream])? {
             clone.repo.check(["rebase", "--abort"])?;
+            let message = format!("farm: merge `{branch}` into the work on `{id}`");
             if !clone
                 .repo
-                .check(["merge", "--quiet", "--no-edit", &upstream])?
+                .check(["merge", "--quiet", "--no-edit", "-m", &message, &upstream])?
             {
                 let files = clone.repo.conflicted().map_err(git_error)?;
                 run.say(
