@@ -7,3 +7,4 @@ mod death;
 mod hold;
 mod race;
 mod reap;
+mod stop;

@@ -1,0 +1,224 @@
+//! Stopping `farm run`: drain on the first signal, kill and rescue on the
+//! second, and loop.sh respawning a farm that was SIGKILLed.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{Env, Farm, wait_for};
+
+/// `farm` with a git identity and no user or system git config.
+fn farm<I, S>(env: &Env, args: I) -> Farm
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let mut f = env.farm(args);
+    for (k, v) in git_env() {
+        f = f.env(k, v);
+    }
+    f
+}
+
+fn git_env() -> [(&'static str, &'static str); 6] {
+    [
+        ("GIT_AUTHOR_NAME", "t"),
+        ("GIT_AUTHOR_EMAIL", "t@example.com"),
+        ("GIT_COMMITTER_NAME", "t"),
+        ("GIT_COMMITTER_EMAIL", "t@example.com"),
+        ("GIT_CONFIG_GLOBAL", "/dev/null"),
+        ("GIT_CONFIG_NOSYSTEM", "1"),
+    ]
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .envs(git_env())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A hub with `farm init` done and these tasks on the board.
+fn hub(env: &Env, tasks: &[&str]) {
+    git(&env.hub, &["init", "--quiet", "-b", "main"]);
+    git(
+        &env.hub,
+        &["commit", "--quiet", "--allow-empty", "-m", "root"],
+    );
+    farm(env, ["init"]).run().success();
+    for t in tasks {
+        farm(env, ["task", "add", t, "-m", "do it"]).run().success();
+    }
+}
+
+fn agent(env: &Env, script: &str) -> String {
+    let path = env.tmp.path().join("agent.sh");
+    std::fs::write(&path, format!("#!/bin/sh\n{script}\n")).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    path.display().to_string()
+}
+
+fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill(2) on a child process of this test.
+    unsafe { libc::kill(pid as i32, sig) };
+}
+
+fn done(env: &Env, task: &str) -> bool {
+    git(
+        &env.hub,
+        &[
+            "ls-tree",
+            "--name-only",
+            "main",
+            &format!("tasks/done/{task}.md"),
+        ],
+    )
+    .trim()
+        != ""
+}
+
+#[test]
+fn first_signal_drains_the_running_session_finishes_and_nothing_new_is_claimed() {
+    let env = Env::new();
+    hub(&env, &["one", "two"]);
+    let started = env.tmp.path().join("started");
+    let agent = agent(
+        &env,
+        &format!(
+            "touch {}; sleep 1; echo \"$FARM_TASK\" > \"$FARM_TASK.txt\"; git add -A; git commit -qm work",
+            started.display()
+        ),
+    );
+    let child = farm(&env, ["run", "--agent", &agent]).spawn();
+    wait_for(&started);
+    signal(child.id(), libc::SIGINT);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("draining"), "{stderr}");
+    let finished: Vec<_> = ["one", "two"]
+        .into_iter()
+        .filter(|t| done(&env, t))
+        .collect();
+    assert_eq!(
+        finished.len(),
+        1,
+        "the running session was integrated, no new one started: {stderr}"
+    );
+    let locks = farm(&env, ["locks", "--json"]).run().success().json();
+    assert_eq!(locks["claims"], serde_json::json!([]));
+}
+
+#[test]
+fn second_signal_kills_the_session_rescues_its_work_and_exits_130() {
+    let env = Env::new();
+    hub(&env, &["slow"]);
+    let pid_file = env.tmp.path().join("agent.pid");
+    let agent = agent(
+        &env,
+        &format!(
+            "echo wip > wip.txt; git add -A; git commit -qm wip; echo $$ > {}; sleep 60",
+            pid_file.display()
+        ),
+    );
+    let child = farm(&env, ["run", "--agent", &agent]).spawn();
+    wait_for(&pid_file);
+    std::thread::sleep(Duration::from_millis(100));
+    let agent_pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    signal(child.id(), libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(200));
+    signal(child.id(), libc::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        farm::host::process_start(agent_pid).is_none(),
+        "the agent was killed"
+    );
+    let rescue = git(
+        &env.hub,
+        &[
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/heads/farm/rescue/slow/",
+        ],
+    );
+    assert_eq!(
+        rescue.lines().count(),
+        1,
+        "one rescue branch: {rescue} {stderr}"
+    );
+    let wip = git(&env.hub, &["log", "--format=%s", rescue.trim()]);
+    assert!(
+        wip.starts_with("wip\n"),
+        "the agent's commit is on it: {wip}"
+    );
+    assert!(!done(&env, "slow"));
+    let locks = farm(&env, ["locks", "--json"]).run().success().json();
+    assert_eq!(
+        locks["claims"],
+        serde_json::json!([]),
+        "the claim was released"
+    );
+}
+
+/// loop.sh respawns a farm killed with SIGKILL; the new farm reaps the dead
+/// claim at once and the task is finished.
+#[test]
+fn loop_sh_respawns_a_killed_farm_and_the_task_finishes() {
+    let env = Env::new();
+    hub(&env, &["job"]);
+    let marker = env.tmp.path().join("first-run");
+    let agent = agent(
+        &env,
+        &format!(
+            "if [ ! -e {0} ]; then touch {0}; sleep 60; fi; echo ok > job.txt; git add -A; git commit -qm job",
+            marker.display()
+        ),
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("loop.sh");
+    let mut cmd = Command::new("bash");
+    cmd.arg(&script)
+        .args(["--agent", &agent])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap())
+        .env("HOME", env.tmp.path())
+        .env("FARM", crate::common::FARM)
+        .env("FARM_HUB", &env.hub)
+        .env("NO_COLOR", "1")
+        .envs(git_env())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let looper = cmd.spawn().unwrap();
+    wait_for(&marker);
+    let claim = std::fs::read_to_string(env.claim_path("job")).unwrap();
+    let pid: u32 = claim
+        .lines()
+        .find_map(|l| l.strip_prefix("pid = "))
+        .expect("a holder pid")
+        .parse()
+        .unwrap();
+    let killed = Instant::now();
+    signal(pid, libc::SIGKILL);
+    let out = looper.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("running it again"), "{stderr}");
+    assert!(stderr.contains("reaped `job`: dead"), "{stderr}");
+    assert!(done(&env, "job"), "{stderr}");
+    eprintln!("task finished {:?} after the SIGKILL", killed.elapsed());
+}
