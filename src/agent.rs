@@ -27,7 +27,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::board::{self, Task};
@@ -83,7 +83,23 @@ pub struct Run {
     pub stop: Stop,
     pub out: Out,
     started: AtomicUsize,
-    wake: (Mutex<u64>, Condvar),
+    wake: Arc<Wake>,
+    /// Whether a file watcher wakes idle loops (else they poll faster).
+    watched: std::sync::atomic::AtomicBool,
+}
+
+/// A generation counter idle loops wait on; bumped when something changed.
+#[derive(Default)]
+struct Wake {
+    generation: Mutex<u64>,
+    changed: Condvar,
+}
+
+impl Wake {
+    fn bump(&self) {
+        *self.generation.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        self.changed.notify_all();
+    }
 }
 
 /// What one loop did.
@@ -130,7 +146,8 @@ impl Run {
             stop: Stop::default(),
             out,
             started: AtomicUsize::new(0),
-            wake: (Mutex::new(0), Condvar::new()),
+            wake: Arc::default(),
+            watched: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -158,31 +175,70 @@ impl Run {
     }
 
     /// Tell idle loops of this process to look again.
-    fn wake_all(&self) {
-        let (lock, cvar) = &self.wake;
-        *lock.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-        cvar.notify_all();
+    pub fn wake_all(&self) {
+        self.wake.bump();
+    }
+
+    /// Watch the hub's refs and claims, waking idle loops on any change.
+    /// Keep the returned watcher alive for the run; `None` when the OS
+    /// refuses (inotify limits), and idle loops then poll.
+    pub fn watch_hub(&self) -> Option<notify::RecommendedWatcher> {
+        use notify::{RecursiveMode, Watcher};
+        let wake = Arc::clone(&self.wake);
+        let mut watcher =
+            notify::recommended_watcher(move |_: notify::Result<notify::Event>| wake.bump())
+                .ok()?;
+        let claims = self.hub.dir.join(crate::store::fs::DIR);
+        let _ = std::fs::create_dir(&claims);
+        let watched = [
+            (
+                self.hub.git_dir.join("refs/heads"),
+                RecursiveMode::Recursive,
+            ),
+            (self.hub.git_dir.clone(), RecursiveMode::NonRecursive),
+            (claims, RecursiveMode::NonRecursive),
+        ]
+        .into_iter()
+        .all(|(path, mode)| watcher.watch(&path, mode).is_ok());
+        self.watched.store(watched, Ordering::SeqCst);
+        watched.then_some(watcher)
     }
 
     /// Wait until the hub's branch or its claims change, a loop of this
     /// process finishes something, a stop is asked, or `IDLE_MAX` passes.
+    /// The fingerprint is checked too: the fallback when nothing watches,
+    /// and a guard against a missed event.
     fn wait_for_change(&self, since: &[Option<SystemTime>], generation: u64) {
-        let (lock, cvar) = &self.wake;
+        let poll = if self.watched.load(Ordering::SeqCst) {
+            Duration::from_millis(500)
+        } else {
+            Duration::from_millis(50)
+        };
         let until = Instant::now() + IDLE_MAX;
-        let mut current = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut current = self
+            .wake
+            .generation
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         while Instant::now() < until && *current == generation && !self.stop.draining() {
             if self.hub.fingerprint() != since {
                 return;
             }
-            current = cvar
-                .wait_timeout(current, Duration::from_millis(50))
+            current = self
+                .wake
+                .changed
+                .wait_timeout(current, poll)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
     }
 
     fn generation(&self) -> u64 {
-        *self.wake.0.lock().unwrap_or_else(|e| e.into_inner())
+        *self
+            .wake
+            .generation
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 }
 

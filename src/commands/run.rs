@@ -167,6 +167,11 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         run.hub.branch,
         run.hub.dir.display()
     ));
+    let watcher = run.watch_hub();
+    if watcher.is_none() {
+        ctx.out
+            .debug("cannot watch the hub for changes; idle agents poll it");
+    }
     let mut signals = Signals::new([SIGINT, SIGTERM])
         .map_err(|e| Error::failure(format!("cannot install signal handlers: {e}")))?;
     let handle = signals.handle();
