@@ -308,7 +308,7 @@ pub fn run_loop(run: &Run, name: &str) -> Result<Summary, Error> {
                 summary.failed += 1;
                 summary.rescued += usize::from(rescued);
             }
-            End::Rescued => summary.rescued += 1,
+            End::Rescued | End::Lost => summary.rescued += 1,
         }
         if run.once {
             break;
@@ -350,12 +350,40 @@ enum End {
     Failed {
         rescued: bool,
     },
-    /// The claim was lost or the run was killed: work rescued, no attempt counted.
+    /// The run was killed: work rescued, no attempt counted.
     Rescued,
+    /// The claim was taken away: work rescued, nothing counted, not released.
+    Lost,
 }
 
-/// Run the session for `task` and settle its outcome; releases the claim.
+/// Run the session for `task` and settle its outcome, then release the claim
+/// (unless it was lost). If settling fails half-way (git or disk errors),
+/// the clone's commits still go to a rescue branch, best effort, and the
+/// claim is still released: an error must not leave a live-looking claim.
 fn work(run: &Run, clone: &Clone, name: &str, task: &Task, held: Held) -> Result<End, Error> {
+    let result = settle(run, clone, name, task, &held);
+    if result.is_err() {
+        let branch = format!("farm/rescue/{}/{}", task.id, held.claim().nonce);
+        let upstream = format!("origin/{}", run.hub.branch);
+        if clone.count_since(&upstream).unwrap_or(0) > 0 && clone.push_ref("HEAD", &branch).is_ok()
+        {
+            run.say(
+                name,
+                &format!("`{}`: its commits are on `{branch}`", task.id),
+            );
+        }
+    }
+    if !matches!(result, Ok(End::Lost)) {
+        match run.store.release_held(held) {
+            Ok(()) | Err(StoreError::Lost { .. }) => {}
+            Err(e) if result.is_ok() => return Err(e.into()),
+            Err(_) => {}
+        }
+    }
+    result
+}
+
+fn settle(run: &Run, clone: &Clone, name: &str, task: &Task, held: &Held) -> Result<End, Error> {
     let attempt = held.claim().attempt;
     let nonce = held.claim().nonce.clone();
     let id = task.id.as_str();
@@ -402,7 +430,7 @@ fn work(run: &Run, clone: &Clone, name: &str, task: &Task, held: Held) -> Result
     );
     let timeout = task.timeout.unwrap_or(run.timeout);
     let started = Instant::now();
-    let (outcome, lost) = supervise(run, clone, &held, name, &text, &log, &prompt_file, timeout)?;
+    let (outcome, lost) = supervise(run, clone, held, name, &text, &log, &prompt_file, timeout)?;
     run.say(
         name,
         &format!(
@@ -429,14 +457,14 @@ fn work(run: &Run, clone: &Clone, name: &str, task: &Task, held: Held) -> Result
 
     if lost {
         rescue("the claim was taken away while the session ran")?;
-        return Ok(End::Rescued);
+        return Ok(End::Lost);
     }
     let end = match outcome {
         Outcome::Interrupted => {
             rescue("the run was stopped")?;
             End::Rescued
         }
-        Outcome::Success => match integrate(run, clone, name, task, &held, attempt, &log)? {
+        Outcome::Success => match integrate(run, clone, name, task, held, attempt, &log)? {
             Integrated::Pushed { commits } => {
                 run.say(
                     name,
@@ -449,7 +477,7 @@ fn work(run: &Run, clone: &Clone, name: &str, task: &Task, held: Held) -> Result
             }
             Integrated::Lost => {
                 rescue("the claim was taken away before the push")?;
-                return Ok(End::Rescued);
+                return Ok(End::Lost);
             }
             Integrated::Conflict(files) => {
                 let rescued = rescue(&format!("could not merge ({})", files.join(", ")))?;
@@ -486,10 +514,7 @@ fn work(run: &Run, clone: &Clone, name: &str, task: &Task, held: Held) -> Result
             End::Failed { rescued }
         }
     };
-    match run.store.release_held(held) {
-        Ok(()) | Err(StoreError::Lost { .. }) => Ok(end),
-        Err(e) => Err(e.into()),
-    }
+    Ok(end)
 }
 
 /// Run one session, heartbeating the claim. Returns the outcome and whether
