@@ -299,6 +299,18 @@ pub fn run_loop(run: &Run, name: &str) -> Result<Summary, Error> {
                 continue;
             }
         };
+        // The board was read before the claim was won, and the task may have
+        // been finished in between (pushed to done, then released). Holders
+        // push before they release, so a fetch now shows it: look again.
+        let Some(task) = clone.fresh_task(&run.hub.branch, &task.id)? else {
+            run.store.release_held(held)?;
+            run.unreserve_session();
+            run.say(
+                name,
+                &format!("`{}` was finished meanwhile; looking again", task.id),
+            );
+            continue;
+        };
         summary.sessions += 1;
         let end = work(run, &clone, name, &task, held);
         run.wake_all();
@@ -384,7 +396,9 @@ fn work(run: &Run, clone: &Clone, name: &str, task: &Task, held: Held) -> Result
 }
 
 fn settle(run: &Run, clone: &Clone, name: &str, task: &Task, held: &Held) -> Result<End, Error> {
-    let attempt = held.claim().attempt;
+    // From the task file as it is now; the claim's record may be one behind
+    // if an attempt was recorded between reading the board and claiming.
+    let attempt = task.attempts + 1;
     let nonce = held.claim().nonce.clone();
     let id = task.id.as_str();
     let base = clone.head()?;
@@ -478,6 +492,24 @@ fn settle(run: &Run, clone: &Clone, name: &str, task: &Task, held: &Held) -> Res
             Integrated::Lost => {
                 rescue("the claim was taken away before the push")?;
                 return Ok(End::Lost);
+            }
+            Integrated::Busy => {
+                let rescued = rescue("could not push: the branch kept moving")?;
+                let why = format!(
+                    "could not push after {PUSH_ROUNDS} rounds: `{}` kept moving",
+                    run.hub.branch
+                );
+                record_attempt(
+                    run,
+                    clone,
+                    name,
+                    task,
+                    attempt,
+                    &why,
+                    &log,
+                    rescued.then_some(&nonce),
+                )?;
+                End::Failed { rescued }
             }
             Integrated::Conflict(files) => {
                 let rescued = rescue(&format!("could not merge ({})", files.join(", ")))?;
@@ -573,9 +605,13 @@ fn supervise(
 }
 
 enum Integrated {
-    Pushed { commits: usize },
+    Pushed {
+        commits: usize,
+    },
     Lost,
     Conflict(Vec<String>),
+    /// The branch kept moving for `PUSH_ROUNDS` rounds (pushes from outside farm).
+    Busy,
 }
 
 /// Move the task to done, bring the work onto the hub's branch and push it.
@@ -593,32 +629,43 @@ fn integrate(
     let upstream = format!("origin/{branch}");
     let commits = clone.count_since(&upstream)?;
     clone.mark_done(task, name, attempt, log)?;
+    // Once merged, stay merged: rebasing again would replay the conflict.
+    let mut merged = false;
     for _ in 0..PUSH_ROUNDS {
         // Fencing: publish only while the claim is still ours.
         if let Err(StoreError::Lost { .. }) = run.store.heartbeat(held, SystemTime::now()) {
             return Ok(Integrated::Lost);
         }
+        // Fetch, integrate and push under the hub's push lock, so that the
+        // agents of this host take turns instead of starving one another
+        // (measured: an agent whose work conflicted lost 20 rounds running).
+        let lock = run.hub.push_lock()?;
         clone.git(["fetch", "--quiet", "origin", branch])?;
-        if !clone.repo.check(["rebase", "--quiet", &upstream])? {
+        let clean = if merged {
+            clone.merge(&upstream, branch, id)?
+        } else if clone.repo.check(["rebase", "--quiet", &upstream])? {
+            true
+        } else {
             clone.repo.check(["rebase", "--abort"])?;
-            let message = format!("farm: merge `{branch}` into the work on `{id}`");
-            if !clone
-                .repo
-                .check(["merge", "--quiet", "--no-edit", "-m", &message, &upstream])?
-            {
-                let files = clone.repo.conflicted().map_err(git_error)?;
-                run.say(
-                    name,
-                    &format!(
-                        "`{id}`: conflict with `{branch}` in {}; merge session",
-                        files.join(", ")
-                    ),
-                );
-                if !merge_session(run, clone, held, name, task, &files)? {
-                    clone.repo.check(["merge", "--abort"])?;
-                    return Ok(Integrated::Conflict(files));
-                }
+            merged = true;
+            clone.merge(&upstream, branch, id)?
+        };
+        if !clean {
+            // A merge session takes minutes: let the others push meanwhile.
+            drop(lock);
+            let files = clone.repo.conflicted().map_err(git_error)?;
+            run.say(
+                name,
+                &format!(
+                    "`{id}`: conflict with `{branch}` in {}; merge session",
+                    files.join(", ")
+                ),
+            );
+            if !merge_session(run, clone, held, name, task, &files)? {
+                clone.repo.check(["merge", "--abort"])?;
+                return Ok(Integrated::Conflict(files));
             }
+            continue; // fetch again under the lock, merge what moved meanwhile, push
         }
         match push_branch(run, clone)? {
             Pushed::Ok => return Ok(Integrated::Pushed { commits }),
@@ -628,9 +675,7 @@ fn integrate(
             ),
         }
     }
-    Err(Error::failure(format!(
-        "`{id}`: could not push after {PUSH_ROUNDS} rounds; the hub is too busy"
-    )))
+    Ok(Integrated::Busy)
 }
 
 /// One fresh session with the merge prompt in the conflicted clone. True
@@ -706,6 +751,7 @@ fn record_attempt(
     let id = task.id.as_str();
     let branch = &run.hub.branch;
     for _ in 0..PUSH_ROUNDS {
+        let _lock = run.hub.push_lock()?;
         clone.sync(branch)?;
         let pending = clone.dir().join("tasks").join(format!("{id}.md"));
         let Ok(text) = std::fs::read_to_string(&pending) else {
@@ -758,10 +804,10 @@ fn record_attempt(
     )))
 }
 
-/// Push the clone's HEAD to the hub's branch, one farm push at a time.
-/// `Rejected` only when the branch moved on; any other refusal is an error.
+/// Push the clone's HEAD to the hub's branch; the caller holds the hub's
+/// push lock. `Rejected` only when the branch moved on; any other refusal
+/// is an error.
 fn push_branch(run: &Run, clone: &Clone) -> Result<Pushed, Error> {
-    let _lock = run.hub.push_lock()?;
     let pushed = clone
         .repo
         .push("origin", &[format!("HEAD:refs/heads/{}", run.hub.branch)])?;
@@ -913,6 +959,28 @@ impl Clone {
             .commit_all(&format!("farm: undo {name}'s changes to {dir}/"))
             .map_err(git_error)?;
         Ok(())
+    }
+
+    /// The task as it is on the hub's branch now, with the clone reset to
+    /// it; `None` when it is no longer pending there.
+    fn fresh_task(&self, branch: &str, id: &crate::task::TaskId) -> Result<Option<Task>, Error> {
+        self.git(["fetch", "--quiet", "origin", branch])?;
+        if self.head()? != self.git(["rev-parse", &format!("origin/{branch}")])? {
+            self.sync(branch)?;
+        }
+        let Ok(text) = std::fs::read_to_string(self.dir().join("tasks").join(format!("{id}.md")))
+        else {
+            return Ok(None);
+        };
+        Ok(board::parse(id.clone(), &text).ok())
+    }
+
+    /// Merge `upstream` into HEAD; false when it stopped on conflicts.
+    fn merge(&self, upstream: &str, branch: &str, id: &str) -> Result<bool, Error> {
+        let message = format!("farm: merge `{branch}` into the work on `{id}`");
+        Ok(self
+            .repo
+            .check(["merge", "--quiet", "--no-edit", "-m", &message, upstream])?)
     }
 
     fn count_since(&self, upstream: &str) -> Result<usize, Error> {

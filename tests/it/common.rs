@@ -253,3 +253,146 @@ pub fn race(farms: Vec<Farm>) -> Vec<Child> {
     writer.write_all(&vec![b'\n'; children.len()]).unwrap();
     children
 }
+
+// --- git hubs for `farm run` -------------------------------------------------
+
+/// What every git process needs in the hermetic environment: an identity,
+/// and no user or system config to depend on.
+pub const GIT_ENV: [(&str, &str); 7] = [
+    ("GIT_AUTHOR_NAME", "Farm Test"),
+    ("GIT_AUTHOR_EMAIL", "test@farm.invalid"),
+    ("GIT_COMMITTER_NAME", "Farm Test"),
+    ("GIT_COMMITTER_EMAIL", "test@farm.invalid"),
+    ("GIT_CONFIG_GLOBAL", "/dev/null"),
+    ("GIT_CONFIG_NOSYSTEM", "1"),
+    ("LC_ALL", "C"),
+];
+
+impl Env {
+    /// A hub that is a git repository: `git init -b main`, one commit holding
+    /// `files` (path, text), then `farm init`.
+    pub fn git_hub(files: &[(&str, &str)]) -> Env {
+        let env = Env::new();
+        env.git(["init", "-q", "-b", "main"]);
+        for (path, text) in files {
+            let path = env.hub.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        env.git(["add", "-A"]);
+        env.git(["commit", "-q", "--allow-empty", "-m", "initial"]);
+        env.farm_git(["init"]).run().success();
+        env
+    }
+
+    /// `farm ARGS...` like [`Env::farm`], with git's identity and isolation.
+    pub fn farm_git<I, S>(&self, args: I) -> Farm
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        let mut farm = self.farm(args);
+        farm.cmd.envs(GIT_ENV);
+        farm
+    }
+
+    /// `git ARGS...` in the hub, hermetic; its status and stdout, stderr.
+    pub fn git_output<I, S>(&self, args: I) -> (bool, String, String)
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&self.hub)
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.tmp.path())
+            .envs(GIT_ENV)
+            .stdin(Stdio::null())
+            .output()
+            .expect("git runs");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// `git ARGS...` in the hub; its stdout, trimmed. Fails the test if git fails.
+    #[track_caller]
+    pub fn git<I, S>(&self, args: I) -> String
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        let args: Vec<std::ffi::OsString> =
+            args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+        let (ok, stdout, stderr) = self.git_output(&args);
+        assert!(ok, "git {args:?} failed: {stderr}");
+        stdout.trim_end().to_owned()
+    }
+
+    /// Whether `git ARGS...` in the hub succeeds.
+    pub fn git_ok<I, S>(&self, args: I) -> bool
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        self.git_output(args).0
+    }
+
+    /// Write a `sh` script into the temp dir; the `--agent` words that run it
+    /// (through `sh`, so that the file is never exec'd while a forked test
+    /// thread might still hold it open for writing: no ETXTBSY).
+    pub fn agent_script(&self, name: &str, body: &str) -> String {
+        let path = self.tmp.path().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
+        format!("sh '{}'", path.display())
+    }
+}
+
+impl Farm {
+    /// Run to the end, but kill farm and fail the test if it takes longer
+    /// than `limit`: a hung run must not hang the test suite.
+    #[track_caller]
+    pub fn run_within(self, limit: Duration) -> Output {
+        use std::io::Read;
+        let mut child = self.spawn();
+        let mut stdout = child.stdout.take().unwrap();
+        let mut stderr = child.stderr.take().unwrap();
+        let out = std::thread::spawn(move || {
+            let mut s = String::new();
+            stdout.read_to_string(&mut s).unwrap();
+            s
+        });
+        let err = std::thread::spawn(move || {
+            let mut s = String::new();
+            stderr.read_to_string(&mut s).unwrap();
+            s
+        });
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if start.elapsed() > limit {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let output = Output {
+            code: status.and_then(|s| s.code()),
+            stdout: out.join().unwrap(),
+            stderr: err.join().unwrap(),
+        };
+        assert!(
+            status.is_some(),
+            "farm did not finish within {limit:?}; killed it: {output:#?}"
+        );
+        output
+    }
+}

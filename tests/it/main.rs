@@ -7,4 +7,5 @@ mod death;
 mod hold;
 mod race;
 mod reap;
+mod run;
 mod stop;

@@ -1,0 +1,879 @@
+//! `farm run` end to end: the real binary on a git hub made by `farm init`,
+//! with fake agents — small `sh` scripts — that work, fail, hang, tamper with
+//! claims, leave a mess or conflict, on cue. Each script logs what it did to
+//! files outside the repository (`TMP/logs/`), so that the tests can check
+//! what farm made of it against what really happened.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{Env, GIT_ENV, Output, running, wait_for};
+
+/// No run here takes more than a few seconds; a hung one fails the test.
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// `farm run --agent AGENT --state-dir TMP/state ARGS...`, bounded by [`LIMIT`].
+fn farm_run(env: &Env, agent: &str, args: &[&str]) -> Output {
+    env.farm_git(run_args(env, agent, args)).run_within(LIMIT)
+}
+
+fn run_args(env: &Env, agent: &str, args: &[&str]) -> Vec<String> {
+    let state = env.tmp.path().join("state");
+    let mut all = vec![
+        "run".to_owned(),
+        "--agent".to_owned(),
+        agent.to_owned(),
+        "--state-dir".to_owned(),
+        state.display().to_string(),
+    ];
+    all.extend(args.iter().map(|a| (*a).to_owned()));
+    all
+}
+
+/// The directory the fake agents log to, outside the repository.
+fn logs(env: &Env) -> PathBuf {
+    let dir = env.tmp.path().join("logs");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The lines of one agent log (none if it was never written).
+fn log_lines(env: &Env, name: &str) -> Vec<String> {
+    std::fs::read_to_string(logs(env).join(name))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The task ids with a file in `dir` (`tasks`, `tasks/done`, `tasks/failed`) on main.
+fn board(env: &Env, dir: &str) -> BTreeSet<String> {
+    env.git(["ls-tree", "--name-only", "main", &format!("{dir}/")])
+        .lines()
+        .filter_map(|p| p.strip_prefix(&format!("{dir}/"))?.strip_suffix(".md"))
+        .filter(|n| *n != "README")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A file's text at a revision (`main:path`), if it is there.
+fn show(env: &Env, spec: &str) -> Option<String> {
+    let (ok, text, _) = env.git_output(["show", spec]);
+    ok.then_some(text)
+}
+
+/// The hub's `farm/rescue/<task>/*` branches.
+fn rescue_branches(env: &Env, task: &str) -> Vec<String> {
+    env.git([
+        "for-each-ref",
+        "--format=%(refname:short)",
+        &format!("refs/heads/farm/rescue/{task}/"),
+    ])
+    .lines()
+    .map(str::to_owned)
+    .collect()
+}
+
+/// Is `commit` an ancestor of (or equal to) `rev` in the hub?
+fn is_ancestor(env: &Env, commit: &str, rev: &str) -> bool {
+    env.git_ok(["merge-base", "--is-ancestor", commit, rev])
+}
+
+/// The state every run must leave behind: no claim, a sound repository, a
+/// clean work tree.
+#[track_caller]
+fn assert_hub_sound(env: &Env) {
+    let locks = env.farm_git(["locks", "--json"]).run().success().json();
+    assert_eq!(
+        locks["claims"],
+        serde_json::json!([]),
+        "claims left: {locks:#}"
+    );
+    let (ok, out, err) = env.git_output(["fsck", "--no-dangling", "--no-progress"]);
+    assert!(
+        ok && !out.contains("error") && !err.contains("error"),
+        "git fsck: {out}{err}"
+    );
+    assert_eq!(
+        env.git(["status", "--porcelain", "--untracked-files=all"]),
+        "",
+        "the hub's work tree is not clean"
+    );
+}
+
+/// `farm task add ARGS...`.
+fn add_task(env: &Env, args: &[&str]) {
+    let mut all = vec!["task", "add"];
+    all.extend(args);
+    env.farm_git(all).run().success();
+}
+
+/// The patch ids of every non-merge commit reachable from a hub ref.
+fn hub_patch_ids(env: &Env) -> BTreeSet<String> {
+    let log = env.git(["log", "--all", "--no-merges", "-p"]);
+    let mut child = Command::new("git")
+        .args(["patch-id", "--stable"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(GIT_ENV)
+        .current_dir(&env.hub)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || stdin.write_all(format!("{log}\n").as_bytes()));
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Wait (bounded) until process `pid` is gone.
+#[track_caller]
+fn assert_gone(pid: u32, what: &str) {
+    let start = Instant::now();
+    while running(pid) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{what} (pid {pid}) outlived its session"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn read_pid(path: &std::path::Path) -> u32 {
+    wait_for(path);
+    let start = Instant::now();
+    loop {
+        if let Ok(pid) = std::fs::read_to_string(path).unwrap().trim().parse() {
+            return pid;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no pid in {path:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The merge-session half of a fake agent: on the merge prompt, log the
+/// task, then (`resolve`) keep both sides of every conflict — drop the marker
+/// lines, keep every other line — and stage; or give up with exit 1.
+fn merge_part(logs: &std::path::Path, resolve: bool) -> String {
+    let l = logs.display();
+    let action = if resolve {
+        r#"git diff --name-only --diff-filter=U > "$L/conflicts-$FARM_TASK"
+    while read -r f; do
+        grep -v -e '^<<<<<<< ' -e '^=======$' -e '^>>>>>>> ' "$f" > "$f.resolved"
+        mv "$f.resolved" "$f"
+        git add "$f"
+    done < "$L/conflicts-$FARM_TASK"
+    exit 0"#
+    } else {
+        r#"echo "cannot resolve this"; exit 1"#
+    };
+    format!(
+        r#"set -eu
+L='{l}'
+case "$1" in
+*"resolving a merge conflict"*)
+    echo "$FARM_TASK $FARM_AGENT" >> "$L/merges.log"
+    {action};;
+esac
+"#
+    )
+}
+
+/// Four agents, forty tasks in four chains of ten with cross-chain
+/// dependencies, twelve of them prepending a line to the same shared file:
+/// every task is done exactly once, after its dependencies, every conflict
+/// is merged keeping both sides, and nothing any agent committed is lost.
+#[test]
+
+fn forty_tasks_on_four_agents_end_to_end() {
+    let env = Env::git_hub(&[("shared.txt", "base\n")]);
+    let logs = logs(&env);
+
+    let cross = [
+        ("c1-5", "c0-3"),
+        ("c2-7", "c1-2"),
+        ("c3-4", "c2-1"),
+        ("c0-6", "c3-2"),
+    ];
+    let mut after: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut tagged = BTreeSet::new();
+    for k in 0..4 {
+        for i in 0..10 {
+            let id = format!("c{k}-{i}");
+            let mut deps = Vec::new();
+            if i > 0 {
+                deps.push(format!("c{k}-{}", i - 1));
+            }
+            deps.extend(
+                cross
+                    .iter()
+                    .filter(|(t, _)| *t == id)
+                    .map(|(_, d)| (*d).to_owned()),
+            );
+            if i % 4 == 0 {
+                tagged.insert(id.clone());
+            }
+            after.insert(id, deps);
+        }
+    }
+    for (id, deps) in &after {
+        let deps: Vec<String> = deps.iter().map(|d| format!("\"{d}\"")).collect();
+        let tag = if tagged.contains(id) {
+            "Also put the task's id on line 1 of shared.txt. EDIT-SHARED\n"
+        } else {
+            ""
+        };
+        std::fs::write(
+            env.hub.join(format!("tasks/{id}.md")),
+            format!(
+                "+++\ntitle = \"Task {id}\"\nafter = [{}]\n+++\nWrite work/{id}.txt.\n{tag}",
+                deps.join(", ")
+            ),
+        )
+        .unwrap();
+    }
+    env.git(["add", "-A"]);
+    env.git(["commit", "-q", "-m", "forty tasks"]);
+    let counts = env.farm_git(["tasks", "--json"]).run().success().json();
+    assert_eq!(counts["counts"]["ready"], 4, "{counts:#}");
+    assert_eq!(counts["counts"]["blocked"], 36, "{counts:#}");
+
+    // The first wave (c0-0 … c3-0, all tagged) waits until all four have
+    // started, so that all four edit line 1 of shared.txt from the same
+    // commit: three of them must go through a merge session.
+    let agent = env.agent_script(
+        "agent.sh",
+        &format!(
+            r#"{merge}echo "$FARM_TASK $(git rev-parse HEAD)" >> "$L/starts.log"
+mkdir -p work
+echo "$FARM_TASK $FARM_AGENT" >> "work/$FARM_TASK.txt"
+case "$1" in
+*EDIT-SHARED*)
+    case "$FARM_TASK" in
+    c?-0)
+        touch "$L/wave-$FARM_TASK"
+        n=0
+        while [ "$(ls "$L" | grep -c '^wave-')" -lt 4 ] && [ $n -lt 300 ]; do
+            sleep 0.05; n=$((n + 1))
+        done;;
+    esac
+    {{ echo "$FARM_TASK"; cat shared.txt; }} > "$L/shared-$FARM_TASK"
+    mv "$L/shared-$FARM_TASK" shared.txt;;
+esac
+git add -A
+git commit -q -m "$FARM_TASK by $FARM_AGENT"
+echo "$(git rev-parse HEAD) $(git show HEAD | git patch-id --stable | cut -d' ' -f1)" >> "$L/commits.log"
+"#,
+            merge = merge_part(&logs, true)
+        ),
+    );
+    let started = Instant::now();
+    let out = env
+        .farm_git(["run", "--agent", &agent, "-j", "4", "--timeout", "60s"])
+        .run_within(LIMIT)
+        .success();
+    eprintln!("40 tasks on 4 agents: {:?}", started.elapsed());
+
+    // Every task done, exactly once; nothing pending or failed.
+    let all: BTreeSet<String> = after.keys().cloned().collect();
+    assert_eq!(board(&env, "tasks/done"), all, "{out:#?}");
+    assert_eq!(board(&env, "tasks"), BTreeSet::new(), "{out:#?}");
+    assert_eq!(board(&env, "tasks/failed"), BTreeSet::new(), "{out:#?}");
+    let json = env.farm_git(["tasks", "--json"]).run().success().json();
+    assert_eq!(json["counts"]["done"], 40, "{json:#}");
+    for id in &all {
+        let done = show(&env, &format!("main:tasks/done/{id}.md")).unwrap();
+        assert!(done.contains("on attempt 1,"), "{id}: {done}");
+    }
+
+    // Each task's work was written exactly once, and it is on main.
+    let work = env.git(["ls-tree", "--name-only", "main", "work/"]);
+    assert_eq!(work.lines().count(), 40, "{work}");
+    for id in &all {
+        let text = show(&env, &format!("main:work/{id}.txt")).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1, "work/{id}.txt: {text:?}");
+        assert!(lines[0].starts_with(&format!("{id} ")), "{text:?}");
+    }
+
+    // Each session started once, from a commit that the done-marker commit
+    // of every task it comes after is an ancestor of, and its own is not.
+    let log = env.git([
+        "log",
+        "--format=commit %H",
+        "--name-only",
+        "--diff-filter=A",
+        "main",
+        "--",
+        "tasks/done/",
+    ]);
+    let mut marker: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut commit = "";
+    for line in log.lines() {
+        if let Some(c) = line.strip_prefix("commit ") {
+            commit = c;
+        } else if let Some(id) = line
+            .strip_prefix("tasks/done/")
+            .and_then(|n| n.strip_suffix(".md"))
+        {
+            marker.insert(id, commit); // newest first: the oldest one stays
+        }
+    }
+    let starts = log_lines(&env, "starts.log");
+    assert_eq!(starts.len(), 40, "{starts:#?}");
+    let mut seen = BTreeSet::new();
+    for line in &starts {
+        let (id, base) = line.split_once(' ').unwrap();
+        assert!(seen.insert(id.to_owned()), "{id} started twice");
+        for dep in &after[id] {
+            assert!(
+                is_ancestor(&env, marker[dep.as_str()], base),
+                "{id} started at {base}, before {dep} was done"
+            );
+        }
+        assert!(
+            !is_ancestor(&env, marker[id], base),
+            "{id} started after it was done"
+        );
+    }
+
+    // Both sides of every conflict kept: each tagged id once on shared.txt,
+    // the original line last.
+    let shared = show(&env, "main:shared.txt").unwrap();
+    let lines: Vec<&str> = shared.lines().collect();
+    assert_eq!(lines.last(), Some(&"base"), "{shared}");
+    let ids: Vec<&str> = lines[..lines.len() - 1].to_vec();
+    let unique: BTreeSet<&str> = ids.iter().copied().collect();
+    assert_eq!(ids.len(), unique.len(), "a line twice: {shared}");
+    assert_eq!(
+        unique,
+        tagged.iter().map(String::as_str).collect(),
+        "{shared}"
+    );
+    let merges = log_lines(&env, "merges.log");
+    assert!(
+        merges.len() >= 3,
+        "the first wave must need at least 3 merge sessions: {merges:?}\n{out:#?}"
+    );
+    for m in &merges {
+        let task = m.split(' ').next().unwrap();
+        assert!(tagged.contains(task), "merge session for untagged {task}");
+    }
+
+    // Nothing committed is lost: each agent commit is reachable from a hub
+    // ref, or (rebased) a commit with the same patch is.
+    let reachable: BTreeSet<String> = env
+        .git(["rev-list", "--all"])
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let patches = hub_patch_ids(&env);
+    let commits = log_lines(&env, "commits.log");
+    assert_eq!(commits.len(), 40, "{commits:#?}");
+    let mut as_is = 0;
+    for line in &commits {
+        let (commit, patch) = line.split_once(' ').unwrap();
+        if reachable.contains(commit) {
+            as_is += 1;
+        } else {
+            assert!(
+                patches.contains(patch),
+                "agent commit {commit} (patch {patch}) is on no hub ref"
+            );
+        }
+    }
+    eprintln!("agent commits: {as_is} as made, {} rebased", 40 - as_is);
+    assert_eq!(
+        env.git(["for-each-ref", "refs/heads/farm/"]),
+        "",
+        "nothing failed, so nothing should be rescued"
+    );
+    assert_hub_sound(&env);
+}
+
+/// An agent that commits and exits non-zero: retried up to `max_attempts`,
+/// each attempt noted in the task, which ends in `tasks/failed/`; each
+/// attempt's commit is on its own rescue branch, and none reached main.
+#[test]
+fn failing_agent_is_retried_then_failed_with_notes_and_rescue_branches() {
+    let env = Env::git_hub(&[]);
+    let logs = logs(&env);
+    add_task(&env, &["flaky", "--max-attempts", "2", "-m", "Try hard"]);
+    let agent = env.agent_script(
+        "agent.sh",
+        &format!(
+            r###"set -eu
+L='{}'
+notes=no
+case "$1" in *"## Attempt 1 "*) notes=yes;; esac
+echo "$FARM_TASK $FARM_ATTEMPT $notes" >> "$L/starts.log"
+echo "attempt $FARM_ATTEMPT" >> work.txt
+git add -A
+git commit -q -m "attempt $FARM_ATTEMPT"
+git rev-parse HEAD >> "$L/commits.log"
+echo "cannot finish: attempt $FARM_ATTEMPT"
+exit 3
+"###,
+            logs.display()
+        ),
+    );
+    farm_run(&env, &agent, &[]).success();
+
+    // Two sessions; the second saw the first one's note.
+    assert_eq!(log_lines(&env, "starts.log"), ["flaky 1 no", "flaky 2 yes"]);
+    assert_eq!(
+        board(&env, "tasks/failed"),
+        BTreeSet::from(["flaky".into()])
+    );
+    assert!(board(&env, "tasks").is_empty() && board(&env, "tasks/done").is_empty());
+    let text = show(&env, "main:tasks/failed/flaky.md").unwrap();
+    assert!(text.contains("\nattempts = 2\n"), "{text}");
+    for n in [1, 2] {
+        let heading = format!("## Attempt {n} — failed with exit code 3");
+        assert_eq!(text.matches(&heading).count(), 1, "{heading}: {text}");
+        let tail = format!("- last output: `cannot finish: attempt {n}`");
+        assert_eq!(text.matches(&tail).count(), 1, "{tail}: {text}");
+    }
+    assert_eq!(text.matches("## Attempt ").count(), 2, "{text}");
+    assert!(show(&env, "main:work.txt").is_none(), "failed work on main");
+
+    // Each attempt's commit is on a rescue branch the note names.
+    let branches = rescue_branches(&env, "flaky");
+    assert_eq!(branches.len(), 2, "{branches:?}");
+    for b in &branches {
+        let nonce = b.strip_prefix("farm/rescue/flaky/").unwrap();
+        assert!(
+            nonce.len() == 32 && nonce.bytes().all(|c| c.is_ascii_hexdigit()),
+            "{b}"
+        );
+        assert!(
+            text.contains(&format!("- work: branch `{b}`")),
+            "{b}: {text}"
+        );
+    }
+    let commits = log_lines(&env, "commits.log");
+    assert_eq!(commits.len(), 2);
+    for c in &commits {
+        let holders: Vec<_> = branches
+            .iter()
+            .filter(|b| is_ancestor(&env, c, b))
+            .collect();
+        assert_eq!(holders.len(), 1, "commit {c} on {holders:?}");
+        assert!(!is_ancestor(&env, c, "main"));
+    }
+    assert_hub_sound(&env);
+}
+
+/// An agent that hangs is stopped at the timeout, with the child it
+/// started (which ignores SIGTERM); the attempt is recorded as timed out and
+/// what it had written is rescued.
+#[test]
+fn hanging_agent_is_killed_with_its_children_at_the_timeout() {
+    let env = Env::git_hub(&[]);
+    let logs = logs(&env);
+    add_task(&env, &["hang", "--max-attempts", "1", "-m", "Never ends"]);
+    let agent = env.agent_script(
+        "agent.sh",
+        &format!(
+            r#"L='{}'
+echo $$ > "$L/agent.pid"
+echo "half done" > partial.txt
+sh -c 'trap "" TERM; echo $$ > "$0/child.pid"; sleep 60' "$L" &
+while [ ! -s "$L/child.pid" ]; do sleep 0.01; done
+sleep 60
+"#,
+            logs.display()
+        ),
+    );
+    let started = Instant::now();
+    let out = farm_run(&env, &agent, &["--timeout", "1s"]).success();
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(30), "took {took:?}: {out:#?}");
+    assert_gone(read_pid(&logs.join("agent.pid")), "the agent");
+    assert_gone(read_pid(&logs.join("child.pid")), "the agent's child");
+
+    assert_eq!(board(&env, "tasks/failed"), BTreeSet::from(["hang".into()]));
+    let text = show(&env, "main:tasks/failed/hang.md").unwrap();
+    assert!(text.contains("## Attempt 1 — timed out"), "{text}");
+    let branches = rescue_branches(&env, "hang");
+    assert_eq!(branches.len(), 1, "{branches:?}");
+    assert_eq!(
+        show(&env, &format!("{}:partial.txt", branches[0])).as_deref(),
+        Some("half done\n")
+    );
+    assert!(show(&env, "main:partial.txt").is_none());
+    assert_hub_sound(&env);
+}
+
+/// Agents that delete or edit `current_tasks/` in their clone: their work
+/// lands, the claims directory on main stays as `farm init` made it.
+#[test]
+fn agent_changes_to_current_tasks_are_undone() {
+    let env = Env::git_hub(&[]);
+    let gitignore = show(&env, "main:current_tasks/.gitignore").unwrap();
+    add_task(&env, &["wipe", "-m", "Delete the claims"]);
+    add_task(&env, &["forge", "--after", "wipe", "-m", "Forge a claim"]);
+    let agent = env.agent_script(
+        "agent.sh",
+        r#"set -eu
+case "$FARM_TASK" in
+wipe)
+    git rm -r -q current_tasks
+    echo wiped > wipe.txt;;
+forge)
+    echo '!forged.txt' >> current_tasks/.gitignore
+    echo 'task = "forged"' > current_tasks/forged.txt
+    git add -f current_tasks/forged.txt
+    echo forged > forge.txt;;
+esac
+git add -A
+git commit -q -m "$FARM_TASK"
+"#,
+    );
+    farm_run(&env, &agent, &[]).success();
+
+    assert_eq!(
+        board(&env, "tasks/done"),
+        BTreeSet::from(["forge".into(), "wipe".into()])
+    );
+    assert_eq!(show(&env, "main:wipe.txt").as_deref(), Some("wiped\n"));
+    assert_eq!(show(&env, "main:forge.txt").as_deref(), Some("forged\n"));
+    assert_eq!(
+        env.git(["ls-tree", "-r", "--name-only", "main", "current_tasks/"]),
+        "current_tasks/.gitignore"
+    );
+    assert_eq!(
+        show(&env, "main:current_tasks/.gitignore").as_deref(),
+        Some(gitignore.as_str())
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.claims().join(".gitignore")).unwrap(),
+        gitignore
+    );
+    assert!(!env.claims().join("forged.txt").exists());
+    assert_hub_sound(&env);
+}
+
+/// An agent that exits 0 without committing: farm commits what it left, and
+/// that lands on main.
+#[test]
+fn uncommitted_work_is_committed_and_integrated() {
+    let env = Env::git_hub(&[("README", "old\n")]);
+    add_task(&env, &["messy", "-m", "Leave a mess"]);
+    let agent = env.agent_script(
+        "agent.sh",
+        "set -eu\necho new > README\nmkdir -p notes\necho written > notes/left.txt\n",
+    );
+    farm_run(&env, &agent, &[]).success();
+
+    assert_eq!(board(&env, "tasks/done"), BTreeSet::from(["messy".into()]));
+    assert_eq!(show(&env, "main:README").as_deref(), Some("new\n"));
+    assert_eq!(
+        show(&env, "main:notes/left.txt").as_deref(),
+        Some("written\n")
+    );
+    let subject = env.git(["log", "-1", "--format=%s", "main", "--", "notes/left.txt"]);
+    assert!(
+        subject.starts_with("farm: work ") && subject.ends_with("left uncommitted on `messy`"),
+        "{subject}"
+    );
+    assert_hub_sound(&env);
+}
+
+/// Two tasks change the same line differently at the same time and the
+/// merge session gives up: the loser's work is on a rescue branch, its
+/// attempt failed with a note naming the conflict; the winner's is on main.
+#[test]
+fn unresolvable_conflict_is_rescued_and_noted() {
+    let env = Env::git_hub(&[("shared.txt", "base\n")]);
+    let logs = logs(&env);
+    add_task(&env, &["left", "--max-attempts", "1", "-m", "Say left"]);
+    add_task(&env, &["right", "--max-attempts", "1", "-m", "Say right"]);
+    // Both wait until both have started: both start from the same commit.
+    let agent = env.agent_script(
+        "agent.sh",
+        &format!(
+            r#"{}touch "$L/started-$FARM_TASK"
+n=0
+while [ ! -e "$L/started-left" ] || [ ! -e "$L/started-right" ]; do
+    [ $n -lt 300 ] || break
+    sleep 0.05; n=$((n + 1))
+done
+echo "$FARM_TASK" > shared.txt
+git commit -q -am "$FARM_TASK"
+echo "$FARM_TASK $(git rev-parse HEAD)" >> "$L/commits.log"
+"#,
+            merge_part(&logs, false)
+        ),
+    );
+    let out = farm_run(&env, &agent, &["-j", "2"]).success();
+
+    let done = board(&env, "tasks/done");
+    let failed = board(&env, "tasks/failed");
+    assert_eq!(
+        (done.len(), failed.len()),
+        (1, 1),
+        "{done:?} {failed:?}: {out:#?}"
+    );
+    let winner = done.first().unwrap();
+    let loser = failed.first().unwrap();
+    assert_eq!(
+        show(&env, "main:shared.txt").unwrap(),
+        format!("{winner}\n")
+    );
+    assert_eq!(log_lines(&env, "merges.log").len(), 1);
+    assert!(log_lines(&env, "merges.log")[0].starts_with(&format!("{loser} ")));
+
+    let text = show(&env, &format!("main:tasks/failed/{loser}.md")).unwrap();
+    assert!(
+        text.contains("## Attempt 1 — its work conflicts with `main` in shared.txt"),
+        "{text}"
+    );
+    let branches = rescue_branches(&env, loser);
+    assert_eq!(branches.len(), 1, "{branches:?}");
+    assert!(
+        text.contains(&format!("- work: branch `{}`", branches[0])),
+        "{text}"
+    );
+    let commits: BTreeMap<String, String> = log_lines(&env, "commits.log")
+        .iter()
+        .map(|l| {
+            let (t, c) = l.split_once(' ').unwrap();
+            (t.to_owned(), c.to_owned())
+        })
+        .collect();
+    assert!(is_ancestor(&env, &commits[loser], &branches[0]));
+    assert!(!is_ancestor(&env, &commits[loser], "main"));
+    assert_eq!(
+        show(&env, &format!("{}:shared.txt", branches[0])).unwrap(),
+        format!("{loser}\n")
+    );
+    assert_hub_sound(&env);
+}
+
+/// `farm run` killed with SIGKILL mid-session: its session dies with it, its
+/// claim is dead at once, and the next `farm run` reaps it and does the task.
+/// (The respawning wrapper, loop.sh, does not exist yet: the second run is
+/// started by hand here, not respawned.)
+#[test]
+fn sigkilled_run_leaves_a_dead_claim_the_next_run_reaps() {
+    let env = Env::git_hub(&[]);
+    let logs = logs(&env);
+    add_task(&env, &["slow", "-m", "Take your time"]);
+    let sleeper = env.agent_script(
+        "sleeper.sh",
+        &format!("echo $$ > '{}/agent.pid'\nexec sleep 60\n", logs.display()),
+    );
+    let mut first = env
+        .farm_git(run_args(&env, &sleeper, &["--timeout", "60s"]))
+        .spawn();
+    wait_for(&env.claim_path("slow"));
+    let agent_pid = read_pid(&logs.join("agent.pid"));
+    first.kill().unwrap(); // SIGKILL
+    first.wait().unwrap();
+
+    let locks = env.farm_git(["locks", "--json"]).run().success().json();
+    assert_eq!(locks["claims"].as_array().unwrap().len(), 1, "{locks:#}");
+    assert_eq!(locks["claims"][0]["task"], "slow");
+    assert_eq!(locks["claims"][0]["state"], "dead", "{locks:#}");
+    assert_eq!(locks["claims"][0]["pid"], first.id(), "{locks:#}");
+    assert_gone(agent_pid, "the session of the killed run");
+
+    let quick = env.agent_script(
+        "quick.sh",
+        "set -eu\necho ok > slow.txt\ngit add -A\ngit commit -q -m slow\n",
+    );
+    let out = farm_run(&env, &quick, &[]).success();
+    assert!(out.stderr.contains("reaped `slow`"), "{out:#?}");
+    assert_eq!(board(&env, "tasks/done"), BTreeSet::from(["slow".into()]));
+    assert_eq!(show(&env, "main:slow.txt").as_deref(), Some("ok\n"));
+    let tombs = env.tombstones();
+    assert_eq!(tombs.len(), 1, "{tombs:?}");
+    assert!(tombs[0].contains("task = \"slow\""), "{tombs:?}");
+    assert_hub_sound(&env);
+}
+
+/// A task file with bad front matter is listed as invalid, with why; the
+/// run does the other tasks and exits 0.
+#[test]
+fn malformed_task_file_is_listed_invalid_and_the_rest_runs() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["good1", "-m", "One"]);
+    add_task(&env, &["good2", "-m", "Two"]);
+    std::fs::write(
+        env.hub.join("tasks/bad.md"),
+        "+++\ntitel = \"typo\"\nafter = 7\n+++\nGarbage.\n",
+    )
+    .unwrap();
+    env.git(["add", "tasks/bad.md"]);
+    env.git(["commit", "-q", "-m", "a bad task"]);
+
+    let json = env.farm_git(["tasks", "--json"]).run().success().json();
+    let invalid = json["invalid"].as_array().unwrap();
+    assert_eq!(invalid.len(), 1, "{json:#}");
+    assert_eq!(invalid[0]["file"], "tasks/bad.md");
+    let error = invalid[0]["error"].as_str().unwrap();
+    assert!(error.contains("`titel`"), "{error}");
+
+    let agent = env.agent_script(
+        "agent.sh",
+        "set -eu\necho \"$FARM_TASK\" > \"$FARM_TASK.txt\"\ngit add -A\ngit commit -q -m \"$FARM_TASK\"\n",
+    );
+    farm_run(&env, &agent, &[]).success();
+    assert_eq!(
+        board(&env, "tasks/done"),
+        BTreeSet::from(["good1".into(), "good2".into()])
+    );
+    assert_eq!(board(&env, "tasks"), BTreeSet::from(["bad".into()]));
+    assert_eq!(show(&env, "main:good2.txt").as_deref(), Some("good2\n"));
+    assert_hub_sound(&env);
+}
+
+/// An agent CLI that does not exist: bad usage, named, and nothing claimed
+/// or committed.
+#[test]
+fn missing_agent_binary_is_bad_usage_and_claims_nothing() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["t", "-m", "Anything"]);
+    let before = env.git(["rev-parse", "main"]);
+    let out = farm_run(&env, "no-such-agent-xyz --flag", &[]).code(2);
+    assert!(out.stderr.contains("no-such-agent-xyz"), "{out:#?}");
+    let claims: Vec<_> = std::fs::read_dir(env.claims())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".txt"))
+        .collect();
+    assert!(claims.is_empty(), "{claims:?}");
+    assert_eq!(env.git(["rev-parse", "main"]), before);
+    assert_eq!(board(&env, "tasks"), BTreeSet::from(["t".into()]));
+    assert_hub_sound(&env);
+}
+
+/// A dependency cycle is named by `farm tasks`; `farm run` does the task
+/// outside it and ends (the board is settled), leaving the cycle pending.
+#[test]
+fn dependency_cycle_is_named_and_the_rest_finishes() {
+    let env = Env::git_hub(&[]);
+    let logs = logs(&env);
+    add_task(&env, &["a", "--after", "b", "-m", "A"]);
+    add_task(&env, &["b", "--after", "a", "-m", "B"]);
+    add_task(&env, &["c", "-m", "C"]);
+
+    let table = env.farm_git(["tasks"]).run().success();
+    assert_eq!(
+        table
+            .stdout
+            .matches("in a dependency cycle: a → b → a")
+            .count(),
+        2,
+        "{table:#?}"
+    );
+    let json = env.farm_git(["tasks", "--json"]).run().success().json();
+    assert_eq!(json["counts"]["stuck"], 2, "{json:#}");
+    assert_eq!(json["counts"]["ready"], 1, "{json:#}");
+
+    let agent = env.agent_script(
+        "agent.sh",
+        &format!(
+            "set -eu\necho \"$FARM_TASK\" >> '{}/starts.log'\necho done > \"$FARM_TASK.txt\"\n",
+            logs.display()
+        ),
+    );
+    // One agent: with two, the idle one can take `c` again from a stale
+    // board (finished_task_is_not_run_again_from_a_stale_board).
+    let started = Instant::now();
+    let out = farm_run(&env, &agent, &[]).success();
+    assert!(started.elapsed() < Duration::from_secs(30), "{out:#?}");
+    assert_eq!(log_lines(&env, "starts.log"), ["c"], "{out:#?}");
+    assert_eq!(board(&env, "tasks/done"), BTreeSet::from(["c".into()]));
+    assert_eq!(
+        board(&env, "tasks"),
+        BTreeSet::from(["a".into(), "b".into()])
+    );
+    for t in ["a", "b"] {
+        let text = show(&env, &format!("main:tasks/{t}.md")).unwrap();
+        assert!(!text.contains("attempts"), "{text}");
+    }
+    assert_hub_sound(&env);
+}
+
+/// A task one agent has finished is not run again by another agent of the
+/// same run. The other agent is made to read the board (its clone's
+/// checkout, held up by a post-checkout hook while someone else's claim
+/// exists) before the finish is pushed, and the claims after the claim is
+/// released: what a busy machine does by chance. The first session lasts
+/// longer than an idle agent waits (2 s) before it looks again, so the other
+/// agent is sure to look while the task is claimed.
+#[test]
+
+fn finished_task_is_not_run_again_from_a_stale_board() {
+    let env = Env::git_hub(&[]);
+    let logs = logs(&env);
+    add_task(&env, &["once", "-m", "Do this once"]);
+    let hooks = env.tmp.path().join("hooks");
+    std::fs::create_dir(&hooks).unwrap();
+    let hook = hooks.join("post-checkout");
+    std::fs::write(
+        &hook,
+        format!(
+            r#"#!/bin/sh
+# Not for a clone's first checkout (from the null commit).
+case "$1" in *[!0]*) ;; *) exit 0;; esac
+me=$(basename "$PWD")
+n=0
+while [ $n -lt 400 ]; do
+    other=no
+    for f in '{claims}'/*.txt; do
+        [ -e "$f" ] && ! grep -q "agent = \"$me\"" "$f" && other=yes
+    done
+    [ $other = no ] && break
+    sleep 0.05; n=$((n + 1))
+done
+exit 0
+"#,
+            claims = env.claims().display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let agent = env.agent_script(
+        "agent.sh",
+        &format!(
+            r#"{}echo "$FARM_TASK $FARM_AGENT" >> "$L/starts.log"
+if mkdir "$L/first" 2>/dev/null; then sleep 3; fi
+echo "$FARM_AGENT" >> once.txt
+git add -A
+git commit -q -m "$FARM_TASK by $FARM_AGENT"
+"#,
+            merge_part(&logs, false)
+        ),
+    );
+    let out = env
+        .farm_git(run_args(&env, &agent, &["-j", "2", "--name", "agent"]))
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "core.hooksPath")
+        .env("GIT_CONFIG_VALUE_0", &hooks)
+        .run_within(LIMIT)
+        .success();
+
+    assert_eq!(log_lines(&env, "starts.log").len(), 1, "{out:#?}");
+    assert_eq!(board(&env, "tasks/done"), BTreeSet::from(["once".into()]));
+    assert_eq!(show(&env, "main:once.txt").unwrap().lines().count(), 1);
+    assert_eq!(env.git(["for-each-ref", "refs/heads/farm/"]), "");
+    assert_hub_sound(&env);
+}
