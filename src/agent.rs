@@ -251,7 +251,7 @@ pub fn run_loop(run: &Run, name: &str) -> Result<Summary, Error> {
         reap(run, name);
         let seen = run.hub.fingerprint();
         let generation = run.generation();
-        clone.sync(&run.hub.branch)?;
+        clone.sync(&run.hub)?;
         let mut snapshot = board::load(clone.dir()).map_err(|e| {
             Error::failure(format!(
                 "cannot read the board in `{}`: {e}",
@@ -302,7 +302,7 @@ pub fn run_loop(run: &Run, name: &str) -> Result<Summary, Error> {
         // The board was read before the claim was won, and the task may have
         // been finished in between (pushed to done, then released). Holders
         // push before they release, so a fetch now shows it: look again.
-        let Some(task) = clone.fresh_task(&run.hub.branch, &task.id)? else {
+        let Some(task) = clone.fresh_task(&run.hub, &task.id)? else {
             run.store.release_held(held)?;
             run.unreserve_session();
             run.say(
@@ -444,6 +444,7 @@ fn settle(run: &Run, clone: &Clone, name: &str, task: &Task, held: &Held) -> Res
     );
     let timeout = task.timeout.unwrap_or(run.timeout);
     let started = Instant::now();
+    clone.clean.set(false);
     let (outcome, lost) = supervise(run, clone, held, name, &text, &log, &prompt_file, timeout)?;
     run.say(
         name,
@@ -453,7 +454,13 @@ fn settle(run: &Run, clone: &Clone, name: &str, task: &Task, held: &Held) -> Res
         ),
     );
 
-    clone.commit_leftovers(name, id)?;
+    // What the agent left uncommitted is committed: with the move to done
+    // when it succeeded (one commit), on its own otherwise (to be rescued).
+    if outcome == Outcome::Success && !lost {
+        clone.mark_done(task, name, attempt, &log)?;
+    } else {
+        clone.commit_leftovers(name, id)?;
+    }
     clone.undo_claim_tampering(&base, name)?;
     let work_tip = clone.head()?;
     let rescue = |why: &str| -> Result<bool, Error> {
@@ -478,14 +485,11 @@ fn settle(run: &Run, clone: &Clone, name: &str, task: &Task, held: &Held) -> Res
             rescue("the run was stopped")?;
             End::Rescued
         }
-        Outcome::Success => match integrate(run, clone, name, task, held, attempt, &log)? {
-            Integrated::Pushed { commits } => {
+        Outcome::Success => match integrate(run, clone, name, task, held, &base)? {
+            Integrated::Pushed => {
                 run.say(
                     name,
-                    &format!(
-                        "`{id}` done: {commits} commit(s) integrated into `{}`",
-                        run.hub.branch
-                    ),
+                    &format!("`{id}` done: integrated into `{}`", run.hub.branch),
                 );
                 End::Done
             }
@@ -605,30 +609,29 @@ fn supervise(
 }
 
 enum Integrated {
-    Pushed {
-        commits: usize,
-    },
+    Pushed,
     Lost,
     Conflict(Vec<String>),
     /// The branch kept moving for `PUSH_ROUNDS` rounds (pushes from outside farm).
     Busy,
 }
 
-/// Move the task to done, bring the work onto the hub's branch and push it.
+/// Bring the work (already committed, task moved to done) onto the hub's
+/// branch and push it. `base` is the commit the session started from.
 fn integrate(
     run: &Run,
     clone: &Clone,
     name: &str,
     task: &Task,
     held: &Held,
-    attempt: u32,
-    log: &Path,
+    base: &str,
 ) -> Result<Integrated, Error> {
     let id = task.id.as_str();
     let branch = &run.hub.branch;
     let upstream = format!("origin/{branch}");
-    let commits = clone.count_since(&upstream)?;
-    clone.mark_done(task, name, attempt, log)?;
+    // The upstream commit the work last sat on; when the branch has not
+    // moved past it there is nothing to rebase or merge.
+    let mut onto = base.to_owned();
     // Once merged, stay merged: rebasing again would replay the conflict.
     let mut merged = false;
     for _ in 0..PUSH_ROUNDS {
@@ -640,8 +643,10 @@ fn integrate(
         // agents of this host take turns instead of starving one another
         // (measured: an agent whose work conflicted lost 20 rounds running).
         let lock = run.hub.push_lock()?;
-        clone.git(["fetch", "--quiet", "origin", branch])?;
-        let clean = if merged {
+        let now = clone.fetch_if_moved(&run.hub)?;
+        let clean = if now == onto {
+            true
+        } else if merged {
             clone.merge(&upstream, branch, id)?
         } else if clone.repo.check(["rebase", "--quiet", &upstream])? {
             true
@@ -665,10 +670,15 @@ fn integrate(
                 clone.repo.check(["merge", "--abort"])?;
                 return Ok(Integrated::Conflict(files));
             }
+            onto = now;
             continue; // fetch again under the lock, merge what moved meanwhile, push
         }
+        onto = now;
         match push_branch(run, clone)? {
-            Pushed::Ok => return Ok(Integrated::Pushed { commits }),
+            Pushed::Ok => {
+                clone.clean.set(true);
+                return Ok(Integrated::Pushed);
+            }
             Pushed::Rejected(_) => run.say(
                 name,
                 &format!("`{id}`: push rejected ({branch} moved); integrating again"),
@@ -749,10 +759,9 @@ fn record_attempt(
     rescue: Option<&Nonce>,
 ) -> Result<(), Error> {
     let id = task.id.as_str();
-    let branch = &run.hub.branch;
     for _ in 0..PUSH_ROUNDS {
         let _lock = run.hub.push_lock()?;
-        clone.sync(branch)?;
+        clone.sync(&run.hub)?;
         let pending = clone.dir().join("tasks").join(format!("{id}.md"));
         let Ok(text) = std::fs::read_to_string(&pending) else {
             return Ok(()); // moved meanwhile (by hand): nothing to count
@@ -849,6 +858,9 @@ fn io_error(e: std::io::Error) -> Error {
 /// An agent's private clone of the hub.
 pub struct Clone {
     repo: Repo,
+    /// True when the work tree is known to equal HEAD with nothing else in
+    /// it: a sync may then skip the checkout.
+    clean: std::cell::Cell<bool>,
 }
 
 impl Clone {
@@ -889,7 +901,14 @@ impl Clone {
             repo.run(["config", "user.name", &format!("farm agent {name}")])
                 .map_err(git_error)?;
         }
-        Ok(Clone { repo })
+        // Background gc in a clone only competes with the agents for CPU.
+        repo.run(["config", "maintenance.auto", "false"])
+            .map_err(git_error)?;
+        repo.run(["config", "gc.auto", "0"]).map_err(git_error)?;
+        Ok(Clone {
+            repo,
+            clean: std::cell::Cell::new(false),
+        })
     }
 
     fn dir(&self) -> &Path {
@@ -900,28 +919,66 @@ impl Clone {
         self.repo.run(args).map_err(git_error)
     }
 
+    /// HEAD's commit, from the clone's files when it is on a branch.
     fn head(&self) -> Result<String, Error> {
+        let git_dir = self.dir().join(".git");
+        let head = std::fs::read_to_string(git_dir.join("HEAD")).unwrap_or_default();
+        if let Some(sha) = head
+            .trim()
+            .strip_prefix("ref: ")
+            .and_then(|r| crate::git::read_ref(&git_dir, r))
+        {
+            return Ok(sha);
+        }
         self.git(["rev-parse", "HEAD"])
     }
 
+    /// `origin/<branch>` as this clone last fetched it.
+    fn origin(&self, branch: &str) -> Option<String> {
+        crate::git::read_ref(
+            &self.dir().join(".git"),
+            &format!("refs/remotes/origin/{branch}"),
+        )
+    }
+
+    /// Fetch the hub's branch unless `origin/<branch>` is already its commit
+    /// (a local hub's refs are read directly: most fetches are skipped).
+    /// Returns the commit `origin/<branch>` now names.
+    fn fetch_if_moved(&self, hub: &Hub) -> Result<String, Error> {
+        let branch = &hub.branch;
+        let now = hub.branch_rev();
+        if now.is_none() || self.origin(branch) != now {
+            self.git(["fetch", "--quiet", "origin", branch])?;
+        }
+        match self.origin(branch) {
+            Some(sha) => Ok(sha),
+            None => self.git(["rev-parse", &format!("origin/{branch}")]),
+        }
+    }
+
     /// Reset to the hub's branch: a clean slate for every session.
-    fn sync(&self, branch: &str) -> Result<(), Error> {
+    /// Returns the commit it reset to.
+    fn sync(&self, hub: &Hub) -> Result<String, Error> {
         for state in ["rebase-merge", "rebase-apply"] {
             if self.dir().join(".git").join(state).exists() {
                 self.repo.check(["rebase", "--abort"]).map_err(git_error)?;
             }
         }
-        self.git(["fetch", "--quiet", "origin", branch])?;
-        self.git([
-            "checkout",
-            "--quiet",
-            "--force",
-            "-B",
-            "farm-work",
-            &format!("origin/{branch}"),
-        ])?;
+        let target = self.fetch_if_moved(hub)?;
+        if !(self.clean.get() && self.head()? == target) {
+            let upstream = format!("origin/{}", hub.branch);
+            self.git([
+                "checkout",
+                "--quiet",
+                "--force",
+                "-B",
+                "farm-work",
+                &upstream,
+            ])?;
+        }
         self.git(["clean", "-ffdxq"])?;
-        Ok(())
+        self.clean.set(true);
+        Ok(target)
     }
 
     fn commit_leftovers(&self, name: &str, id: &str) -> Result<bool, Error> {
@@ -963,10 +1020,9 @@ impl Clone {
 
     /// The task as it is on the hub's branch now, with the clone reset to
     /// it; `None` when it is no longer pending there.
-    fn fresh_task(&self, branch: &str, id: &crate::task::TaskId) -> Result<Option<Task>, Error> {
-        self.git(["fetch", "--quiet", "origin", branch])?;
-        if self.head()? != self.git(["rev-parse", &format!("origin/{branch}")])? {
-            self.sync(branch)?;
+    fn fresh_task(&self, hub: &Hub, id: &crate::task::TaskId) -> Result<Option<Task>, Error> {
+        if self.fetch_if_moved(hub)? != self.head()? {
+            self.sync(hub)?;
         }
         let Ok(text) = std::fs::read_to_string(self.dir().join("tasks").join(format!("{id}.md")))
         else {
@@ -1006,9 +1062,22 @@ impl Clone {
         std::fs::create_dir_all(&done).map_err(io_error)?;
         std::fs::write(done.join(format!("{id}.md")), result).map_err(io_error)?;
         let _ = std::fs::remove_file(&pending);
-        self.repo
-            .commit_all(&format!("farm: `{id}` done"))
-            .map_err(git_error)?;
+        self.git(["add", "--all"])?;
+        let staged = self.git(["diff", "--cached", "--name-only"])?;
+        let task_files = [format!("tasks/{id}.md"), format!("tasks/done/{id}.md")];
+        let leftovers: Vec<&str> = staged
+            .lines()
+            .filter(|f| !task_files.iter().any(|t| t == f))
+            .collect();
+        let message = if leftovers.is_empty() {
+            format!("farm: `{id}` done")
+        } else {
+            format!(
+                "farm: `{id}` done, with the work {name} left uncommitted\n\n{}\n",
+                leftovers.join("\n")
+            )
+        };
+        self.git(["commit", "--quiet", "--no-verify", "-m", &message])?;
         Ok(())
     }
 

@@ -53,7 +53,10 @@ impl Ctx {
 
 fn check_hub(path: &Path) -> Result<PathBuf, Error> {
     match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => Ok(path.to_path_buf()),
+        // Absolute from here on: clones and git commands run elsewhere.
+        Ok(m) if m.is_dir() => {
+            Ok(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()))
+        }
         Ok(_) => Err(
             Error::usage(format!("hub `{}` is not a directory", path.display()))
                 .hint("pass --hub with the path of the shared repository"),

@@ -209,6 +209,23 @@ impl Repo {
     }
 }
 
+/// The commit a ref names, read from the repository's files — no process.
+/// Loose refs first, then `packed-refs`; `None` when absent or unreadable
+/// (callers then ask git itself).
+pub fn read_ref(git_dir: &Path, name: &str) -> Option<String> {
+    let valid =
+        |s: &str| (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| b.is_ascii_hexdigit());
+    if let Ok(text) = std::fs::read_to_string(git_dir.join(name)) {
+        let text = text.trim();
+        return valid(text).then(|| text.to_owned());
+    }
+    let packed = std::fs::read_to_string(git_dir.join("packed-refs")).ok()?;
+    packed.lines().find_map(|line| {
+        let (sha, refname) = line.split_once(' ')?;
+        (refname == name && valid(sha)).then(|| sha.to_owned())
+    })
+}
+
 /// Judge `git push --porcelain` output. `None` when it holds no ref lines.
 ///
 /// Ref lines are `<flag>\t<from>:<to>\t<summary>`; flag `!` is a rejection,
@@ -258,6 +275,26 @@ mod tests {
         );
         assert_eq!(parse_porcelain("fatal: not a git repository\n"), None);
         assert_eq!(parse_porcelain(""), None);
+    }
+
+    #[test]
+    fn refs_are_read_loose_or_packed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        let a = "a".repeat(40);
+        let b = "b".repeat(40);
+        std::fs::create_dir_all(d.join("refs/heads")).unwrap();
+        std::fs::write(d.join("refs/heads/main"), format!("{a}\n")).unwrap();
+        std::fs::write(
+            d.join("packed-refs"),
+            format!("# pack-refs with: peeled\n{b} refs/heads/old\n"),
+        )
+        .unwrap();
+        assert_eq!(read_ref(d, "refs/heads/main"), Some(a));
+        assert_eq!(read_ref(d, "refs/heads/old"), Some(b));
+        assert_eq!(read_ref(d, "refs/heads/none"), None);
+        std::fs::write(d.join("refs/heads/bad"), "ref: refs/heads/main\n").unwrap();
+        assert_eq!(read_ref(d, "refs/heads/bad"), None);
     }
 
     #[test]

@@ -110,6 +110,11 @@ impl Hub {
         Ok(file)
     }
 
+    /// The branch's commit now, read from the hub's files.
+    pub fn branch_rev(&self) -> Option<String> {
+        crate::git::read_ref(&self.git_dir, &format!("refs/heads/{}", self.branch))
+    }
+
     pub fn repo(&self) -> Repo {
         Repo::new(&self.dir)
     }

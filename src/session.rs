@@ -150,6 +150,9 @@ pub fn run(spec: &Spec<'_>, mut tick: impl FnMut() -> Tick) -> std::io::Result<O
         });
     }
     let deadline = Instant::now() + spec.timeout;
+    // Short sessions end in milliseconds: look again soon at first, then
+    // back off to POLL.
+    let mut nap = Duration::from_millis(1);
     loop {
         if let Some(status) = group.child.try_wait()? {
             group.done = true;
@@ -163,7 +166,8 @@ pub fn run(spec: &Spec<'_>, mut tick: impl FnMut() -> Tick) -> std::io::Result<O
             group.stop(spec.grace)?;
             return Ok(Outcome::Interrupted);
         }
-        std::thread::sleep(POLL);
+        std::thread::sleep(nap);
+        nap = (nap * 2).min(POLL);
     }
 }
 

@@ -588,7 +588,7 @@ fn uncommitted_work_is_committed_and_integrated() {
     );
     let subject = env.git(["log", "-1", "--format=%s", "main", "--", "notes/left.txt"]);
     assert!(
-        subject.starts_with("farm: work ") && subject.ends_with("left uncommitted on `messy`"),
+        subject.starts_with("farm: `messy` done") && subject.ends_with("left uncommitted"),
         "{subject}"
     );
     assert_hub_sound(&env);
