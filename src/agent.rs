@@ -88,7 +88,8 @@ pub struct Run {
     watched: std::sync::atomic::AtomicBool,
 }
 
-/// A generation counter idle loops wait on; bumped when something changed.
+/// What idle loops wait on: bumped by the hub watcher and by loops that
+/// finished something, so that waiting loops look at the hub again.
 #[derive(Default)]
 struct Wake {
     generation: Mutex<u64>,
@@ -204,41 +205,33 @@ impl Run {
         watched.then_some(watcher)
     }
 
-    /// Wait until the hub's branch or its claims change, a loop of this
-    /// process finishes something, a stop is asked, or `IDLE_MAX` passes.
-    /// The fingerprint is checked too: the fallback when nothing watches,
-    /// and a guard against a missed event.
-    fn wait_for_change(&self, since: &[Option<SystemTime>], generation: u64) {
+    /// Wait until the hub's branch or its claims change (as the fingerprint
+    /// sees it), a stop is asked, or `IDLE_MAX` passes. Watcher events and
+    /// other loops only wake the wait; it ends on a real change, so idle
+    /// agents do not rescan for every heartbeat or lock file the hub sees.
+    fn wait_for_change(&self, since: &[Option<SystemTime>]) {
         let poll = if self.watched.load(Ordering::SeqCst) {
             Duration::from_millis(500)
         } else {
             Duration::from_millis(50)
         };
         let until = Instant::now() + IDLE_MAX;
-        let mut current = self
+        let mut guard = self
             .wake
             .generation
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        while Instant::now() < until && *current == generation && !self.stop.draining() {
+        while Instant::now() < until && !self.stop.draining() {
             if self.hub.fingerprint() != since {
                 return;
             }
-            current = self
+            guard = self
                 .wake
                 .changed
-                .wait_timeout(current, poll)
+                .wait_timeout(guard, poll)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
-    }
-
-    fn generation(&self) -> u64 {
-        *self
-            .wake
-            .generation
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -250,7 +243,6 @@ pub fn run_loop(run: &Run, name: &str) -> Result<Summary, Error> {
     while !run.stop.draining() && run.sessions_left() {
         reap(run, name);
         let seen = run.hub.fingerprint();
-        let generation = run.generation();
         clone.sync(&run.hub)?;
         let mut snapshot = board::load(clone.dir()).map_err(|e| {
             Error::failure(format!(
@@ -271,7 +263,7 @@ pub fn run_loop(run: &Run, name: &str) -> Result<Summary, Error> {
             if board::settled(&snapshot) && !run.watch {
                 break;
             }
-            run.wait_for_change(&seen, generation);
+            run.wait_for_change(&seen);
             continue;
         };
         if !run.reserve_session() {
@@ -1062,11 +1054,13 @@ impl Clone {
         std::fs::create_dir_all(&done).map_err(io_error)?;
         std::fs::write(done.join(format!("{id}.md")), result).map_err(io_error)?;
         let _ = std::fs::remove_file(&pending);
-        self.git(["add", "--all"])?;
-        let staged = self.git(["diff", "--cached", "--name-only"])?;
-        let task_files = [format!("tasks/{id}.md"), format!("tasks/done/{id}.md")];
+        // `--verbose` names what it stages (`add 'path'`, `remove 'path'`),
+        // which saves asking git again which files the agent left behind.
+        let staged = self.git(["add", "--all", "--verbose"])?;
+        let task_files = [format!("'tasks/{id}.md'"), format!("'tasks/done/{id}.md'")];
         let leftovers: Vec<&str> = staged
             .lines()
+            .filter_map(|l| l.split_once(' ').map(|(_, path)| path))
             .filter(|f| !task_files.iter().any(|t| t == f))
             .collect();
         let message = if leftovers.is_empty() {
