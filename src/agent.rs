@@ -626,31 +626,50 @@ fn integrate(
     let mut onto = base.to_owned();
     // Once merged, stay merged: rebasing again would replay the conflict.
     let mut merged = false;
-    for _ in 0..PUSH_ROUNDS {
-        // Fencing: publish only while the claim is still ours.
-        if let Err(StoreError::Lost { .. }) = run.store.heartbeat(held, SystemTime::now()) {
-            return Ok(Integrated::Lost);
-        }
-        // Fetch, integrate and push under the hub's push lock, so that the
-        // agents of this host take turns instead of starving one another
-        // (measured: an agent whose work conflicted lost 20 rounds running).
-        let lock = run.hub.push_lock()?;
+    // Bring the work onto the branch as it is now: fetch (when it moved),
+    // rebase, or merge once rebasing conflicted. `Some(files)` on conflict.
+    let catch_up = |onto: &mut String, merged: &mut bool| -> Result<Option<Vec<String>>, Error> {
         let now = clone.fetch_if_moved(&run.hub)?;
-        let clean = if now == onto {
-            true
-        } else if merged {
+        if now == *onto {
+            return Ok(None);
+        }
+        let clean = if *merged {
             clone.merge(&upstream, branch, id)?
         } else if clone.repo.check(["rebase", "--quiet", &upstream])? {
             true
         } else {
             clone.repo.check(["rebase", "--abort"])?;
-            merged = true;
+            *merged = true;
             clone.merge(&upstream, branch, id)?
         };
-        if !clean {
+        *onto = now;
+        Ok(if clean {
+            None
+        } else {
+            Some(clone.repo.conflicted()?)
+        })
+    };
+    for _ in 0..PUSH_ROUNDS {
+        // Fencing: publish only while the claim is still ours.
+        if let Err(StoreError::Lost { .. }) = run.store.heartbeat(held, SystemTime::now()) {
+            return Ok(Integrated::Lost);
+        }
+        // Catch up without the lock first, then take the hub's push lock and
+        // catch up again only if the branch moved meanwhile: the agents of
+        // this host take turns at the push (an agent whose work conflicted
+        // once lost 20 rounds running) while holding the lock for little
+        // more than the push itself.
+        let mut conflict = catch_up(&mut onto, &mut merged)?;
+        let mut lock = None;
+        if conflict.is_none() {
+            lock = Some(run.hub.push_lock()?);
+            if run.hub.branch_rev().as_deref() != Some(onto.as_str()) {
+                conflict = catch_up(&mut onto, &mut merged)?;
+            }
+        }
+        if let Some(files) = conflict {
             // A merge session takes minutes: let the others push meanwhile.
             drop(lock);
-            let files = clone.repo.conflicted().map_err(git_error)?;
             run.say(
                 name,
                 &format!(
@@ -662,10 +681,8 @@ fn integrate(
                 clone.repo.check(["merge", "--abort"])?;
                 return Ok(Integrated::Conflict(files));
             }
-            onto = now;
-            continue; // fetch again under the lock, merge what moved meanwhile, push
+            continue; // catch up with what moved meanwhile, then push
         }
-        onto = now;
         match push_branch(run, clone)? {
             Pushed::Ok => {
                 clone.clean.set(true);
