@@ -243,11 +243,20 @@ pub fn run_loop(run: &Run, name: &str) -> Result<Summary, Error> {
     while !run.stop.draining() && run.sessions_left() {
         reap(run, name);
         let seen = run.hub.fingerprint();
-        clone.sync(&run.hub)?;
-        let mut snapshot = board::load(clone.dir()).map_err(|e| {
+        // Choosing needs only a recent board. A hub whose work tree has the
+        // branch checked out holds it as pushed, readable with no git
+        // process at all; otherwise the clone is reset to the branch. The
+        // choice is checked against the branch itself after claiming.
+        let board_dir = if run.hub.checked_out {
+            run.hub.dir.clone()
+        } else {
+            clone.sync(&run.hub)?;
+            clone.dir().to_path_buf()
+        };
+        let mut snapshot = board::load(&board_dir).map_err(|e| {
             Error::failure(format!(
                 "cannot read the board in `{}`: {e}",
-                clone.dir().display()
+                board_dir.display()
             ))
         })?;
         for entry in run.store.list()? {
@@ -261,7 +270,19 @@ pub fn run_loop(run: &Run, name: &str) -> Result<Summary, Error> {
         }
         let Some(task) = board::next(&snapshot, &Default::default()).cloned() else {
             if board::settled(&snapshot) && !run.watch {
-                break;
+                // Ending is final: confirm on the branch itself, not on a
+                // work tree that a push may be rewriting this very moment.
+                if board_dir == clone.dir() {
+                    break;
+                }
+                clone.sync(&run.hub)?;
+                let mut confirmed =
+                    board::load(clone.dir()).map_err(|e| Error::failure(e.to_string()))?;
+                confirmed.claimed = std::mem::take(&mut snapshot.claimed);
+                if board::settled(&confirmed) {
+                    break;
+                }
+                continue;
             }
             run.wait_for_change(&seen);
             continue;
@@ -1028,11 +1049,10 @@ impl Clone {
     }
 
     /// The task as it is on the hub's branch now, with the clone reset to
-    /// it; `None` when it is no longer pending there.
+    /// it — a clean slate for the session; `None` when it is no longer
+    /// pending there.
     fn fresh_task(&self, hub: &Hub, id: &crate::task::TaskId) -> Result<Option<Task>, Error> {
-        if self.fetch_if_moved(hub)? != self.head()? {
-            self.sync(hub)?;
-        }
+        self.sync(hub)?;
         let Ok(text) = std::fs::read_to_string(self.dir().join("tasks").join(format!("{id}.md")))
         else {
             return Ok(None);

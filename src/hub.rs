@@ -16,6 +16,9 @@ pub struct Hub {
     pub git_dir: PathBuf,
     pub branch: String,
     pub bare: bool,
+    /// The branch is checked out in the hub's own work tree (a non-bare hub
+    /// with `updateInstead`), so its files there are the branch as pushed.
+    pub checked_out: bool,
 }
 
 impl Hub {
@@ -79,11 +82,14 @@ impl Hub {
                 dir.display()
             )));
         }
+        let checked_out =
+            !bare && repo.head_branch().ok().flatten().as_deref() == Some(branch.as_str());
         Ok(Hub {
             dir: dir.to_path_buf(),
             git_dir: PathBuf::from(git_dir),
             branch,
             bare,
+            checked_out,
         })
     }
 
