@@ -6,17 +6,21 @@
 //! reused across sessions. One turn of its loop:
 //!
 //! 1. reap dead claims (and claims stale past `--stale-after`);
-//! 2. reset the clone to the hub's branch — every session starts clean;
-//! 3. read the board from the clone and pick the best ready, unclaimed task;
-//!    claim it (fs store, with this process as holder). A lost race is not a
-//!    wait: scan again at once. Nothing ready: wait for the hub to change, or
-//!    end when the board is settled;
+//! 2. read the board — from the hub's own work tree when it has the branch
+//!    checked out (no git process), else from the clone reset to the branch
+//!    — and pick the best ready, unclaimed task; claim it (fs store, with this
+//!    process as holder). A lost race is not a wait: scan again at once.
+//!    Nothing ready: wait for the hub to change, or end when the board is
+//!    settled (confirmed on the branch itself);
+//! 3. reset the clone to the branch — every session starts clean — and read
+//!    the task there: if it was finished meanwhile, release and scan again;
 //! 4. render the prompt and run one fresh session in the clone, heartbeating
 //!    the claim while it runs;
-//! 5. integrate: commit what the agent left, rebase onto the hub's branch
-//!    (merge on conflict, with a merge session for the conflicted files),
-//!    move the task to `tasks/done/`, push — a rejected push means fetch and
-//!    integrate again. Before each push the claim must still be ours;
+//! 5. integrate: commit what the agent left together with the move to
+//!    `tasks/done/`, rebase onto the hub's branch (merge on conflict, with a
+//!    merge session for the conflicted files), push under the hub's push
+//!    lock — a rejected push means catch up and push again. Before each push
+//!    the claim must still be ours;
 //! 6. on failure, the work goes to `farm/rescue/<task>/<nonce>` on the hub
 //!    and the attempt is recorded in the task file (to `tasks/failed/` when
 //!    attempts run out);
@@ -238,7 +242,7 @@ impl Run {
 /// Run one agent's loop until the board is settled, a stop is asked, or
 /// `--once`/`--max-sessions` says so.
 pub fn run_loop(run: &Run, name: &str) -> Result<Summary, Error> {
-    let clone = Clone::prepare(run, name)?;
+    let clone = PrivateClone::prepare(run, name)?;
     let mut summary = Summary::default();
     while !run.stop.draining() && run.sessions_left() {
         reap(run, name);
@@ -385,7 +389,13 @@ enum End {
 /// (unless it was lost). If settling fails half-way (git or disk errors),
 /// the clone's commits still go to a rescue branch, best effort, and the
 /// claim is still released: an error must not leave a live-looking claim.
-fn work(run: &Run, clone: &Clone, name: &str, task: &Task, held: Held) -> Result<End, Error> {
+fn work(
+    run: &Run,
+    clone: &PrivateClone,
+    name: &str,
+    task: &Task,
+    held: Held,
+) -> Result<End, Error> {
     let result = settle(run, clone, name, task, &held);
     if result.is_err() {
         let branch = format!("farm/rescue/{}/{}", task.id, held.claim().nonce);
@@ -408,7 +418,13 @@ fn work(run: &Run, clone: &Clone, name: &str, task: &Task, held: Held) -> Result
     result
 }
 
-fn settle(run: &Run, clone: &Clone, name: &str, task: &Task, held: &Held) -> Result<End, Error> {
+fn settle(
+    run: &Run,
+    clone: &PrivateClone,
+    name: &str,
+    task: &Task,
+    held: &Held,
+) -> Result<End, Error> {
     // From the task file as it is now; the claim's record may be one behind
     // if an attempt was recorded between reading the board and claiming.
     let attempt = task.attempts + 1;
@@ -571,7 +587,7 @@ fn settle(run: &Run, clone: &Clone, name: &str, task: &Task, held: &Held) -> Res
 #[allow(clippy::too_many_arguments)]
 fn supervise(
     run: &Run,
-    clone: &Clone,
+    clone: &PrivateClone,
     held: &Held,
     name: &str,
     prompt: &str,
@@ -633,7 +649,7 @@ enum Integrated {
 /// branch and push it. `base` is the commit the session started from.
 fn integrate(
     run: &Run,
-    clone: &Clone,
+    clone: &PrivateClone,
     name: &str,
     task: &Task,
     held: &Held,
@@ -722,7 +738,7 @@ fn integrate(
 /// when it left no conflict behind (the merge is then committed).
 fn merge_session(
     run: &Run,
-    clone: &Clone,
+    clone: &PrivateClone,
     held: &Held,
     name: &str,
     task: &Task,
@@ -780,7 +796,7 @@ fn merge_session(
 #[allow(clippy::too_many_arguments)]
 fn record_attempt(
     run: &Run,
-    clone: &Clone,
+    clone: &PrivateClone,
     name: &str,
     task: &Task,
     attempt: u32,
@@ -846,7 +862,7 @@ fn record_attempt(
 /// Push the clone's HEAD to the hub's branch; the caller holds the hub's
 /// push lock. `Rejected` only when the branch moved on; any other refusal
 /// is an error.
-fn push_branch(run: &Run, clone: &Clone) -> Result<Pushed, Error> {
+fn push_branch(run: &Run, clone: &PrivateClone) -> Result<Pushed, Error> {
     let pushed = clone
         .repo
         .push("origin", &[format!("HEAD:refs/heads/{}", run.hub.branch)])?;
@@ -886,15 +902,15 @@ fn io_error(e: std::io::Error) -> Error {
 }
 
 /// An agent's private clone of the hub.
-pub struct Clone {
+pub struct PrivateClone {
     repo: Repo,
     /// True when the work tree is known to equal HEAD with nothing else in
     /// it: a sync may then skip the checkout.
     clean: std::cell::Cell<bool>,
 }
 
-impl Clone {
-    fn prepare(run: &Run, name: &str) -> Result<Clone, Error> {
+impl PrivateClone {
+    fn prepare(run: &Run, name: &str) -> Result<PrivateClone, Error> {
         let dir = run.state.join("clones").join(name);
         let repo = if dir.join(".git").is_dir() {
             let repo = Repo::new(&dir);
@@ -935,7 +951,7 @@ impl Clone {
         repo.run(["config", "maintenance.auto", "false"])
             .map_err(git_error)?;
         repo.run(["config", "gc.auto", "0"]).map_err(git_error)?;
-        Ok(Clone {
+        Ok(PrivateClone {
             repo,
             clean: std::cell::Cell::new(false),
         })
