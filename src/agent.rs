@@ -244,14 +244,21 @@ impl Run {
 pub fn run_loop(run: &Run, name: &str) -> Result<Summary, Error> {
     let clone = PrivateClone::prepare(run, name)?;
     let mut summary = Summary::default();
+    // The hub's work tree said a task was ready that the branch does not
+    // have pending (an uncommitted draft, say): read the board from the
+    // branch until the hub changes, instead of claiming it again and again.
+    let mut distrust_worktree: Option<Vec<Option<SystemTime>>> = None;
     while !run.stop.draining() && run.sessions_left() {
         reap(run, name);
         let seen = run.hub.fingerprint();
+        if distrust_worktree.as_ref().is_some_and(|at| *at != seen) {
+            distrust_worktree = None;
+        }
         // Choosing needs only a recent board. A hub whose work tree has the
         // branch checked out holds it as pushed, readable with no git
         // process at all; otherwise the clone is reset to the branch. The
         // choice is checked against the branch itself after claiming.
-        let board_dir = if run.hub.checked_out {
+        let board_dir = if run.hub.checked_out && distrust_worktree.is_none() {
             run.hub.dir.clone()
         } else {
             clone.sync(&run.hub)?;
@@ -319,13 +326,23 @@ pub fn run_loop(run: &Run, name: &str) -> Result<Summary, Error> {
         // The board was read before the claim was won, and the task may have
         // been finished in between (pushed to done, then released). Holders
         // push before they release, so a fetch now shows it: look again.
-        let Some(task) = clone.fresh_task(&run.hub, &task.id)? else {
+        let fresh = match clone.fresh_task(&run.hub, &task.id) {
+            Ok(fresh) => fresh,
+            Err(e) => {
+                // Never leave a claim behind on the way out: this process
+                // lives on (other loops), so the claim would read as alive.
+                let _ = run.store.release_held(held);
+                return Err(e);
+            }
+        };
+        let Some(task) = fresh else {
             run.store.release_held(held)?;
             run.unreserve_session();
             run.say(
                 name,
-                &format!("`{}` was finished meanwhile; looking again", task.id),
+                &format!("`{}` is not pending on the branch; looking again", task.id),
             );
+            distrust_worktree = Some(seen);
             continue;
         };
         summary.sessions += 1;
@@ -492,12 +509,19 @@ fn settle(
     }
     clone.undo_claim_tampering(&base, name)?;
     let work_tip = clone.head()?;
+    // The rescue takes HEAD as it is when needed: after integration began it
+    // holds the work rebased or merged (with a merge session's commits);
+    // a merge in progress is aborted first, back to the work itself.
     let rescue = |why: &str| -> Result<bool, Error> {
-        if work_tip == base {
+        if clone.dir().join(".git/MERGE_HEAD").exists() {
+            clone.repo.check(["merge", "--abort"])?;
+        }
+        let tip = clone.head()?;
+        if work_tip == base && tip == base {
             return Ok(false);
         }
         let branch = format!("farm/rescue/{id}/{nonce}");
-        clone.push_ref(&work_tip, &branch)?;
+        clone.push_ref(&tip, &branch)?;
         run.say(
             name,
             &format!("`{id}`: {why}; its commits are on `{branch}`"),
@@ -526,6 +550,10 @@ fn settle(
                 rescue("the claim was taken away before the push")?;
                 return Ok(End::Lost);
             }
+            Integrated::Interrupted => {
+                rescue("the run was stopped during a merge session")?;
+                End::Rescued
+            }
             Integrated::Busy => {
                 let rescued = rescue("could not push: the branch kept moving")?;
                 let why = format!(
@@ -535,6 +563,7 @@ fn settle(
                 record_attempt(
                     run,
                     clone,
+                    held,
                     name,
                     task,
                     attempt,
@@ -554,6 +583,7 @@ fn settle(
                 record_attempt(
                     run,
                     clone,
+                    held,
                     name,
                     task,
                     attempt,
@@ -569,6 +599,7 @@ fn settle(
             record_attempt(
                 run,
                 clone,
+                held,
                 name,
                 task,
                 attempt,
@@ -617,6 +648,7 @@ fn supervise(
         log,
         timeout,
         grace: run.grace,
+        record: &clone.session_record(),
     };
     let mut lost = false;
     let mut last_beat = Instant::now();
@@ -643,6 +675,8 @@ enum Integrated {
     Conflict(Vec<String>),
     /// The branch kept moving for `PUSH_ROUNDS` rounds (pushes from outside farm).
     Busy,
+    /// The run was killed during a merge session.
+    Interrupted,
 }
 
 /// Bring the work (already committed, task moved to done) onto the hub's
@@ -714,11 +748,15 @@ fn integrate(
                     files.join(", ")
                 ),
             );
-            if !merge_session(run, clone, held, name, task, &files)? {
-                clone.repo.check(["merge", "--abort"])?;
-                return Ok(Integrated::Conflict(files));
+            match merge_session(run, clone, held, name, task, &files)? {
+                Merge::Resolved => continue, // catch up with what moved meanwhile, then push
+                Merge::Lost => return Ok(Integrated::Lost),
+                Merge::Interrupted => return Ok(Integrated::Interrupted),
+                Merge::Unresolved => {
+                    clone.repo.check(["merge", "--abort"])?;
+                    return Ok(Integrated::Conflict(files));
+                }
             }
-            continue; // catch up with what moved meanwhile, then push
         }
         match push_branch(run, clone)? {
             Pushed::Ok => {
@@ -743,7 +781,7 @@ fn merge_session(
     name: &str,
     task: &Task,
     files: &[String],
-) -> Result<bool, Error> {
+) -> Result<Merge, Error> {
     let list: String = files.iter().map(|f| format!("- `{f}`\n")).collect();
     let text = prompt::render(
         &prompt::template(clone.dir(), "merge.md", prompt::MERGE),
@@ -778,17 +816,41 @@ fn merge_session(
         &prompt_file,
         run.timeout,
     )?;
-    if outcome != Outcome::Success || lost {
-        return Ok(false);
+    if lost {
+        return Ok(Merge::Lost);
+    }
+    match outcome {
+        Outcome::Success => {}
+        Outcome::Interrupted => return Ok(Merge::Interrupted),
+        _ => return Ok(Merge::Unresolved),
     }
     if !clone.repo.conflicted().map_err(git_error)?.is_empty() || clone.has_markers(files) {
-        return Ok(false);
+        return Ok(Merge::Unresolved);
     }
     clone.git(["add", "--all"])?;
     if clone.dir().join(".git/MERGE_HEAD").exists() {
         clone.git(["commit", "--quiet", "--no-verify", "--no-edit"])?;
     }
-    Ok(true)
+    // An agent may also have aborted the merge and exited 0: only a HEAD
+    // that now contains the branch counts as merged.
+    let upstream = format!("origin/{}", run.hub.branch);
+    if !clone
+        .repo
+        .check(["merge-base", "--is-ancestor", &upstream, "HEAD"])?
+    {
+        return Ok(Merge::Unresolved);
+    }
+    Ok(Merge::Resolved)
+}
+
+/// How a merge session ended.
+enum Merge {
+    Resolved,
+    Unresolved,
+    /// The run was killed meanwhile.
+    Interrupted,
+    /// The claim was taken away meanwhile.
+    Lost,
 }
 
 /// Count a failed attempt in the task file on the hub's branch, with a note;
@@ -797,6 +859,7 @@ fn merge_session(
 fn record_attempt(
     run: &Run,
     clone: &PrivateClone,
+    held: &Held,
     name: &str,
     task: &Task,
     attempt: u32,
@@ -841,6 +904,11 @@ fn record_attempt(
             format!("farm: attempt {attempt} of `{id}` failed")
         };
         clone.repo.commit_all(&message).map_err(git_error)?;
+        // Fencing, as for the work: a holder whose claim was taken away
+        // leaves the task file to its new holder.
+        if let Err(StoreError::Lost { .. }) = run.store.heartbeat(held, SystemTime::now()) {
+            return Ok(());
+        }
         if push_branch(run, clone)? == Pushed::Ok {
             let what = if gave_up {
                 "moved to tasks/failed/"
@@ -901,9 +969,35 @@ fn io_error(e: std::io::Error) -> Error {
     Error::failure(format!("cannot write a task file: {e}"))
 }
 
+fn lock_clone(dir: &Path, name: &str) -> Result<std::fs::File, Error> {
+    let parent = dir.parent().unwrap_or(dir);
+    std::fs::create_dir_all(parent)
+        .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", parent.display())))?;
+    let path = parent.join(format!("{name}.lock"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::failure(format!("cannot open `{}`: {e}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::usage(format!(
+            "agent `{name}` is already running in another farm run on this host"
+        ))
+        .hint("give this run other agent names: farm run --name NAME")),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::failure(format!(
+            "cannot lock `{}`: {e}",
+            path.display()
+        ))),
+    }
+}
+
 /// An agent's private clone of the hub.
 pub struct PrivateClone {
     repo: Repo,
+    /// Held for the loop's life: this clone is this loop's alone.
+    _lock: std::fs::File,
     /// True when the work tree is known to equal HEAD with nothing else in
     /// it: a sync may then skip the checkout.
     clean: std::cell::Cell<bool>,
@@ -912,6 +1006,9 @@ pub struct PrivateClone {
 impl PrivateClone {
     fn prepare(run: &Run, name: &str) -> Result<PrivateClone, Error> {
         let dir = run.state.join("clones").join(name);
+        // One loop per clone: two farm runs on this host with the same agent
+        // names would otherwise reset each other's work away.
+        let lock = lock_clone(&dir, name)?;
         let repo = if dir.join(".git").is_dir() {
             let repo = Repo::new(&dir);
             repo.run([
@@ -951,10 +1048,58 @@ impl PrivateClone {
         repo.run(["config", "maintenance.auto", "false"])
             .map_err(git_error)?;
         repo.run(["config", "gc.auto", "0"]).map_err(git_error)?;
-        Ok(PrivateClone {
+        let clone = PrivateClone {
             repo,
             clean: std::cell::Cell::new(false),
-        })
+            _lock: lock,
+        };
+        clone.recover(run, name)?;
+        Ok(clone)
+    }
+
+    /// Where the running session's process group is noted.
+    fn session_record(&self) -> PathBuf {
+        self.dir().join(".git/farm-session")
+    }
+
+    /// Make good what an earlier farm killed mid-session left in this clone:
+    /// end its session's surviving processes, and push any commit it had not
+    /// integrated to `farm/rescue/orphan/<agent>-<commit>` — the next sync
+    /// would otherwise reset it away.
+    fn recover(&self, run: &Run, name: &str) -> Result<(), Error> {
+        if session::kill_leftover(&self.session_record()) {
+            run.say(
+                name,
+                "killed what was left of a session an earlier farm was running here",
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let git_dir = self.dir().join(".git");
+        if git_dir.join("MERGE_HEAD").exists() {
+            self.repo.check(["merge", "--abort"])?;
+        }
+        if git_dir.join("rebase-merge").exists() || git_dir.join("rebase-apply").exists() {
+            self.repo.check(["rebase", "--abort"])?;
+        }
+        if self.repo.rev("HEAD")?.is_none() {
+            return Ok(());
+        }
+        self.repo.commit_all(&format!(
+            "farm: work left in {name}'s clone by an earlier run"
+        ))?;
+        self.git(["fetch", "--quiet", "origin", &run.hub.branch])?;
+        let upstream = format!("origin/{}", run.hub.branch);
+        if self.count_since(&upstream)? == 0 {
+            return Ok(());
+        }
+        let head = self.head()?;
+        let branch = format!("farm/rescue/orphan/{name}-{}", &head[..12.min(head.len())]);
+        self.push_ref(&head, &branch)?;
+        run.say(
+            name,
+            &format!("an earlier run left commits in this clone; they are on `{branch}`"),
+        );
+        Ok(())
     }
 
     fn dir(&self) -> &Path {

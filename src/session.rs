@@ -86,6 +86,10 @@ pub struct Spec<'a> {
     pub timeout: Duration,
     /// Between SIGTERM and SIGKILL when stopping.
     pub grace: Duration,
+    /// Where to note the session's process group while it runs, so that a
+    /// farm restarted after SIGKILL can end what the parent-death signal did
+    /// not reach (the agent's own children). See [`kill_leftover`].
+    pub record: &'a Path,
 }
 
 const POLL: Duration = Duration::from_millis(20);
@@ -139,7 +143,13 @@ pub fn run(spec: &Spec<'_>, mut tick: impl FnMut() -> Tick) -> std::io::Result<O
         });
     }
     let child = cmd.spawn()?;
-    let mut group = Group { child, done: false };
+    let start = crate::host::process_start(child.id()).unwrap_or(0);
+    let _ = std::fs::write(spec.record, format!("{} {start}\n", child.id()));
+    let mut group = Group {
+        child,
+        done: false,
+        record: spec.record.to_path_buf(),
+    };
     if spec.via == PromptVia::Stdin
         && let Some(mut stdin) = group.child.stdin.take()
     {
@@ -213,6 +223,7 @@ impl ExitWatch {
 struct Group {
     child: Child,
     done: bool,
+    record: PathBuf,
 }
 
 impl Group {
@@ -246,6 +257,35 @@ impl Drop for Group {
         self.signal(libc::SIGKILL);
         if !self.done {
             let _ = self.child.wait();
+        }
+        let _ = std::fs::remove_file(&self.record);
+    }
+}
+
+/// Kill the process group of a session an earlier farm left running (it
+/// was SIGKILLed, so nothing of its own clean-up ran). The group is named by
+/// the leader's pid and start time in `record`; a reused pid is left alone.
+/// Returns whether a group was found and killed.
+pub fn kill_leftover(record: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(record) else {
+        return false;
+    };
+    let _ = std::fs::remove_file(record);
+    let mut words = text.split_whitespace();
+    let (Some(Ok(pid)), Some(Ok(start))) = (
+        words.next().map(str::parse::<u32>),
+        words.next().map(str::parse::<u64>),
+    ) else {
+        return false;
+    };
+    // The leader may be gone while its children live on in the group, so
+    // the group is killed whenever the leader is gone or is still the same
+    // process; only a pid now used by another process is spared.
+    match crate::host::process_start(pid) {
+        Some(now) if now != start => false,
+        _ => {
+            // SAFETY: kill(2) on a process group id; ESRCH when it is empty.
+            unsafe { libc::kill(-(pid as i32), libc::SIGKILL) == 0 }
         }
     }
 }
@@ -281,6 +321,7 @@ mod tests {
             log: Box::leak(dir.join("logs/s.log").into_boxed_path()),
             timeout,
             grace: Duration::from_millis(200),
+            record: Box::leak(dir.join("session.pid").into_boxed_path()),
         }
     }
 
