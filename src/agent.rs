@@ -247,11 +247,16 @@ pub fn run_loop(run: &Run, name: &str) -> Result<Summary, Error> {
     // The hub's work tree said a task was ready that the branch does not
     // have pending (an uncommitted draft, say): read the board from the
     // branch until the hub changes, instead of claiming it again and again.
-    let mut distrust_worktree: Option<Vec<Option<SystemTime>>> = None;
+    // Keyed by the branch's commit: only a push can make the work tree and
+    // the branch agree again (claims coming and going do not).
+    let mut distrust_worktree: Option<Option<String>> = None;
     while !run.stop.draining() && run.sessions_left() {
         reap(run, name);
         let seen = run.hub.fingerprint();
-        if distrust_worktree.as_ref().is_some_and(|at| *at != seen) {
+        if distrust_worktree
+            .as_ref()
+            .is_some_and(|at| *at != run.hub.branch_rev())
+        {
             distrust_worktree = None;
         }
         // Choosing needs only a recent board. A hub whose work tree has the
@@ -342,7 +347,7 @@ pub fn run_loop(run: &Run, name: &str) -> Result<Summary, Error> {
                 name,
                 &format!("`{}` is not pending on the branch; looking again", task.id),
             );
-            distrust_worktree = Some(seen);
+            distrust_worktree = Some(run.hub.branch_rev());
             continue;
         };
         summary.sessions += 1;

@@ -222,3 +222,112 @@ fn loop_sh_respawns_a_killed_farm_and_the_task_finishes() {
     assert!(done(&env, "job"), "{stderr}");
     eprintln!("task finished {:?} after the SIGKILL", killed.elapsed());
 }
+
+/// Guards MUST 6 and 8 across a crash: a farm SIGKILLed mid-session left a
+/// commit in its clone and a background process of the agent's still
+/// running. The next farm kills that process and pushes the commit to a
+/// rescue branch before it resets the clone.
+#[test]
+fn a_restarted_farm_rescues_commits_and_kills_processes_left_in_its_clone() {
+    let env = Env::new();
+    hub(&env, &["job"]);
+    let marker = env.tmp.path().join("first-run");
+    let straggler = env.tmp.path().join("straggler.pid");
+    let agent = agent(
+        &env,
+        &format!(
+            "if [ ! -e {m} ]; then touch {m}; echo wip > wip.txt; git add -A; git commit -qm wip-commit; \
+             sleep 60 & echo $! > {s}; sleep 60; fi; echo ok > job.txt; git add -A; git commit -qm job",
+            m = marker.display(),
+            s = straggler.display()
+        ),
+    );
+    let mut first = farm(&env, ["run", "--agent", &agent]).spawn();
+    wait_for(&straggler);
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let pid: u32 = std::fs::read_to_string(&straggler)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        farm::host::process_start(pid).is_some(),
+        "the agent's background process outlived farm"
+    );
+
+    let out = farm(&env, ["run", "--agent", &agent]).run().success();
+    let start = Instant::now();
+    while farm::host::process_start(pid).is_some() {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the straggler {pid} still runs: {out:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let rescue = git(
+        &env.hub,
+        &[
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/heads/farm/rescue/orphan/",
+        ],
+    );
+    assert_eq!(rescue.lines().count(), 1, "{rescue} {out:?}");
+    let log = git(&env.hub, &["log", "--format=%s", rescue.trim()]);
+    assert!(log.lines().any(|l| l == "wip-commit"), "{log}");
+    assert!(done(&env, "job"), "{out:?}");
+}
+
+/// Two farm runs on one host with the same agent name would share a clone
+/// and reset each other's work: the second is refused.
+#[test]
+fn a_second_run_with_the_same_agent_name_is_refused() {
+    let env = Env::new();
+    hub(&env, &["a", "b"]);
+    let started = env.tmp.path().join("started");
+    let agent = agent(
+        &env,
+        &format!(
+            "touch {}; sleep 2; echo x > \"$FARM_TASK\"; git add -A; git commit -qm w",
+            started.display()
+        ),
+    );
+    let first = farm(&env, ["run", "--agent", &agent, "--name", "box"]).spawn();
+    wait_for(&started);
+    let second = farm(&env, ["run", "--agent", &agent, "--name", "box"]).run();
+    assert!(
+        second.stderr.contains("agent `box` is already running"),
+        "{second:?}"
+    );
+    assert_ne!(second.code, Some(0));
+    let out = first.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(done(&env, "a") && done(&env, "b"));
+}
+
+/// A task file in the hub's work tree that the branch does not have (an
+/// uncommitted draft) is not claimed over and over; the run still ends.
+#[test]
+fn an_uncommitted_draft_in_the_hub_does_not_spin_the_loop() {
+    let env = Env::new();
+    hub(&env, &["real"]);
+    std::fs::write(
+        env.hub.join("tasks/draft.md"),
+        "+++\ntitle = \"not committed yet\"\n+++\n",
+    )
+    .unwrap();
+    let agent = agent(
+        &env,
+        "echo x > \"$FARM_TASK\"; git add -A; git commit -qm w",
+    );
+    let start = Instant::now();
+    // Bounded: the regression this guards is a loop that never ends.
+    let out = farm(&env, ["run", "--agent", &agent]).run_within(Duration::from_secs(60));
+    let stderr = out.stderr.clone();
+    assert_eq!(out.code, Some(0), "{stderr}");
+    assert!(done(&env, "real"));
+    let retries = stderr.matches("not pending on the branch").count();
+    assert!(retries <= 2, "claimed the draft {retries} times: {stderr}");
+    eprintln!("ended after {:?}", start.elapsed());
+}
