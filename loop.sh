@@ -12,7 +12,8 @@
 #        FARM_LOOP_MAX_DELAY (default 300 s) and starts over after a run that
 #        lasted longer than 60 s. A respawned farm reaps the dead claims of
 #        its predecessor at once and carries on.
-# SIGINT/SIGTERM to loop.sh are passed to farm (which drains) and end the loop.
+# SIGINT/SIGTERM to loop.sh are passed to farm once each (the first drains,
+# a second kills the sessions) and end the loop.
 # FARM names the farm binary (default: farm on PATH).
 set -u
 farm=${FARM:-farm}
@@ -27,6 +28,11 @@ stop() {
 }
 trap 'stop INT' INT
 trap 'stop TERM' TERM
+# farm runs in a process group of its own, so a Ctrl-C at the terminal
+# reaches loop.sh alone and is passed on exactly once: farm drains on the
+# first signal and kills its sessions on the second, so a doubled SIGINT
+# (terminal + forward) would skip the drain.
+set -m
 
 while :; do
   started=$(date +%s)
@@ -41,7 +47,9 @@ while :; do
   done
   child=0
   case $code in
-    0) echo "loop.sh: the board is settled; done" >&2; exit 0 ;;
+    0) if [ "$stopping" -eq 1 ]; then echo "loop.sh: farm drained and stopped; done" >&2
+       else echo "loop.sh: the board is settled; done" >&2; fi
+       exit 0 ;;
     130) echo "loop.sh: farm was stopped; done" >&2; exit 130 ;;
     2) echo "loop.sh: farm refused its arguments (exit 2); not respawning" >&2; exit 2 ;;
   esac
