@@ -669,8 +669,18 @@ fn supervise(
             }
         }
         Tick::Continue
-    })
-    .map_err(|e| Error::failure(format!("cannot run the agent `{}`: {e}", run.argv[0])))?;
+    });
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        // The agent could not be started for this task (its prompt too long
+        // for an argument, say): a failed attempt like any other, noted in
+        // the log — not an error that would stop the loop and, under
+        // loop.sh, bring it back to the same task for ever.
+        Err(e) => {
+            let _ = std::fs::write(log, format!("farm: cannot start `{}`: {e}\n", run.argv[0]));
+            Outcome::Failed { code: 127 }
+        }
+    };
     Ok((outcome, lost))
 }
 

@@ -331,3 +331,34 @@ fn an_uncommitted_draft_in_the_hub_does_not_spin_the_loop() {
     assert!(retries <= 2, "claimed the draft {retries} times: {stderr}");
     eprintln!("ended after {:?}", start.elapsed());
 }
+
+/// An agent that cannot even be started for a task (here: its prompt is too
+/// long for one argument, E2BIG) fails that attempt; the run goes on and
+/// ends, rather than erroring out and being respawned onto the same task.
+#[test]
+fn an_agent_that_cannot_start_fails_the_attempt_not_the_run() {
+    let env = Env::new();
+    hub(&env, &[]);
+    let huge = "x".repeat(200_000);
+    let task = format!("+++\ntitle = \"big\"\nmax_attempts = 1\n+++\n{huge}\n");
+    std::fs::write(env.hub.join("tasks/big.md"), task).unwrap();
+    git(&env.hub, &["add", "tasks/big.md"]);
+    git(
+        &env.hub,
+        &["commit", "-qm", "a task with a huge description"],
+    );
+    farm(&env, ["task", "add", "small"]).run().success();
+    let agent = agent(
+        &env,
+        "echo x > \"$FARM_TASK\"; git add -A; git commit -qm w",
+    );
+    let out = farm(&env, ["run", "--agent", &agent]).run_within(Duration::from_secs(60));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(done(&env, "small"), "{out:?}");
+    let failed = git(&env.hub, &["show", "main:tasks/failed/big.md"]);
+    assert!(
+        failed.contains("failed with exit code 127") && failed.contains("cannot start"),
+        "{}",
+        &failed[failed.len() - 600..]
+    );
+}
