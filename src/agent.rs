@@ -534,6 +534,23 @@ fn settle(
         Ok(true)
     };
 
+    // A failed attempt: its work rescued, the attempt noted on the board.
+    let fail = |rescue_why: &str, why: &str| -> Result<End, Error> {
+        let rescued = rescue(rescue_why)?;
+        record_attempt(
+            run,
+            clone,
+            held,
+            name,
+            task,
+            attempt,
+            why,
+            &log,
+            rescued.then_some(&nonce),
+        )?;
+        Ok(End::Failed { rescued })
+    };
+
     if lost {
         rescue("the claim was taken away while the session ran")?;
         return Ok(End::Lost);
@@ -559,61 +576,23 @@ fn settle(
                 rescue("the run was stopped during a merge session")?;
                 End::Rescued
             }
-            Integrated::Busy => {
-                let rescued = rescue("could not push: the branch kept moving")?;
-                let why = format!(
+            Integrated::Busy => fail(
+                "could not push: the branch kept moving",
+                &format!(
                     "could not push after {PUSH_ROUNDS} rounds: `{}` kept moving",
                     run.hub.branch
-                );
-                record_attempt(
-                    run,
-                    clone,
-                    held,
-                    name,
-                    task,
-                    attempt,
-                    &why,
-                    &log,
-                    rescued.then_some(&nonce),
-                )?;
-                End::Failed { rescued }
-            }
-            Integrated::Conflict(files) => {
-                let rescued = rescue(&format!("could not merge ({})", files.join(", ")))?;
-                let why = format!(
+                ),
+            )?,
+            Integrated::Conflict(files) => fail(
+                &format!("could not merge ({})", files.join(", ")),
+                &format!(
                     "its work conflicts with `{}` in {}",
                     run.hub.branch,
                     files.join(", ")
-                );
-                record_attempt(
-                    run,
-                    clone,
-                    held,
-                    name,
-                    task,
-                    attempt,
-                    &why,
-                    &log,
-                    rescued.then_some(&nonce),
-                )?;
-                End::Failed { rescued }
-            }
+                ),
+            )?,
         },
-        failed => {
-            let rescued = rescue(&format!("session {failed}"))?;
-            record_attempt(
-                run,
-                clone,
-                held,
-                name,
-                task,
-                attempt,
-                &failed.to_string(),
-                &log,
-                rescued.then_some(&nonce),
-            )?;
-            End::Failed { rescued }
-        }
+        failed => fail(&format!("session {failed}"), &failed.to_string())?,
     };
     Ok(end)
 }

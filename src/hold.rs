@@ -10,7 +10,7 @@
 //! both (same process group), so farm only waits for the command to finish.
 
 use std::ffi::OsString;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitStatus};
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime};
@@ -42,22 +42,7 @@ pub fn run(
             "FARM_CLAIM",
             store.location() + "/" + task.as_str() + ".txt",
         );
-    let parent = std::process::id();
-    // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) between
-    // fork and exec.
-    unsafe {
-        command.pre_exec(move || {
-            #[cfg(target_os = "linux")]
-            {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                // The parent may have died before prctl took effect.
-                if libc::getppid() as u32 != parent {
-                    libc::_exit(137);
-                }
-            }
-            Ok(())
-        });
-    }
+    crate::host::die_with_parent(&mut command);
     // Register before spawning so that a signal in between is not lost.
     let mut signals = Signals::new([SIGTERM, SIGHUP, SIGINT])
         .map_err(|e| Error::failure(format!("cannot install signal handlers: {e}")))?;

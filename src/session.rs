@@ -128,20 +128,7 @@ pub fn run(spec: &Spec<'_>, mut tick: impl FnMut() -> Tick) -> std::io::Result<O
             Stdio::null()
         })
         .process_group(0);
-    let parent = std::process::id();
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            #[cfg(target_os = "linux")]
-            {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                if libc::getppid() as u32 != parent {
-                    libc::_exit(137);
-                }
-            }
-            Ok(())
-        });
-    }
+    crate::host::die_with_parent(&mut cmd);
     let child = cmd.spawn()?;
     let start = crate::host::process_start(child.id()).unwrap_or(0);
     let _ = std::fs::write(spec.record, format!("{} {start}\n", child.id()));
