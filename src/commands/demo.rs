@@ -12,7 +12,9 @@ use crate::config::Ctx;
 use crate::error::Error;
 use crate::output::Style;
 
-/// Show farm working on a built-in example: a small board with dependencies
+/// Show farm working on a built-in example.
+///
+/// A small board with dependencies
 /// and tasks that edit the same file, three agents running the bundled
 /// offline demo agent (claims, a lost race, a merge, the finished board);
 /// then a holder killed with SIGKILL, its dead claim reaped.

@@ -10,8 +10,10 @@ use crate::git::Repo;
 use crate::prompt;
 use crate::settings;
 
-/// Set up a repository for farm: writes farm.toml, tasks/, templates/,
-/// current_tasks/.gitignore and ignores .farm/; commits them; sets
+/// Set up a repository for farm.
+///
+/// Writes farm.toml, tasks/, templates/, current_tasks/.gitignore and
+/// ignores .farm/; commits them; sets
 /// receive.denyCurrentBranch=updateInstead so agents can push. Existing
 /// files are kept.
 #[derive(Debug, clap::Args)]

@@ -10,7 +10,9 @@ use crate::host::Here;
 use crate::store::{ClaimStore, Release, Released, StoreError};
 use crate::task::TaskId;
 
-/// Release a claim. Yours is found by agent name (on this host) or --nonce;
+/// Release a claim.
+///
+/// Yours is found by agent name (on this host) or --nonce;
 /// someone else's is refused unless --force, which keeps it as a tombstone.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
