@@ -98,8 +98,9 @@ impl Hub {
     /// A non-bare hub updates its work tree before the ref update commits:
     /// two concurrent pushes there left the work tree at the commit whose
     /// ref update then lost, so every later push was refused ("Working
-    /// directory has staged changes"). One push at a time avoids it; the
-    /// lock is held for the push alone, not for fetch or rebase.
+    /// directory has staged changes"). One push at a time avoids it. Agents
+    /// rebase before taking the lock and, under it, only catch up again if
+    /// the branch moved meanwhile, so it is held for little more than a push.
     pub fn push_lock(&self) -> Result<std::fs::File, Error> {
         let dir = self.dir.join(crate::store::fs::DIR);
         let _ = std::fs::create_dir(&dir);
