@@ -160,6 +160,25 @@ impl Run {
         self.out.note(&format!("{agent}: {what}"));
     }
 
+    /// A new session's log and prompt file: `logs/<agent>/<label>-<time>.log`
+    /// and `prompts/<agent>/<label>-<time>.md` under the state directory.
+    fn session_files(&self, agent: &str, label: &str) -> (PathBuf, PathBuf) {
+        let stamp: String = timestamp(SystemTime::now())
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .collect();
+        (
+            self.state
+                .join("logs")
+                .join(agent)
+                .join(format!("{label}-{stamp}.log")),
+            self.state
+                .join("prompts")
+                .join(agent)
+                .join(format!("{label}-{stamp}.md")),
+        )
+    }
+
     /// Take one of `--max-sessions`, if any are left.
     fn reserve_session(&self) -> bool {
         let max = self.max_sessions.unwrap_or(usize::MAX);
@@ -453,20 +472,7 @@ fn settle(
     let nonce = held.claim().nonce.clone();
     let id = task.id.as_str();
     let base = clone.head()?;
-    let stamp: String = timestamp(SystemTime::now())
-        .chars()
-        .filter(char::is_ascii_alphanumeric)
-        .collect();
-    let log = run
-        .state
-        .join("logs")
-        .join(name)
-        .join(format!("{id}-{stamp}.log"));
-    let prompt_file = run
-        .state
-        .join("prompts")
-        .join(name)
-        .join(format!("{id}-{stamp}.md"));
+    let (log, prompt_file) = run.session_files(name, id);
     run.say(
         name,
         &format!(
@@ -786,20 +792,7 @@ fn merge_session(
             ("conflicts", &list),
         ],
     );
-    let stamp: String = timestamp(SystemTime::now())
-        .chars()
-        .filter(char::is_ascii_alphanumeric)
-        .collect();
-    let log = run
-        .state
-        .join("logs")
-        .join(name)
-        .join(format!("{}-merge-{stamp}.log", task.id));
-    let prompt_file = run
-        .state
-        .join("prompts")
-        .join(name)
-        .join(format!("{}-merge-{stamp}.md", task.id));
+    let (log, prompt_file) = run.session_files(name, &format!("{}-merge", task.id));
     let (outcome, lost) = supervise(
         run,
         clone,

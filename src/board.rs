@@ -26,7 +26,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use crate::task::TaskId;
+use crate::task::{TaskId, shown};
 
 /// Task files larger than this are invalid without being read further: a
 /// description is prose for an agent, not a place for data.
@@ -1069,17 +1069,6 @@ pub fn counts(s: &Snapshot) -> Counts {
         } += 1;
     }
     c
-}
-
-/// The offending input, escaped and cut short so that an error stays one line.
-fn shown(s: &str) -> String {
-    let escaped: String = s.escape_debug().collect();
-    if escaped.chars().count() > 60 {
-        let cut: String = escaped.chars().take(57).collect();
-        format!("{cut}...")
-    } else {
-        escaped
-    }
 }
 
 fn one_line(s: &str) -> String {

@@ -56,8 +56,8 @@ impl TaskId {
     }
 }
 
-/// The offending input, escaped and cut short so that an error line stays one line.
-fn shown(s: &str) -> String {
+/// The offending input, escaped and cut short so that an error stays one line.
+pub(crate) fn shown(s: &str) -> String {
     let escaped: String = s.escape_debug().collect();
     if escaped.chars().count() > 60 {
         let cut: String = escaped.chars().take(57).collect();
