@@ -28,6 +28,9 @@
 //! every task must be won exactly once, and the directory must then hold
 //! the 2,000 claims and nothing else. Any duplicate fails the bench.
 
+#[path = "common/stats.rs"]
+mod stats;
+use stats::{max, median, min};
 use std::collections::HashSet;
 use std::env;
 use std::fs::{self, OpenOptions};
@@ -223,18 +226,17 @@ fn single() -> Res<()> {
         "  {:<34} {:>9} {:>9} {:>9} {:>9}",
         "variant", "µs/op", "min", "max", "vs raw"
     );
-    let raw = median(&mut per_op[0].clone());
+    let raw = median(&per_op[0]);
     for ((variant, name), samples) in VARIANTS.iter().zip(&per_op) {
-        let (mut s, lo, hi) = (samples.clone(), min(samples), max(samples));
-        let med = median(&mut s);
+        let (med, lo, hi) = (median(samples), min(samples), max(samples));
         let ratio = match variant {
             Variant::Raw => "-".to_owned(),
             _ => format!("{:.2}x", med / raw),
         };
         println!("  {name:<34} {med:>9.2} {lo:>9.2} {hi:>9.2} {ratio:>9}");
     }
-    let farm = median(&mut per_op[1].clone());
-    let hold = median(&mut per_op[2].clone());
+    let farm = median(&per_op[1]);
+    let hold = median(&per_op[2]);
     println!();
     for (name, value) in [("farm / raw", farm / raw), ("farm hold / raw", hold / raw)] {
         let verdict = if value <= TARGET_RATIO {
@@ -245,24 +247,6 @@ fn single() -> Res<()> {
         println!("  {name:<16} {value:>5.2}x   target <= {TARGET_RATIO:.0}x: {verdict}");
     }
     Ok(())
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
-fn min(v: &[f64]) -> f64 {
-    v.iter().copied().fold(f64::INFINITY, f64::min)
-}
-
-fn max(v: &[f64]) -> f64 {
-    v.iter().copied().fold(f64::NEG_INFINITY, f64::max)
 }
 
 // ---------------------------------------------------------------------------

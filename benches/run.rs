@@ -51,6 +51,9 @@
 //! machine, and on what else runs on it, so the load average is printed at
 //! the start and at the end.
 
+#[path = "common/stats.rs"]
+mod stats;
+use stats::{max, median, min};
 use std::collections::{BTreeMap, HashMap};
 use std::env;
 use std::ffi::OsStr;
@@ -531,25 +534,6 @@ fn overhead(scratch: &Scratch) -> Res<Duration> {
 
 fn verdict(met: bool) -> &'static str {
     if met { "meets" } else { "MISSES" }
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
-fn min(v: &[f64]) -> f64 {
-    v.iter().copied().fold(f64::INFINITY, f64::min)
-}
-
-fn max(v: &[f64]) -> f64 {
-    v.iter().copied().fold(f64::NEG_INFINITY, f64::max)
 }
 
 // ---------------------------------------------------------------------------

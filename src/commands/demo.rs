@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::Ctx;
 use crate::error::Error;
+use crate::git::Repo;
 use crate::output::Style;
 
 /// Show farm working on a built-in example.
@@ -109,32 +110,22 @@ impl Demo<'_> {
             "a scratch hub: a new git repository at {}",
             self.hub.display()
         ));
-        self.git(
-            &[
-                "init",
-                "--quiet",
-                "-b",
-                "main",
-                &self.hub.display().to_string(),
-            ],
-            None,
-        )?;
+        let hub = self.hub.display().to_string();
+        Repo::new(self.hub.parent().unwrap_or(self.hub))
+            .run(["init", "--quiet", "-b", "main", &hub])?;
         for (k, v) in [
             ("user.name", "farm demo"),
             ("user.email", "demo@farm.invalid"),
         ] {
-            self.git(&["config", k, v], Some(self.hub))?;
+            self.git(&["config", k, v])?;
         }
-        self.git(
-            &[
-                "commit",
-                "--quiet",
-                "--allow-empty",
-                "-m",
-                "an empty project",
-            ],
-            Some(self.hub),
-        )?;
+        self.git(&[
+            "commit",
+            "--quiet",
+            "--allow-empty",
+            "-m",
+            "an empty project",
+        ])?;
         self.farm(&["init"], true)?;
 
         self.say("a small board: two independent tasks, three that append to the same file, one after all");
@@ -270,23 +261,9 @@ impl Demo<'_> {
         }
     }
 
-    fn git(&self, args: &[&str], dir: Option<&Path>) -> Result<String, Error> {
-        let mut cmd = Command::new("git");
-        if let Some(dir) = dir {
-            cmd.arg("-C").arg(dir);
-        }
-        let out = cmd
-            .args(args)
-            .output()
-            .map_err(|e| Error::failure(format!("the demo needs git: {e}")))?;
-        if !out.status.success() {
-            return Err(Error::failure(format!(
-                "`git {}` failed: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    /// git in the scratch hub.
+    fn git(&self, args: &[&str]) -> Result<String, Error> {
+        Ok(Repo::new(self.hub).run(args)?)
     }
 
     fn show_git(&self, args: &[&str]) -> Result<(), Error> {
@@ -296,7 +273,7 @@ impl Demo<'_> {
                 .out
                 .paint_err(Style::Dim, &format!("$ git {}", args.join(" "))),
         );
-        self.ctx.out.data(&self.git(args, Some(self.hub))?)?;
+        self.ctx.out.data(&format!("{}\n", self.git(args)?))?;
         Ok(())
     }
 

@@ -4,11 +4,12 @@
 //! prompt, it resolves conflicts by keeping both sides. No network, no key.
 
 use std::path::Path;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::config::Ctx;
 use crate::error::Error;
+use crate::git::Repo;
 
 /// The demo's stand-in for a coding agent.
 #[derive(Debug, clap::Args)]
@@ -86,19 +87,9 @@ pub fn run(_ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// git in the clone the agent runs in.
 fn git(args: &[&str]) -> Result<String, Error> {
-    let out = Command::new("git")
-        .args(args)
-        .output()
-        .map_err(|e| Error::failure(format!("cannot run git: {e}")))?;
-    if !out.status.success() {
-        return Err(Error::failure(format!(
-            "`git {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    Ok(Repo::new(".").run(args)?)
 }
 
 fn fail(path: &str, e: std::io::Error) -> Error {

@@ -122,15 +122,14 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
 }
 
 fn describe(status: &Status) -> (&'static str, String) {
-    match status {
-        Status::Ready => ("ready", String::new()),
+    let detail = match status {
         Status::Blocked { on } => {
             let on: Vec<_> = on.iter().map(|t| format!("`{t}`")).collect();
-            ("blocked", format!("after {}", on.join(", ")))
+            format!("after {}", on.join(", "))
         }
-        Status::Claimed { by } => ("claimed", format!("by {by}")),
-        Status::Done => ("done", String::new()),
-        Status::Failed => ("failed", String::new()),
-        Status::Stuck { why } => ("stuck", why.clone()),
-    }
+        Status::Claimed { by } => format!("by {by}"),
+        Status::Stuck { why } => why.clone(),
+        Status::Ready | Status::Done | Status::Failed => String::new(),
+    };
+    (status.label(), detail)
 }
