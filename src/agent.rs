@@ -45,7 +45,7 @@ use crate::output::Out;
 use crate::prompt;
 use crate::session::{self, Outcome, PromptVia, Tick};
 use crate::store::fs::FsStore;
-use crate::store::{Attempt, ClaimStore, Held, Reap, StoreError};
+use crate::store::{Attempt, ClaimStore, Held, Listed, Reap, StoreError};
 
 /// How far a run has been asked to stop.
 #[derive(Debug, Default)]
@@ -270,7 +270,7 @@ pub fn run_loop(run: &Run, name: &str) -> Result<Summary, Error> {
     // the branch agree again (claims coming and going do not).
     let mut distrust_worktree: Option<Option<String>> = None;
     while !run.stop.draining() && run.sessions_left() {
-        reap(run, name);
+        let claims = reap(run, name)?;
         let seen = run.hub.fingerprint();
         if distrust_worktree
             .as_ref()
@@ -294,15 +294,7 @@ pub fn run_loop(run: &Run, name: &str) -> Result<Summary, Error> {
                 board_dir.display()
             ))
         })?;
-        for entry in run.store.list()? {
-            if let Ok(task) = crate::task::TaskId::parse(&entry.name) {
-                let who = entry
-                    .record
-                    .as_ref()
-                    .map_or_else(|_| "a corrupt claim".to_owned(), Claim::who);
-                snapshot.claimed.insert(task, who);
-            }
-        }
+        snapshot.claimed = crate::store::holders(&claims);
         let Some(task) = board::next(&snapshot, &Default::default()).cloned() else {
             if board::settled(&snapshot) && !run.watch {
                 // Ending is final: confirm on the branch itself, not on a
@@ -387,20 +379,18 @@ pub fn run_loop(run: &Run, name: &str) -> Result<Summary, Error> {
     Ok(summary)
 }
 
-/// Take back dead claims, and claims stale past the run's threshold.
-fn reap(run: &Run, name: &str) {
+/// Take back dead claims, and claims stale past the run's threshold; the
+/// claims that remain, for choosing the next task (one listing, not two).
+fn reap(run: &Run, name: &str) -> Result<Vec<Listed>, Error> {
     let judge = Judge {
         here: Here::current(),
         now: SystemTime::now(),
         stale_after: Some(run.stale_after),
         probe: &host::process_start,
     };
-    let Ok(entries) = run.store.list() else {
-        return;
-    };
-    for entry in entries {
-        let verdict = entry.judge(&judge);
-        if verdict.reapable
+    let mut kept = Vec::new();
+    for entry in run.store.list()? {
+        if entry.judge(&judge).reapable
             && let Ok(Reap::Reaped { verdict, .. }) = run.store.reap(&entry, &judge)
         {
             run.say(
@@ -410,8 +400,11 @@ fn reap(run: &Run, name: &str) {
                     entry.name, verdict.state, verdict.reason
                 ),
             );
+        } else {
+            kept.push(entry);
         }
     }
+    Ok(kept)
 }
 
 /// How one claimed task ended.

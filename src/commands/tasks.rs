@@ -5,7 +5,6 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use crate::board::{self, Status};
-use crate::claim::Claim;
 use crate::config::Ctx;
 use crate::error::Error;
 use crate::hub::Hub;
@@ -36,15 +35,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     hub.extract_board(tmp.path())?;
     let mut snapshot = board::load(tmp.path())
         .map_err(|e| Error::failure(format!("cannot read the board: {e}")))?;
-    for entry in ctx.store()?.list()? {
-        if let Ok(id) = TaskId::parse(&entry.name) {
-            let who = entry
-                .record
-                .as_ref()
-                .map_or_else(|_| "a corrupt claim".to_owned(), Claim::who);
-            snapshot.claimed.insert(id, who);
-        }
-    }
+    snapshot.claimed = crate::store::holders(&ctx.store()?.list()?);
     let statuses = board::statuses(&snapshot);
     let find = |id: &TaskId| snapshot.pending.iter().find(|t| &t.id == id);
     if args.json {

@@ -121,12 +121,28 @@ pub struct Listed {
 }
 
 impl Listed {
+    /// `agent@host`, or what stands in its place for a corrupt file.
+    pub fn who(&self) -> String {
+        self.record
+            .as_ref()
+            .map_or_else(|_| "a corrupt claim".to_owned(), Claim::who)
+    }
+
     pub fn judge(&self, judge: &Judge<'_>) -> Verdict {
         match &self.record {
             Ok(claim) => judge.claim(claim, self.heartbeat),
             Err(Corrupt(why)) => judge.corrupt(why, self.modified),
         }
     }
+}
+
+/// Who holds each claimed task, for the board (files not named after a
+/// valid task id claim nothing).
+pub fn holders(entries: &[Listed]) -> std::collections::BTreeMap<TaskId, String> {
+    entries
+        .iter()
+        .filter_map(|e| Some((TaskId::parse(&e.name).ok()?, e.who())))
+        .collect()
 }
 
 /// The outcome of [`ClaimStore::reap`].
