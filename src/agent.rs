@@ -613,7 +613,7 @@ fn supervise(
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
     }
-    let claim_path = run.store.dir().join(format!("{}.txt", held.claim().task));
+    let claim_path = run.store.path_of(held.claim().task.as_str());
     let env = [
         ("FARM_TASK", held.claim().task.to_string()),
         ("FARM_AGENT", name.to_owned()),

@@ -76,7 +76,8 @@ impl FsStore {
         &self.dir
     }
 
-    fn path_of(&self, task: &str) -> PathBuf {
+    /// The claim file of `task`.
+    pub fn path_of(&self, task: &str) -> PathBuf {
         self.dir.join(format!("{task}.txt"))
     }
 
