@@ -94,15 +94,24 @@ impl From<StoreError> for Error {
                 "stop process {pid} first, or take the claim anyway: farm release {task} --force"
             )),
             StoreError::Lost { .. } => Error::failure(message),
-            StoreError::Changed { .. } => {
+            StoreError::Changed { .. } | StoreError::Busy { .. } => {
                 Error::failure(message).hint("look again with `farm locks`, then retry")
             }
+            StoreError::Refused(_) => Error::failure(message)
+                .hint("the hub may have a hook or a branch protection on farm/claims"),
+            StoreError::Git(e) => e.into(),
         }
     }
 }
 
 impl From<crate::git::GitError> for Error {
     fn from(e: crate::git::GitError) -> Error {
-        Error::failure(e.to_string())
+        let transient = e.transient;
+        let err = Error::failure(e.to_string());
+        if transient {
+            err.hint("the hub did not answer; check that it is reachable (git ls-remote HUB), then run again")
+        } else {
+            err
+        }
     }
 }

@@ -17,12 +17,59 @@ pub struct GitError {
     pub args: String,
     pub dir: PathBuf,
     pub said: String,
+    /// The failure looks like the network or the remote's server, not the
+    /// repository: trying again later may succeed.
+    pub transient: bool,
 }
+
+/// What git prints when it could not talk to a remote, or lost it halfway.
+const TRANSIENT: [&str; 14] = [
+    "Could not read from remote repository",
+    "unable to connect",
+    "Connection refused",
+    "Connection reset",
+    "Connection timed out",
+    "timed out",
+    "early EOF",
+    "remote end hung up",
+    "unable to access",
+    "Could not resolve host",
+    "Network is unreachable",
+    "Broken pipe",
+    "The requested URL returned error: 5",
+    "index-pack failed",
+];
 
 /// One repository (a clone or the hub) that git commands run in.
 #[derive(Debug, Clone)]
 pub struct Repo {
     dir: PathBuf,
+}
+
+/// One ref of a push, as `git push --porcelain` reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefUpdate {
+    /// ` ` fast-forward, `*` new ref, `-` deleted, `=` already there,
+    /// `!` rejected (`+`, a forced update, farm never asks for).
+    pub flag: char,
+    /// The remote ref (`refs/heads/main`).
+    pub to: String,
+    /// What git said (`1a2b..3c4d`, `[rejected] (fetch first)`).
+    pub summary: String,
+}
+
+impl RefUpdate {
+    pub fn rejected(&self) -> bool {
+        self.flag == '!'
+    }
+
+    /// Rejected because the remote ref moved on: fetch and try again.
+    pub fn moved(&self) -> bool {
+        self.rejected()
+            && (self.summary.contains("fetch first")
+                || self.summary.contains("non-fast-forward")
+                || self.summary.contains("stale info"))
+    }
 }
 
 /// How a push went, ref by ref.
@@ -35,6 +82,19 @@ pub enum Pushed {
 }
 
 impl Pushed {
+    pub fn from_updates(updates: &[RefUpdate]) -> Pushed {
+        let rejected: Vec<(String, String)> = updates
+            .iter()
+            .filter(|u| u.rejected())
+            .map(|u| (u.to.clone(), u.summary.clone()))
+            .collect();
+        if rejected.is_empty() {
+            Pushed::Ok
+        } else {
+            Pushed::Rejected(rejected)
+        }
+    }
+
     /// True when every rejection only means the remote moved on (fetch,
     /// integrate again); false for refusals that retrying cannot fix.
     pub fn only_moved(&self) -> bool {
@@ -95,6 +155,7 @@ impl Repo {
         GitError {
             args: args.join(" "),
             dir: self.dir.clone(),
+            transient: TRANSIENT.iter().any(|t| said.contains(t)),
             said: said.trim().lines().last().unwrap_or("").to_owned(),
         }
     }
@@ -114,6 +175,40 @@ impl Repo {
         }
     }
 
+    /// Run git with `input` on its stdin and `env` set; its stdout, untrimmed.
+    pub fn run_input<I, S>(
+        &self,
+        args: I,
+        env: &[(&str, &str)],
+        input: &[u8],
+    ) -> Result<Vec<u8>, GitError>
+    where
+        I: IntoIterator<Item = S> + Clone,
+        S: AsRef<OsStr>,
+    {
+        use std::io::Write;
+        let mut cmd = self.command(args.clone());
+        cmd.envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().map_err(|e| self.error(args.clone(), e.to_string()))?;
+        let mut stdin = child.stdin.take().expect("piped");
+        // Written from a thread: git may fill its stdout before reading all
+        // of its stdin (cat-file --batch does).
+        let input = input.to_vec();
+        let writer = std::thread::spawn(move || stdin.write_all(&input));
+        let out = child
+            .wait_with_output()
+            .map_err(|e| self.error(args.clone(), e.to_string()))?;
+        let _ = writer.join();
+        if out.status.success() {
+            Ok(out.stdout)
+        } else {
+            Err(self.error(args, String::from_utf8_lossy(&out.stderr).into_owned()))
+        }
+    }
+
     /// Run git; whether it succeeded (for commands whose failure is an answer).
     pub fn check<I, S>(&self, args: I) -> Result<bool, GitError>
     where
@@ -123,16 +218,50 @@ impl Repo {
         Ok(self.output(args)?.status.success())
     }
 
-    /// Clone `hub` into `dest` (which must not exist).
-    pub fn clone_from(hub: &Path, dest: &Path) -> Result<Repo, GitError> {
+    /// Clone `hub` (a path or a URL) into `dest` (which must not exist).
+    pub fn clone_from(hub: impl AsRef<OsStr>, dest: &Path) -> Result<Repo, GitError> {
         let parent = Repo::new(dest.parent().unwrap_or(Path::new(".")));
         parent.run([
             OsStr::new("clone"),
             OsStr::new("--quiet"),
-            hub.as_os_str(),
+            hub.as_ref(),
             dest.as_os_str(),
         ])?;
         Ok(Repo::new(dest))
+    }
+
+    /// Fetch `remote_ref` from `remote` into no local ref at all; the commit
+    /// it names, or `None` when the remote has no such ref. Concurrent
+    /// fetches into one repository do not disturb each other: the answer is
+    /// read from `--porcelain` output, not from `FETCH_HEAD`.
+    pub fn fetch_tip(&self, remote: &str, remote_ref: &str) -> Result<Option<String>, GitError> {
+        let args = [
+            "fetch",
+            "--porcelain",
+            "--no-tags",
+            "--no-auto-gc",
+            remote,
+            remote_ref,
+        ];
+        let out = self.output(args)?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            if stderr.contains("couldn't find remote ref") {
+                return Ok(None);
+            }
+            return Err(self.error(args, stderr.into_owned()));
+        }
+        // `<flag> <old> <new> <local ref>`
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        stdout
+            .lines()
+            .find_map(|l| {
+                let mut f = l.get(2..)?.split(' ');
+                let (_old, new) = (f.next()?, f.next()?);
+                valid_oid(new).then(|| new.to_owned())
+            })
+            .map(Some)
+            .ok_or_else(|| self.error(args, format!("no tip in `git fetch` output: {stdout}")))
     }
 
     pub fn is_bare(&self) -> Result<bool, GitError> {
@@ -189,22 +318,38 @@ impl Repo {
     /// Push `refspecs` to `remote` and judge every ref from the porcelain
     /// output. Refspecs must not start with `+`: farm never forces.
     pub fn push(&self, remote: &str, refspecs: &[String]) -> Result<Pushed, GitError> {
+        Ok(Pushed::from_updates(&self.push_refs(remote, refspecs, false)?))
+    }
+
+    /// Push `refspecs`, all or none of them when `atomic`; each ref's report.
+    pub fn push_refs(
+        &self,
+        remote: &str,
+        refspecs: &[String],
+        atomic: bool,
+    ) -> Result<Vec<RefUpdate>, GitError> {
         assert!(
             refspecs.iter().all(|r| !r.starts_with('+')),
             "farm never force-pushes"
         );
-        let mut args = vec![
-            "push".to_owned(),
-            "--porcelain".to_owned(),
-            remote.to_owned(),
-        ];
+        let mut args = vec!["push".to_owned(), "--porcelain".to_owned()];
+        if atomic {
+            args.push("--atomic".to_owned());
+        }
+        args.push(remote.to_owned());
         args.extend(refspecs.iter().cloned());
         let out = self.output(&args)?;
         let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
         match parse_porcelain(&stdout) {
-            Some(pushed) => Ok(pushed),
+            // The connection was lost after the report began: what landed is
+            // unknown, so it counts as a failure to talk to the remote.
+            Some(_) if !out.status.success() && TRANSIENT.iter().any(|t| stderr.contains(t)) => {
+                Err(self.error(&args, stderr.into_owned()))
+            }
+            Some(updates) => Ok(updates),
             // No ref lines at all: git failed before talking to the remote.
-            None => Err(self.error(&args, String::from_utf8_lossy(&out.stderr).into_owned())),
+            None => Err(self.error(&args, stderr.into_owned())),
         }
     }
 }
@@ -213,8 +358,7 @@ impl Repo {
 /// Loose refs first, then `packed-refs`; `None` when absent or unreadable
 /// (callers then ask git itself).
 pub fn read_ref(git_dir: &Path, name: &str) -> Option<String> {
-    let valid =
-        |s: &str| (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let valid = valid_oid;
     if let Ok(text) = std::fs::read_to_string(git_dir.join(name)) {
         let text = text.trim();
         return valid(text).then(|| text.to_owned());
@@ -226,33 +370,34 @@ pub fn read_ref(git_dir: &Path, name: &str) -> Option<String> {
     })
 }
 
-/// Judge `git push --porcelain` output. `None` when it holds no ref lines.
+/// A full object id, SHA-1 or SHA-256.
+fn valid_oid(s: &str) -> bool {
+    (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Read `git push --porcelain` output, ref by ref. `None` when it holds no
+/// ref lines.
 ///
 /// Ref lines are `<flag>\t<from>:<to>\t<summary>`; flag `!` is a rejection,
 /// ` ` `+` `-` `*` `=` are successes (farm never asks for `+`).
-pub fn parse_porcelain(out: &str) -> Option<Pushed> {
-    let mut seen = false;
-    let mut rejected = Vec::new();
-    for line in out.lines() {
-        let mut parts = line.splitn(3, '\t');
-        let (Some(flag), Some(refs), Some(summary)) = (parts.next(), parts.next(), parts.next())
-        else {
-            continue;
-        };
-        if flag.chars().count() != 1 {
-            continue;
-        }
-        seen = true;
-        if flag == "!" {
-            let to = refs.rsplit(':').next().unwrap_or(refs).to_owned();
-            rejected.push((to, summary.to_owned()));
-        }
-    }
-    match (seen, rejected.is_empty()) {
-        (false, _) => None,
-        (true, true) => Some(Pushed::Ok),
-        (true, false) => Some(Pushed::Rejected(rejected)),
-    }
+pub fn parse_porcelain(out: &str) -> Option<Vec<RefUpdate>> {
+    let updates: Vec<RefUpdate> = out
+        .lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(3, '\t');
+            let (flag, refs, summary) = (parts.next()?, parts.next()?, parts.next()?);
+            let mut chars = flag.chars();
+            let (Some(flag), None) = (chars.next(), chars.next()) else {
+                return None;
+            };
+            Some(RefUpdate {
+                flag,
+                to: refs.rsplit(':').next().unwrap_or(refs).to_owned(),
+                summary: summary.to_owned(),
+            })
+        })
+        .collect();
+    (!updates.is_empty()).then_some(updates)
 }
 
 #[cfg(test)]
@@ -261,20 +406,24 @@ mod tests {
 
     #[test]
     fn porcelain_is_judged_ref_by_ref() {
+        let judge = |out: &str| parse_porcelain(out).map(|u| Pushed::from_updates(&u));
         let ok = "To /hub\n \trefs/heads/work:refs/heads/main\t1a2b..3c4d\nDone\n";
-        assert_eq!(parse_porcelain(ok), Some(Pushed::Ok));
+        assert_eq!(judge(ok), Some(Pushed::Ok));
         let new = "To /hub\n*\tHEAD:refs/heads/farm/rescue/t/ab\t[new branch]\nDone\n";
-        assert_eq!(parse_porcelain(new), Some(Pushed::Ok));
+        assert_eq!(judge(new), Some(Pushed::Ok));
+        let same = "To /hub\n=\tHEAD:refs/heads/main\t[up to date]\nDone\n";
+        assert_eq!(parse_porcelain(same).unwrap()[0].flag, '=');
         let mixed = "To /hub\n \tHEAD:refs/heads/a\t1..2\n!\tHEAD:refs/heads/main\t[rejected] (fetch first)\nDone\n";
+        assert!(parse_porcelain(mixed).unwrap()[1].moved());
         assert_eq!(
-            parse_porcelain(mixed),
+            judge(mixed),
             Some(Pushed::Rejected(vec![(
                 "refs/heads/main".to_owned(),
                 "[rejected] (fetch first)".to_owned()
             )]))
         );
-        assert_eq!(parse_porcelain("fatal: not a git repository\n"), None);
-        assert_eq!(parse_porcelain(""), None);
+        assert_eq!(judge("fatal: not a git repository\n"), None);
+        assert_eq!(judge(""), None);
     }
 
     #[test]

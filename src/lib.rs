@@ -19,6 +19,7 @@ pub mod hub;
 pub mod liveness;
 pub mod output;
 pub mod prompt;
+pub mod retry;
 pub mod session;
 pub mod settings;
 pub mod store;

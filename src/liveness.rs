@@ -7,8 +7,15 @@
 //!   **dead**, at once — no age needed. A live local holder is never stale: its
 //!   process is proof, whatever its heartbeat says.
 //! - A claim from another host, or one made with no holder process, is judged by
-//!   heartbeat age on this host's clock: **alive** until the age passes the
-//!   threshold, then **stale**. A heartbeat in the future counts as age zero.
+//!   heartbeat age: **alive** until the age passes the threshold, then
+//!   **stale**. A heartbeat in the future counts as age zero. When the store
+//!   knows since when this host has seen the record unchanged (the git store,
+//!   shared by hosts whose clocks may disagree), the age is the older of that
+//!   span, on this host's own clock, and the record's heartbeat stamp less
+//!   [`CLOCK_SKEW`]. So a holder whose clock runs behind is not reaped early
+//!   while its skew stays under `CLOCK_SKEW` plus three quarters of the
+//!   threshold (it heartbeats every quarter), and a dead claim whose stamp
+//!   lies in the future is still taken one threshold after it was first seen.
 //! - A file that is not a valid record is **corrupt**; it is judged by its
 //!   modification time like a claim with no holder.
 
@@ -47,6 +54,10 @@ impl fmt::Display for State {
     }
 }
 
+/// How far another host's clock may run behind this one's before its
+/// heartbeat stamps alone could make its claims look older than they are.
+pub const CLOCK_SKEW: Duration = Duration::from_secs(300);
+
 /// The outcome of judging one claim: its state, why, and whether a reaper with
 /// this threshold may take it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,8 +79,9 @@ pub struct Judge<'a> {
 }
 
 impl Judge<'_> {
-    /// Judge a valid claim whose last heartbeat (as the store sees it) was at `heartbeat`.
-    pub fn claim(&self, claim: &Claim, heartbeat: SystemTime) -> Verdict {
+    /// Judge a valid claim whose last heartbeat (as the store sees it) was
+    /// at `heartbeat`, seen unchanged by this host since `seen` if known.
+    pub fn claim(&self, claim: &Claim, heartbeat: SystemTime, seen: Option<SystemTime>) -> Verdict {
         if let Some(holder) = claim.holder.filter(|_| claim.host == self.here.host) {
             let dead = |reason: String| Verdict {
                 state: State::Dead,
@@ -91,7 +103,18 @@ impl Judge<'_> {
                 },
             };
         }
-        self.by_age(heartbeat, State::Alive, "heartbeat")
+        match seen {
+            None => self.by_age(heartbeat, State::Alive, "heartbeat"),
+            Some(seen) => {
+                let stamped = heartbeat + CLOCK_SKEW;
+                let (at, what) = if stamped < seen {
+                    (stamped, "heartbeat (less the clock skew allowance)")
+                } else {
+                    (seen, "unchanged since first seen here")
+                };
+                self.by_age(at, State::Alive, what)
+            }
+        }
     }
 
     /// Judge a file that is not a valid record, by its modification time.
@@ -179,7 +202,7 @@ mod tests {
     fn local_holder_alive_while_process_runs_whatever_the_age() {
         let h = here();
         let c = claim("box1", HOLDER);
-        let v = judge_at(&h, 86_400, Some(60), &running).claim(&c, c.heartbeat_at);
+        let v = judge_at(&h, 86_400, Some(60), &running).claim(&c, c.heartbeat_at, None);
         assert_eq!((v.state, v.reapable), (State::Alive, false));
     }
 
@@ -187,17 +210,17 @@ mod tests {
     fn local_holder_dead_at_once_when_gone_or_reused_or_rebooted() {
         let h = here();
         let c = claim("box1", HOLDER);
-        let gone = judge_at(&h, 0, None, &nothing_runs).claim(&c, c.heartbeat_at);
+        let gone = judge_at(&h, 0, None, &nothing_runs).claim(&c, c.heartbeat_at, None);
         assert_eq!((gone.state, gone.reapable), (State::Dead, true));
         assert_eq!(gone.reason, "process 42 is gone");
-        let re = judge_at(&h, 0, None, &reused).claim(&c, c.heartbeat_at);
+        let re = judge_at(&h, 0, None, &reused).claim(&c, c.heartbeat_at, None);
         assert_eq!(re.state, State::Dead);
         assert!(re.reason.contains("another process"), "{}", re.reason);
         let rebooted = Here {
             boot_id: "boot-b".into(),
             ..here()
         };
-        let rb = judge_at(&rebooted, 0, None, &running).claim(&c, c.heartbeat_at);
+        let rb = judge_at(&rebooted, 0, None, &running).claim(&c, c.heartbeat_at, None);
         assert_eq!(rb.state, State::Dead);
         assert!(rb.reason.contains("rebooted"), "{}", rb.reason);
     }
@@ -207,12 +230,12 @@ mod tests {
         let h = here();
         let c = claim("box2", HOLDER);
         // The probe would say "gone", but the pid belongs to another host's kernel.
-        let fresh = judge_at(&h, 59, Some(60), &nothing_runs).claim(&c, c.heartbeat_at);
+        let fresh = judge_at(&h, 59, Some(60), &nothing_runs).claim(&c, c.heartbeat_at, None);
         assert_eq!((fresh.state, fresh.reapable), (State::Alive, false));
-        let stale = judge_at(&h, 61, Some(60), &nothing_runs).claim(&c, c.heartbeat_at);
+        let stale = judge_at(&h, 61, Some(60), &nothing_runs).claim(&c, c.heartbeat_at, None);
         assert_eq!((stale.state, stale.reapable), (State::Stale, true));
         assert_eq!(stale.reason, "heartbeat 1m01s ago, older than 1m");
-        let no_threshold = judge_at(&h, 1_000_000, None, &nothing_runs).claim(&c, c.heartbeat_at);
+        let no_threshold = judge_at(&h, 1_000_000, None, &nothing_runs).claim(&c, c.heartbeat_at, None);
         assert_eq!(
             (no_threshold.state, no_threshold.reapable),
             (State::Alive, false)
@@ -223,11 +246,11 @@ mod tests {
     fn claim_without_holder_is_judged_by_age() {
         let h = here();
         let c = claim("box1", None);
-        let v = judge_at(&h, 7200, Some(3600), &running).claim(&c, c.heartbeat_at);
+        let v = judge_at(&h, 7200, Some(3600), &running).claim(&c, c.heartbeat_at, None);
         assert_eq!(v.state, State::Stale);
         // A later heartbeat (the store's, e.g. the file's mtime) makes it fresh again.
         let beat = c.heartbeat_at + Duration::from_secs(7000);
-        let v = judge_at(&h, 7200, Some(3600), &running).claim(&c, beat);
+        let v = judge_at(&h, 7200, Some(3600), &running).claim(&c, beat, None);
         assert_eq!(v.state, State::Alive);
     }
 
@@ -236,9 +259,35 @@ mod tests {
         let h = here();
         let c = claim("box2", None);
         let future = c.heartbeat_at + Duration::from_secs(3600);
-        let v = judge_at(&h, 0, Some(1), &nothing_runs).claim(&c, future);
+        let v = judge_at(&h, 0, Some(1), &nothing_runs).claim(&c, future, None);
         assert_eq!(v.state, State::Alive);
         assert_eq!(v.reason, "heartbeat 0s ago");
+    }
+
+    #[test]
+    fn skewed_clocks_neither_reap_live_claims_early_nor_keep_dead_ones() {
+        let h = here();
+        let c = claim("box2", HOLDER);
+        let at = |s: u64| UNIX_EPOCH + Duration::from_secs(T0 + s);
+        let skew = CLOCK_SKEW.as_secs();
+        // The holder's clock runs 20 minutes behind: its fresh heartbeat is
+        // stamped 20 minutes ago. Seen here 10 s ago, it is alive.
+        let behind = at(1200) - Duration::from_secs(1200);
+        let v = judge_at(&h, 1200, Some(1800), &nothing_runs).claim(&c, behind, Some(at(1190)));
+        assert_eq!((v.state, v.reapable), (State::Alive, false), "{}", v.reason);
+        // The holder's clock runs a day ahead and it died: its stamp is in the
+        // future, yet one threshold after first seen here, it is stale.
+        let ahead = at(86_400);
+        let v = judge_at(&h, 1801, Some(1800), &nothing_runs).claim(&c, ahead, Some(at(0)));
+        assert_eq!((v.state, v.reapable), (State::Stale, true), "{}", v.reason);
+        assert!(v.reason.contains("first seen here"), "{}", v.reason);
+        // A stamp far in the past (less the allowance) ages a claim this host
+        // only just saw: a new judge need not wait a full threshold.
+        let old = at(0);
+        let now = 1800 + skew + 1;
+        let v = judge_at(&h, now, Some(1800), &nothing_runs).claim(&c, old, Some(at(now)));
+        assert_eq!((v.state, v.reapable), (State::Stale, true), "{}", v.reason);
+        assert!(v.reason.contains("skew"), "{}", v.reason);
     }
 
     #[test]

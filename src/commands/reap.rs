@@ -75,7 +75,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
                 entry.name, verdict.state, verdict.reason
             ))?;
             if let Some(t) = &tombstone {
-                ctx.out.debug(&format!("  tombstone: {}", t.display()));
+                ctx.out.debug(&format!("  tombstone: {}", t));
             }
         }
         reaped.push(json!({
@@ -83,7 +83,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             "state": verdict.state,
             "reason": verdict.reason,
             "held_by": who,
-            "tombstone": tombstone.map(|t| t.display().to_string()),
+            "tombstone": tombstone.map(|t| t.to_string()),
         }));
     }
     if !args.dry_run {

@@ -54,7 +54,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         };
         ctx.out
             .say(&format!("released `{task}` by force (was held by {who})"))?;
-        ctx.out.debug(&format!("  tombstone: {}", tomb.display()));
+        ctx.out.debug(&format!("  tombstone: {}", tomb));
         return Ok(ExitCode::SUCCESS);
     }
     let claim = entry.record.as_ref().map_err(|why| {

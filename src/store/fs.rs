@@ -113,6 +113,7 @@ impl FsStore {
             record: Err(Corrupt(why)),
             heartbeat: mtime(m),
             modified: mtime(m),
+            seen: None,
             identity: m.ino(),
         };
         let meta = match fs::symlink_metadata(path) {
@@ -277,6 +278,10 @@ impl ClaimStore for FsStore {
         self.dir.display().to_string()
     }
 
+    fn claim_location(&self, task: &TaskId) -> String {
+        self.path_of(task.as_str()).display().to_string()
+    }
+
     fn try_claim(&self, claim: Claim, hold: bool) -> Result<Attempt, StoreError> {
         self.check_dir(true)?;
         let name = claim.task.as_str().to_owned();
@@ -301,7 +306,7 @@ impl ClaimStore for FsStore {
     }
 
     fn heartbeat(&self, held: &Held, now: SystemTime) -> Result<(), StoreError> {
-        let Guard::Fs(guard) = &held.guard;
+        let guard = fs_guard(held)?;
         let task = &held.claim.task;
         let path = self.path_of(task.as_str());
         let lost = |why: &str| StoreError::Lost {
@@ -324,7 +329,7 @@ impl ClaimStore for FsStore {
     }
 
     fn release_held(&self, held: Held) -> Result<(), StoreError> {
-        let Guard::Fs(guard) = &held.guard;
+        let guard = fs_guard(&held)?;
         // The lock (if any) is dropped with `held`, after the file is gone.
         self.remove_own(&held.claim.task, &held.claim.nonce, guard.ino)
     }
@@ -348,7 +353,7 @@ impl ClaimStore for FsStore {
                             &path,
                             &format!("symlink removed by force by {by}"),
                         )?
-                        .map(Released::Tombstoned)
+                        .map(|t| Released::Tombstoned(t.display().to_string()))
                         .ok_or_else(not_found),
                 };
             }
@@ -383,7 +388,7 @@ impl ClaimStore for FsStore {
             Release::Force { by } => {
                 let why = format!("released by force by {by}");
                 self.entomb(task.as_str(), &path, &why)?
-                    .map(Released::Tombstoned)
+                    .map(|t| Released::Tombstoned(t.display().to_string()))
                     .ok_or_else(not_found)
             }
         }
@@ -461,7 +466,10 @@ impl ClaimStore for FsStore {
                     return skipped("changed since it was listed");
                 }
                 return Ok(match self.entomb(&entry.name, &path, &verdict.reason)? {
-                    Some(tombstone) => Reap::Reaped { tombstone, verdict },
+                    Some(tombstone) => Reap::Reaped {
+                        tombstone: tombstone.display().to_string(),
+                        verdict,
+                    },
                     None => Reap::Skipped("already gone".into()),
                 });
             }
@@ -495,7 +503,10 @@ impl ClaimStore for FsStore {
         }
         debug_assert!(verdict.state != State::Alive);
         Ok(match self.entomb(&entry.name, &path, &verdict.reason)? {
-            Some(tombstone) => Reap::Reaped { tombstone, verdict },
+            Some(tombstone) => Reap::Reaped {
+                        tombstone: tombstone.display().to_string(),
+                        verdict,
+                    },
             None => Reap::Skipped("already gone".into()),
         })
     }
@@ -519,16 +530,7 @@ fn read_capped(file: &mut File) -> io::Result<(Vec<u8>, fs::Metadata)> {
 
 fn listed(name: &str, bytes: &[u8], meta: &fs::Metadata) -> Listed {
     let modified = mtime(meta);
-    let record = Claim::parse(bytes).and_then(|c| {
-        if c.task.as_str() == name {
-            Ok(c)
-        } else {
-            Err(Corrupt(format!(
-                "names task `{}` but the file is `{name}.txt`",
-                c.task
-            )))
-        }
-    });
+    let record = super::record_of(name, bytes);
     let heartbeat = match &record {
         Ok(c) => c.heartbeat_at.max(modified),
         Err(_) => modified,
@@ -538,7 +540,17 @@ fn listed(name: &str, bytes: &[u8], meta: &fs::Metadata) -> Listed {
         record,
         heartbeat,
         modified,
+        seen: None,
         identity: meta.ino(),
+    }
+}
+
+fn fs_guard(held: &Held) -> Result<&FsGuard, StoreError> {
+    match &held.guard {
+        Guard::Fs(g) => Ok(g),
+        Guard::Git(_) => Err(StoreError::Refused(
+            "a claim of the git store given to the fs store".into(),
+        )),
     }
 }
 

@@ -4,16 +4,19 @@
 //! lists every record it holds, and takes records back — by their holder
 //! (release) or from a dead or stale holder (reap). It knows nothing of the
 //! agent loop. The `fs` store ([`fs::FsStore`]) is the `current_tasks/`
-//! directory of a hub on this machine; every store must pass the contract
-//! suite in `tests/it/contract.rs`.
+//! directory of a hub on this machine; the `git` store ([`git::GitStore`])
+//! keeps the same files on a branch of a remote, for hubs elsewhere. Every
+//! store must pass the contract suite in `tests/it/contract.rs`.
 
 pub mod fs;
+pub mod git;
 
 use std::io;
 use std::path::PathBuf;
 use std::time::SystemTime;
 
 use crate::claim::{Claim, Corrupt, Nonce};
+use crate::git::{GitError, RefUpdate, Repo};
 use crate::liveness::{Judge, Verdict};
 use crate::task::TaskId;
 
@@ -24,6 +27,9 @@ pub trait ClaimStore: Send + Sync {
 
     /// Where the claims are, for messages.
     fn location(&self) -> String;
+
+    /// Where the claim of `task` is, for the session's `FARM_CLAIM`.
+    fn claim_location(&self, task: &TaskId) -> String;
 
     /// Try to win `claim.task` with this record. When `hold` is true the
     /// store keeps an OS-level proof of life for as long as the returned
@@ -56,6 +62,47 @@ pub trait ClaimStore: Send + Sync {
     fn tidy(&self, _now: SystemTime) -> Result<usize, StoreError> {
         Ok(0)
     }
+
+    /// Push `refspecs` from `repo` to `remote` only while `held` is still
+    /// this process's claim (fencing). The fs store checks the claim, then
+    /// pushes; the git store pushes the work and the claim's release in one
+    /// atomic push, after which releasing `held` is a no-op.
+    fn publish(
+        &self,
+        held: &Held,
+        repo: &Repo,
+        remote: &str,
+        refspecs: &[String],
+    ) -> Result<Published, StoreError> {
+        match self.heartbeat(held, SystemTime::now()) {
+            Err(StoreError::Lost { why, .. }) => return Ok(Published::Lost(why)),
+            Err(e) => return Err(e),
+            Ok(()) => {}
+        }
+        let updates = repo.push_refs(remote, refspecs, false)?;
+        let rejected: Vec<RefUpdate> = updates.into_iter().filter(|u| u.rejected()).collect();
+        if rejected.is_empty() {
+            Ok(Published::Pushed)
+        } else if rejected.iter().all(RefUpdate::moved) {
+            Ok(Published::Rejected(rejected))
+        } else {
+            let why: Vec<String> = rejected
+                .iter()
+                .map(|u| format!("{}: {}", u.to, u.summary))
+                .collect();
+            Err(StoreError::Refused(why.join("; ")))
+        }
+    }
+}
+
+/// The outcome of [`ClaimStore::publish`].
+#[derive(Debug)]
+pub enum Published {
+    Pushed,
+    /// These refs moved on meanwhile: integrate again and publish again.
+    Rejected(Vec<RefUpdate>),
+    /// The claim is no longer ours (why): nothing was published.
+    Lost(String),
 }
 
 /// Scratch lives for microseconds; anything this old was left by a crash.
@@ -87,6 +134,7 @@ impl Held {
 #[derive(Debug)]
 enum Guard {
     Fs(fs::FsGuard),
+    Git(Box<git::GitGuard>),
 }
 
 /// How a claim not held by this process is released.
@@ -102,7 +150,8 @@ pub enum Release<'a> {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Released {
     Removed,
-    Tombstoned(PathBuf),
+    /// Where the record is kept: a file (fs) or a commit (git).
+    Tombstoned(String),
 }
 
 /// One claim as listed: its name, its record (or why it is corrupt), and
@@ -116,6 +165,9 @@ pub struct Listed {
     /// record's `heartbeat_at` and the file's mtime).
     pub heartbeat: SystemTime,
     pub modified: SystemTime,
+    /// When this host first saw this very record, on its own clock — for
+    /// stores shared across hosts, whose clocks may disagree (git).
+    pub seen: Option<SystemTime>,
     /// Identifies this exact file, so a reaper can tell it was not replaced.
     pub(crate) identity: u64,
 }
@@ -130,7 +182,7 @@ impl Listed {
 
     pub fn judge(&self, judge: &Judge<'_>) -> Verdict {
         match &self.record {
-            Ok(claim) => judge.claim(claim, self.heartbeat),
+            Ok(claim) => judge.claim(claim, self.heartbeat, self.seen),
             Err(Corrupt(why)) => judge.corrupt(why, self.modified),
         }
     }
@@ -150,7 +202,8 @@ pub fn holders(entries: &[Listed]) -> std::collections::BTreeMap<TaskId, String>
 pub enum Reap {
     /// Taken; the record is kept at this path with the reason.
     Reaped {
-        tombstone: PathBuf,
+        /// Where the record is kept: a file (fs) or a commit (git).
+        tombstone: String,
         verdict: Verdict,
     },
     /// Not taken: released, replaced, refreshed or proved alive meanwhile.
@@ -176,6 +229,26 @@ pub enum StoreError {
     Lost { task: TaskId, why: String },
     #[error("the claim on `{task}` changed while releasing it")]
     Changed { task: TaskId },
+    #[error("`{task}` is too busy: its claim kept changing; try again")]
+    Busy { task: TaskId },
+    #[error("the hub refused the claims update: {0}")]
+    Refused(String),
+    #[error(transparent)]
+    Git(GitError),
+}
+
+/// The record in claim file `<name>.txt`, checked to name that task.
+pub(crate) fn record_of(name: &str, bytes: &[u8]) -> Result<Claim, Corrupt> {
+    Claim::parse(bytes).and_then(|c| {
+        if c.task.as_str() == name {
+            Ok(c)
+        } else {
+            Err(Corrupt(format!(
+                "names task `{}` but the file is `{name}.txt`",
+                c.task
+            )))
+        }
+    })
 }
 
 impl StoreError {

@@ -8,6 +8,7 @@ use farm::claim::{Claim, Holder, Nonce};
 use farm::host::{self, Here};
 use farm::liveness::{Judge, State};
 use farm::store::fs::FsStore;
+use farm::store::git::GitStore;
 use farm::store::{Attempt, ClaimStore, Held, Reap, Release, Released, StoreError};
 use farm::task::TaskId;
 
@@ -243,3 +244,15 @@ macro_rules! contract {
 }
 
 contract!(fs, |hub| Box::new(FsStore::new(hub)));
+contract!(git, |dir| {
+    // A bare repository on a path stands in for the remote: the store talks
+    // to it only through `git fetch` and `git push`, as to any URL.
+    let remote = dir.join("hub.git");
+    let made = std::process::Command::new("git")
+        .args(["init", "--quiet", "--bare", "-b", "main"])
+        .arg(&remote)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    Box::new(GitStore::open(remote.to_str().unwrap(), &dir.join("cache/claims.git")).unwrap())
+});

@@ -1,0 +1,815 @@
+//! The `git` claim store: the same `current_tasks/<task>.txt` files, kept on
+//! the branch `farm/claims` of a git remote — for hubs on other machines,
+//! where no shared filesystem can decide who wins.
+//!
+//! # Theory of operation
+//!
+//! **Every change is a compare-and-swap push.** A claim, heartbeat, release
+//! or reap is one commit on top of the claims tip it was decided on, pushed
+//! as a plain fast-forward (never forced). The remote takes it only if its
+//! branch is still at that tip; otherwise the push is rejected, the store
+//! fetches the new tip and decides again. A claim is a commit adding the file
+//! on a tip in which it is absent, so of any number of claimers exactly one
+//! push lands.
+//!
+//! **Who won is decided by the commit, not the file.** Every commit carries
+//! a random operation id, so no two claimers ever push the same commit even
+//! when their records are byte-identical. A claim is won when the push
+//! report says the branch moved to *this* commit (`old..new`), or, after a
+//! connection broke mid-push, when the fetched tip descends from this commit
+//! and still holds this record. A byte-identical record found on the tip is
+//! not proof: its twin may have put it there.
+//!
+//! **No tip is trusted for a loss.** The store keeps the last tip it saw (its
+//! own pushes included), so an uncontended claim costs one push. A task that
+//! looks held on that cached tip is looked up again on a fresh fetch before
+//! the claimer is told it lost.
+//!
+//! **Age is judged on the judge's clock.** Hosts' clocks disagree, so the
+//! store notes when it first saw each record (by blob id) unchanged, on its
+//! own clock, and keeps these notes in the cache. [`crate::liveness`] judges
+//! a claim from another host by that age, or by the record's own heartbeat
+//! stamp less an allowance for clock skew, whichever is older.
+//!
+//! **Fencing.** Completion publishes the work and the release in one `git
+//! push --atomic` (see [`GitStore::publish`]), built on a claims tip that
+//! still holds the holder's record: a holder whose claim was taken away
+//! cannot land its work on the branch.
+//!
+//! The store works in a bare cache repository of its own (`claims.git` under
+//! the state directory); objects are created there with plumbing commands and
+//! pushed from there. It keeps no refs: tips are learnt from `git fetch
+//! --porcelain`, so processes sharing a cache never race on a ref.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::{
+    Attempt, ClaimStore, Guard, Held, Listed, Published, Reap, Release, Released, StoreError,
+    record_of,
+};
+use crate::claim::{Claim, Corrupt, Nonce};
+use crate::git::{GitError, Repo};
+use crate::host::{self, Here};
+use crate::liveness::Judge;
+use crate::retry::{jitter, patiently};
+use crate::task::TaskId;
+
+/// The branch of the hub that holds the claims.
+pub const BRANCH: &str = "farm/claims";
+const REF: &str = "refs/heads/farm/claims";
+const DIR: &str = super::fs::DIR;
+/// Compare-and-swap rounds before a task is called too busy.
+const ROUNDS: u32 = 64;
+/// Where first sightings are kept between processes, inside the cache.
+const SEEN_FILE: &str = "farm-seen";
+
+/// The git store of one remote.
+pub struct GitStore {
+    remote: String,
+    cache: Repo,
+    state: Mutex<State>,
+    say: Arc<dyn Fn(&str) + Send + Sync>,
+}
+
+impl std::fmt::Debug for GitStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GitStore")
+            .field("remote", &self.remote)
+            .field("cache", &self.cache.dir())
+            .finish()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// The latest tip this store fetched or pushed: a hint, never proof.
+    tip: Option<Tip>,
+    /// Blob contents by id (a blob never changes).
+    blobs: HashMap<String, Vec<u8>>,
+    /// When this host first saw each record, by blob id.
+    seen: HashMap<String, SystemTime>,
+}
+
+/// One commit of the claims branch: its claim files by task name.
+#[derive(Clone, Debug, Default)]
+struct Tip {
+    /// `None` while the branch does not exist.
+    commit: Option<String>,
+    files: BTreeMap<String, String>,
+}
+
+/// What a holder keeps: the blob of its record as last pushed, and whether
+/// the claim was already given back by a [`GitStore::publish`].
+#[derive(Debug)]
+pub(crate) struct GitGuard {
+    blob: Mutex<String>,
+    released: AtomicBool,
+}
+
+enum Change<'a> {
+    Put(&'a str, &'a [u8]),
+    Remove(&'a str),
+}
+
+/// The outcome of one compare-and-swap push.
+enum Wrote {
+    /// The branch moved to our commit; the new tip.
+    Landed(Tip),
+    /// The branch had moved on: fetch and decide again. The tip that
+    /// was tried.
+    Moved(Tip),
+}
+
+impl GitStore {
+    /// The store of the hub at `remote` (a URL or a path), with its cache
+    /// repository at `cache` (created if need be).
+    pub fn open(remote: &str, cache: &Path) -> Result<GitStore, StoreError> {
+        if !cache.join("HEAD").is_file() {
+            std::fs::create_dir_all(cache).map_err(StoreError::io("create", cache))?;
+            Repo::new(cache).run(["init", "--quiet", "--bare"])?;
+        }
+        let seen = load_seen(&cache.join(SEEN_FILE));
+        Ok(GitStore {
+            remote: remote.to_owned(),
+            cache: Repo::new(cache),
+            state: Mutex::new(State {
+                seen,
+                ..State::default()
+            }),
+            say: Arc::new(|_| {}),
+        })
+    }
+
+    /// Where retries are told about (the remote not answering).
+    pub fn on_retry(mut self, say: impl Fn(&str) + Send + Sync + 'static) -> GitStore {
+        self.say = Arc::new(say);
+        self
+    }
+
+    pub fn remote(&self) -> &str {
+        &self.remote
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The claims tip: fetched when `fresh` or when none is known yet.
+    fn tip(&self, fresh: bool) -> Result<Tip, StoreError> {
+        if !fresh && let Some(tip) = self.state().tip.clone() {
+            return Ok(tip);
+        }
+        let say = |l: &str| (self.say)(l);
+        let commit = patiently("fetching the claims", &say, || {
+            self.cache.fetch_tip(&self.remote, REF)
+        })?;
+        let tip = self.read_tip(commit)?;
+        self.state().tip = Some(tip.clone());
+        Ok(tip)
+    }
+
+    fn read_tip(&self, commit: Option<String>) -> Result<Tip, StoreError> {
+        let Some(commit) = commit else {
+            return Ok(Tip::default());
+        };
+        let out = self
+            .cache
+            .run(["ls-tree", "-z", &commit, "--", &format!("{DIR}/")])?;
+        let mut files = BTreeMap::new();
+        for entry in out.split('\0').filter(|e| !e.is_empty()) {
+            // `<mode> blob <oid>\t<path>`
+            let Some((meta, path)) = entry.split_once('\t') else {
+                continue;
+            };
+            let mut meta = meta.split(' ');
+            let (Some(_mode), Some("blob"), Some(oid)) = (meta.next(), meta.next(), meta.next())
+            else {
+                continue;
+            };
+            if let Some(name) = path
+                .strip_prefix(&format!("{DIR}/"))
+                .and_then(|f| f.strip_suffix(".txt"))
+                .filter(|n| !n.starts_with('.') && !n.contains('/'))
+            {
+                files.insert(name.to_owned(), oid.to_owned());
+            }
+        }
+        Ok(Tip {
+            commit: Some(commit),
+            files,
+        })
+    }
+
+    /// The contents of these blobs, read once each.
+    fn contents(&self, oids: &[&String]) -> Result<HashMap<String, Vec<u8>>, StoreError> {
+        let missing: Vec<&String> = {
+            let state = self.state();
+            oids.iter()
+                .filter(|o| !state.blobs.contains_key(o.as_str()))
+                .copied()
+                .collect()
+        };
+        if !missing.is_empty() {
+            let input: String = missing.iter().map(|o| format!("{o}\n")).collect();
+            let out = self
+                .cache
+                .run_input(["cat-file", "--batch"], &[], input.as_bytes())?;
+            let read = parse_batch(&out);
+            self.state().blobs.extend(read);
+        }
+        let state = self.state();
+        Ok(oids
+            .iter()
+            .filter_map(|o| Some(((*o).clone(), state.blobs.get(o.as_str())?.clone())))
+            .collect())
+    }
+
+    /// The listing of one claim file of `tip`.
+    fn listed(&self, name: &str, oid: &String) -> Result<Listed, StoreError> {
+        Ok(self.listed_all(&[(name, oid)])?.remove(0))
+    }
+
+    /// Listings of claim files, with when this host first saw each record.
+    fn listed_all(&self, files: &[(&str, &String)]) -> Result<Vec<Listed>, StoreError> {
+        let oids: Vec<&String> = files.iter().map(|(_, o)| *o).collect();
+        let contents = self.contents(&oids)?;
+        let now = SystemTime::now();
+        let mut added = false;
+        let mut state = self.state();
+        let out = files
+            .iter()
+            .map(|(name, oid)| {
+                let seen = *state.seen.entry((*oid).clone()).or_insert_with(|| {
+                    added = true;
+                    now
+                });
+                let record = match contents.get(*oid) {
+                    Some(bytes) => record_of(name, bytes),
+                    None => Err(Corrupt(format!("blob {oid} is missing"))),
+                };
+                Listed {
+                    name: (*name).to_owned(),
+                    heartbeat: record.as_ref().map_or(seen, |c| c.heartbeat_at),
+                    record,
+                    modified: seen,
+                    seen: Some(seen),
+                    identity: identity(oid),
+                }
+            })
+            .collect();
+        if added {
+            save_seen(&self.cache.dir().join(SEEN_FILE), &state.seen);
+        }
+        drop(state);
+        Ok(out)
+    }
+
+    /// A commit of `change` on top of `base`, in the cache; its id and the
+    /// new tip it makes.
+    fn commit(&self, base: &Tip, change: Change<'_>, message: &str) -> Result<Tip, StoreError> {
+        let mut files = base.files.clone();
+        match change {
+            Change::Put(name, bytes) => {
+                let oid = self
+                    .cache
+                    .run_input(["hash-object", "-w", "--stdin"], &[], bytes)?;
+                let oid = String::from_utf8_lossy(&oid).trim().to_owned();
+                self.state().blobs.insert(oid.clone(), bytes.to_vec());
+                files.insert(name.to_owned(), oid);
+            }
+            Change::Remove(name) => {
+                files.remove(name);
+            }
+        }
+        let mktree = |listing: String| -> Result<String, StoreError> {
+            let out = self
+                .cache
+                .run_input(["mktree", "-z"], &[], listing.as_bytes())?;
+            Ok(String::from_utf8_lossy(&out).trim().to_owned())
+        };
+        let root = if files.is_empty() {
+            mktree(String::new())?
+        } else {
+            let sub = mktree(
+                files
+                    .iter()
+                    .map(|(name, oid)| format!("100644 blob {oid}\t{name}.txt\0"))
+                    .collect(),
+            )?;
+            mktree(format!("040000 tree {sub}\t{DIR}\0"))?
+        };
+        // A random operation id: no two pushes are ever the same commit.
+        let message = format!("{message}\n\nfarm-op: {}\n", Nonce::random());
+        let mut args = vec!["commit-tree".to_owned(), root];
+        if let Some(parent) = &base.commit {
+            args.extend(["-p".to_owned(), parent.clone()]);
+        }
+        let who = format!("farm@{}", Here::current().host);
+        let env = [
+            ("GIT_AUTHOR_NAME", "farm"),
+            ("GIT_AUTHOR_EMAIL", who.as_str()),
+            ("GIT_COMMITTER_NAME", "farm"),
+            ("GIT_COMMITTER_EMAIL", who.as_str()),
+        ];
+        args.extend(["-F".to_owned(), "-".to_owned()]);
+        let out = self.cache.run_input(&args, &env, message.as_bytes())?;
+        Ok(Tip {
+            commit: Some(String::from_utf8_lossy(&out).trim().to_owned()),
+            files,
+        })
+    }
+
+    /// Commit `change` on `base` and push it as a fast-forward.
+    fn write(&self, base: &Tip, change: Change<'_>, message: &str) -> Result<Wrote, StoreError> {
+        let new = self.commit(base, change, message)?;
+        let commit = new.commit.clone().expect("a commit was made");
+        let spec = [format!("{commit}:{REF}")];
+        let say = |l: &str| (self.say)(l);
+        let updates = patiently("pushing a claim", &say, || {
+            self.cache.push_refs(&self.remote, &spec, false)
+        })?;
+        let Some(update) = updates.first() else {
+            return Err(StoreError::Refused("no report for the claims branch".into()));
+        };
+        if !update.rejected() {
+            // Moved to our commit, or (after a retried push) already there:
+            // the commit is ours alone either way.
+            self.state().tip = Some(new.clone());
+            return Ok(Wrote::Landed(new));
+        }
+        if update.moved() {
+            return Ok(Wrote::Moved(new));
+        }
+        Err(StoreError::Refused(update.summary.clone()))
+    }
+
+    /// Did a push of `commit` land after all (its connection broke)? True
+    /// when `tip` descends from it.
+    fn landed(&self, commit: &str, tip: &Tip) -> Result<bool, StoreError> {
+        let Some(tip) = &tip.commit else {
+            return Ok(false);
+        };
+        Ok(self
+            .cache
+            .check(["merge-base", "--is-ancestor", commit, tip])?)
+    }
+
+    fn guard(held: &Held) -> Result<&GitGuard, StoreError> {
+        match &held.guard {
+            Guard::Git(g) => Ok(g),
+            Guard::Fs(_) => Err(StoreError::Refused(
+                "a claim of the fs store given to the git store".into(),
+            )),
+        }
+    }
+
+    /// The tip, checked to still hold `held`'s record; `Lost` otherwise.
+    fn own_tip(&self, held: &Held, fresh: &mut bool) -> Result<Option<Tip>, StoreError> {
+        let guard = Self::guard(held)?;
+        let task = &held.claim.task;
+        if guard.released.load(Ordering::SeqCst) {
+            return Err(lost(task, "it was already released"));
+        }
+        let tip = self.tip(*fresh)?;
+        let ours = guard.blob.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if tip.files.get(task.as_str()) == Some(&ours) {
+            return Ok(Some(tip));
+        }
+        if !*fresh {
+            *fresh = true;
+            return Ok(None);
+        }
+        Err(lost(task, "it was released, reaped or taken over"))
+    }
+
+    /// Give the objects of the cache to `repo`, which pushes commits made here.
+    fn share_objects(&self, repo: &Repo) -> Result<(), StoreError> {
+        let git_dir = PathBuf::from(repo.run(["rev-parse", "--absolute-git-dir"])?);
+        let file = git_dir.join("objects/info/alternates");
+        let ours = std::fs::canonicalize(self.cache.dir().join("objects"))
+            .map_err(StoreError::io("read", self.cache.dir()))?;
+        let listed = std::fs::read_to_string(&file).unwrap_or_default();
+        if listed.lines().any(|l| Path::new(l) == ours) {
+            return Ok(());
+        }
+        let text = format!("{listed}{}\n", ours.display());
+        std::fs::create_dir_all(git_dir.join("objects/info"))
+            .and_then(|()| std::fs::write(&file, text))
+            .map_err(StoreError::io("write", &file))
+    }
+}
+
+fn lost(task: &TaskId, why: &str) -> StoreError {
+    StoreError::Lost {
+        task: task.clone(),
+        why: why.to_owned(),
+    }
+}
+
+/// A short pause after a lost compare-and-swap, growing with the rounds.
+fn back_off(round: u32) {
+    std::thread::sleep(jitter(Duration::from_millis(2 << round.min(7))));
+}
+
+impl ClaimStore for GitStore {
+    fn kind(&self) -> &'static str {
+        "git"
+    }
+
+    fn location(&self) -> String {
+        format!("{} (branch {BRANCH})", self.remote)
+    }
+
+    fn claim_location(&self, task: &TaskId) -> String {
+        format!("{}:{BRANCH}:{DIR}/{task}.txt", self.remote)
+    }
+
+    fn try_claim(&self, claim: Claim, _hold: bool) -> Result<Attempt, StoreError> {
+        let name = claim.task.as_str().to_owned();
+        let bytes = claim.to_toml().into_bytes();
+        let message = format!("farm: claim `{name}` for {}", claim.who());
+        let mut fresh = false;
+        // Our last commit pushed and reported rejected: a retried push whose
+        // first try landed unseen reads as rejected once others built on it.
+        let mut tried: Option<Tip> = None;
+        for round in 0..ROUNDS {
+            let tip = self.tip(fresh)?;
+            if let Some(oid) = tip.files.get(&name) {
+                if !fresh {
+                    fresh = true;
+                    continue;
+                }
+                if let Some(mine) = &tried
+                    && mine.files.get(&name) == Some(oid)
+                    && self.landed(mine.commit.as_deref().unwrap_or_default(), &tip)?
+                {
+                    return Ok(Attempt::Won(held(claim, oid)));
+                }
+                return Ok(Attempt::Lost(Box::new(self.listed(&name, oid)?)));
+            }
+            match self.write(&tip, Change::Put(&name, &bytes), &message)? {
+                Wrote::Landed(new) => {
+                    let oid = new.files[&name].clone();
+                    return Ok(Attempt::Won(held(claim, &oid)));
+                }
+                Wrote::Moved(attempt) => {
+                    tried = Some(attempt);
+                    fresh = true;
+                    back_off(round);
+                }
+            }
+        }
+        Err(StoreError::Busy { task: claim.task })
+    }
+
+    fn heartbeat(&self, held: &Held, now: SystemTime) -> Result<(), StoreError> {
+        let mut claim = held.claim.clone();
+        claim.heartbeat_at = now;
+        let bytes = claim.to_toml().into_bytes();
+        let task = held.claim.task.as_str();
+        let message = format!("farm: heartbeat `{task}` of {}", claim.who());
+        let mut fresh = false;
+        for round in 0..ROUNDS {
+            let Some(tip) = self.own_tip(held, &mut fresh)? else {
+                continue;
+            };
+            match self.write(&tip, Change::Put(task, &bytes), &message)? {
+                Wrote::Landed(new) => {
+                    *Self::guard(held)?
+                        .blob
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner()) = new.files[task].clone();
+                    return Ok(());
+                }
+                Wrote::Moved(_) => {
+                    fresh = true;
+                    back_off(round);
+                }
+            }
+        }
+        Err(StoreError::Busy {
+            task: held.claim.task.clone(),
+        })
+    }
+
+    fn release_held(&self, held: Held) -> Result<(), StoreError> {
+        if Self::guard(&held)?.released.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let task = held.claim.task.as_str();
+        let message = format!("farm: release `{task}` by {}", held.claim.who());
+        let mut fresh = false;
+        for round in 0..ROUNDS {
+            let Some(tip) = self.own_tip(&held, &mut fresh)? else {
+                continue;
+            };
+            match self.write(&tip, Change::Remove(task), &message)? {
+                Wrote::Landed(_) => {
+                    Self::guard(&held)?.released.store(true, Ordering::SeqCst);
+                    return Ok(());
+                }
+                Wrote::Moved(_) => {
+                    fresh = true;
+                    back_off(round);
+                }
+            }
+        }
+        Err(StoreError::Busy {
+            task: held.claim.task.clone(),
+        })
+    }
+
+    fn release(&self, task: &TaskId, how: Release<'_>) -> Result<Released, StoreError> {
+        let changed = || StoreError::Changed { task: task.clone() };
+        let mut first: Option<String> = None;
+        for round in 0..ROUNDS {
+            let tip = self.tip(true)?;
+            let Some(oid) = tip.files.get(task.as_str()) else {
+                return Err(StoreError::NotFound { task: task.clone() });
+            };
+            let message = match how {
+                Release::Own(nonce) => {
+                    // Only the record that was checked is released.
+                    if first.get_or_insert_with(|| oid.clone()) != oid {
+                        return Err(changed());
+                    }
+                    let claim = self
+                        .listed(task.as_str(), oid)?
+                        .record
+                        .map_err(|_| changed())?;
+                    if &claim.nonce != nonce {
+                        return Err(changed());
+                    }
+                    if let Some(pid) = live_local_holder(&claim) {
+                        return Err(StoreError::LiveHolder {
+                            task: task.clone(),
+                            pid,
+                        });
+                    }
+                    format!("farm: release `{task}` by {}", claim.who())
+                }
+                Release::Force { by } => format!("farm: release `{task}` by force by {by}"),
+            };
+            match self.write(&tip, Change::Remove(task.as_str()), &message)? {
+                Wrote::Landed(new) => {
+                    return Ok(match how {
+                        Release::Own(_) => Released::Removed,
+                        Release::Force { .. } => Released::Tombstoned(tombstone(&new)),
+                    });
+                }
+                Wrote::Moved(_) => back_off(round),
+            }
+        }
+        Err(StoreError::Busy { task: task.clone() })
+    }
+
+    fn read(&self, task: &TaskId) -> Result<Option<Listed>, StoreError> {
+        let tip = self.tip(true)?;
+        tip.files
+            .get(task.as_str())
+            .map(|oid| self.listed(task.as_str(), oid))
+            .transpose()
+    }
+
+    fn list(&self) -> Result<Vec<Listed>, StoreError> {
+        let tip = self.tip(true)?;
+        let files: Vec<(&str, &String)> = tip.files.iter().map(|(n, o)| (n.as_str(), o)).collect();
+        let listed = self.listed_all(&files)?;
+        // Forget sightings of records that are gone.
+        let mut state = self.state();
+        let before = state.seen.len();
+        state.seen.retain(|oid, _| tip.files.values().any(|o| o == oid));
+        if state.seen.len() != before {
+            save_seen(&self.cache.dir().join(SEEN_FILE), &state.seen);
+        }
+        Ok(listed)
+    }
+
+    fn reap(&self, entry: &Listed, judge: &Judge<'_>) -> Result<Reap, StoreError> {
+        // The store's own proof of life: a holder on this host is checked
+        // by its process, whatever probe the caller judged with.
+        let own = Judge {
+            here: judge.here,
+            now: judge.now,
+            stale_after: judge.stale_after,
+            probe: &host::process_start,
+        };
+        for round in 0..ROUNDS {
+            let tip = self.tip(true)?;
+            let Some(oid) = tip.files.get(&entry.name) else {
+                return Ok(Reap::Skipped("already gone".into()));
+            };
+            if identity(oid) != entry.identity {
+                return Ok(Reap::Skipped("replaced since it was listed".into()));
+            }
+            let now = self.listed(&entry.name, oid)?;
+            let verdict = now.judge(&own);
+            if !verdict.reapable {
+                return Ok(Reap::Skipped(verdict.reason));
+            }
+            let message = format!(
+                "farm: reap `{}`: {}: {}\n\nby farm pid {} on {}",
+                entry.name,
+                verdict.state,
+                verdict.reason,
+                std::process::id(),
+                Here::current().host
+            );
+            match self.write(&tip, Change::Remove(&entry.name), &message)? {
+                Wrote::Landed(new) => {
+                    return Ok(Reap::Reaped {
+                        tombstone: tombstone(&new),
+                        verdict,
+                    });
+                }
+                Wrote::Moved(_) => back_off(round),
+            }
+        }
+        Err(StoreError::Busy {
+            task: TaskId::parse(&entry.name)
+                .map_err(|_| StoreError::Refused(format!("`{}` is too busy", entry.name)))?,
+        })
+    }
+
+    /// Push `refspecs` and the release of `held` in one atomic push, built on
+    /// a claims tip that still holds `held`'s record: all of it lands, or
+    /// none. A claims branch that moved meanwhile (other agents' claims) is
+    /// fetched and the release rebuilt; the work's own branch having moved is
+    /// the caller's to integrate.
+    fn publish(
+        &self,
+        held: &Held,
+        repo: &Repo,
+        remote: &str,
+        refspecs: &[String],
+    ) -> Result<Published, StoreError> {
+        self.share_objects(repo)?;
+        let task = held.claim.task.as_str();
+        let message = format!("farm: release `{task}` by {}, work published", held.claim.who());
+        let mut fresh = false;
+        for round in 0..ROUNDS {
+            let tip = match self.own_tip(held, &mut fresh) {
+                Ok(Some(tip)) => tip,
+                Ok(None) => continue,
+                Err(StoreError::Lost { why, .. }) => return Ok(Published::Lost(why)),
+                Err(e) => return Err(e),
+            };
+            let release = self.commit(&tip, Change::Remove(task), &message)?;
+            let mut specs = refspecs.to_vec();
+            specs.push(format!(
+                "{}:{REF}",
+                release.commit.as_deref().expect("a commit was made")
+            ));
+            let say = |l: &str| (self.say)(l);
+            let updates = patiently("publishing work", &say, || {
+                repo.push_refs(remote, &specs, true)
+            })?;
+            if updates.iter().all(|u| !u.rejected()) {
+                Self::guard(held)?.released.store(true, Ordering::SeqCst);
+                self.state().tip = Some(release);
+                return Ok(Published::Pushed);
+            }
+            let claims_moved = updates.iter().any(|u| u.to == REF && u.moved());
+            let work_moved: Vec<_> = updates
+                .iter()
+                .filter(|u| u.to != REF && u.moved())
+                .cloned()
+                .collect();
+            if !work_moved.is_empty() {
+                return Ok(Published::Rejected(work_moved));
+            }
+            if !claims_moved {
+                let why: Vec<String> = updates
+                    .iter()
+                    .filter(|u| u.rejected())
+                    .map(|u| format!("{}: {}", u.to, u.summary))
+                    .collect();
+                return Err(StoreError::Refused(why.join("; ")));
+            }
+            fresh = true;
+            back_off(round);
+        }
+        Err(StoreError::Busy {
+            task: held.claim.task.clone(),
+        })
+    }
+}
+
+fn held(claim: Claim, oid: &str) -> Held {
+    Held {
+        claim,
+        guard: Guard::Git(Box::new(GitGuard {
+            blob: Mutex::new(oid.to_owned()),
+            released: AtomicBool::new(false),
+        })),
+    }
+}
+
+/// The pid of the live process on this host that holds `claim`, if any.
+fn live_local_holder(claim: &Claim) -> Option<u32> {
+    let here = Here::current();
+    let holder = claim.holder?;
+    (claim.host == here.host
+        && claim.boot_id == here.boot_id
+        && host::process_start(holder.pid) == Some(holder.start))
+    .then_some(holder.pid)
+}
+
+/// Where a taken claim can still be read: the commit that removed it.
+fn tombstone(tip: &Tip) -> String {
+    let commit = tip.commit.as_deref().unwrap_or_default();
+    format!("{BRANCH}@{}", &commit[..12.min(commit.len())])
+}
+
+/// A record's identity: the leading bits of its blob id.
+fn identity(oid: &str) -> u64 {
+    u64::from_str_radix(&oid[..16.min(oid.len())], 16).unwrap_or(0)
+}
+
+/// Read `git cat-file --batch` output: `<oid> blob <size>\n<bytes>\n` each.
+fn parse_batch(out: &[u8]) -> HashMap<String, Vec<u8>> {
+    let mut blobs = HashMap::new();
+    let mut rest = out;
+    while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
+        let header = String::from_utf8_lossy(&rest[..nl]).into_owned();
+        rest = &rest[nl + 1..];
+        let mut f = header.split(' ');
+        let (Some(oid), Some(kind), Some(size)) = (f.next(), f.next(), f.next()) else {
+            continue; // `<oid> missing`
+        };
+        let Ok(size) = size.parse::<usize>() else {
+            break;
+        };
+        if rest.len() < size {
+            break;
+        }
+        if kind == "blob" {
+            blobs.insert(oid.to_owned(), rest[..size].to_vec());
+        }
+        rest = rest.get(size + 1..).unwrap_or_default();
+    }
+    blobs
+}
+
+fn load_seen(path: &Path) -> HashMap<String, SystemTime> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (oid, secs) = l.split_once(' ')?;
+            let at = UNIX_EPOCH + Duration::from_secs(secs.parse().ok()?);
+            Some((oid.to_owned(), at))
+        })
+        .collect()
+}
+
+/// Best effort, replaced whole: a lost note only makes a claim look younger.
+fn save_seen(path: &Path, seen: &HashMap<String, SystemTime>) {
+    let text: String = seen
+        .iter()
+        .map(|(oid, at)| {
+            let secs = at.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+            format!("{oid} {secs}\n")
+        })
+        .collect();
+    let tmp = path.with_extension(format!("{}.tmp", Nonce::random().short()));
+    if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, path).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+impl From<GitError> for StoreError {
+    fn from(e: GitError) -> StoreError {
+        StoreError::Git(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_output_is_split_by_sizes() {
+        let out = b"aaa blob 3\nx\ny\nbbb blob 0\n\nccc missing\nddd blob 2\nok\n";
+        let blobs = parse_batch(out);
+        assert_eq!(blobs["aaa"], b"x\ny");
+        assert_eq!(blobs["bbb"], b"");
+        assert_eq!(blobs["ddd"], b"ok");
+        assert!(!blobs.contains_key("ccc"));
+    }
+
+    #[test]
+    fn sightings_survive_a_round_trip() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(SEEN_FILE);
+        let at = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let seen = HashMap::from([("ab".repeat(20), at)]);
+        save_seen(&path, &seen);
+        assert_eq!(load_seen(&path), seen);
+        assert!(load_seen(&tmp.path().join("none")).is_empty());
+    }
+}
