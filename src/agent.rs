@@ -44,8 +44,8 @@ use crate::liveness::Judge;
 use crate::output::Out;
 use crate::prompt;
 use crate::session::{self, Outcome, PromptVia, Tick};
-use crate::store::fs::FsStore;
-use crate::store::{Attempt, ClaimStore, Held, Listed, Reap, StoreError};
+use crate::retry::patiently;
+use crate::store::{Attempt, ClaimStore, Held, Listed, Published, Reap, StoreError};
 
 /// How far a run has been asked to stop.
 #[derive(Debug, Default)]
@@ -73,7 +73,7 @@ impl Stop {
 /// What every loop of one `farm run` shares.
 pub struct Run {
     pub hub: Hub,
-    pub store: FsStore,
+    pub store: Box<dyn ClaimStore>,
     pub argv: Vec<String>,
     pub via: PromptVia,
     pub timeout: Duration,
@@ -118,13 +118,38 @@ pub struct Summary {
 
 /// How long an idle loop waits before looking again anyway.
 const IDLE_MAX: Duration = Duration::from_secs(2);
+/// The same for a hub elsewhere (with jitter), which is polled: each look
+/// is two fetches.
+const IDLE_REMOTE: Duration = Duration::from_secs(3);
 /// Fetch–integrate–push rounds before giving the work to a rescue branch.
+/// A hub elsewhere gets more: it has no push lock to take turns at, so
+/// agents take turns by backing off (see [`after_rejection`]).
 const PUSH_ROUNDS: usize = 20;
+const PUSH_ROUNDS_REMOTE: usize = 60;
+
+fn push_rounds(run: &Run) -> usize {
+    if run.hub.local.is_some() {
+        PUSH_ROUNDS
+    } else {
+        PUSH_ROUNDS_REMOTE
+    }
+}
+
+/// After a push lost to another: wait a random while, longer each round, so
+/// that agents pushing to a hub elsewhere (which has no push lock) spread
+/// out instead of colliding again.
+fn after_rejection(run: &Run, round: usize) {
+    if run.hub.local.is_none() {
+        let wait = Duration::from_millis(50 << round.min(5));
+        std::thread::sleep(crate::retry::jitter(wait));
+    }
+}
 
 impl Run {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         hub: Hub,
+        store: Box<dyn ClaimStore>,
         argv: Vec<String>,
         via: PromptVia,
         timeout: Duration,
@@ -136,7 +161,7 @@ impl Run {
         out: Out,
     ) -> Run {
         Run {
-            store: FsStore::new(&hub.dir),
+            store,
             hub,
             argv,
             via,
@@ -208,18 +233,16 @@ impl Run {
     /// refuses (inotify limits), and idle loops then poll.
     pub fn watch_hub(&self) -> Option<notify::RecommendedWatcher> {
         use notify::{RecursiveMode, Watcher};
+        let local = self.hub.local.as_ref()?;
         let wake = Arc::clone(&self.wake);
         let mut watcher =
             notify::recommended_watcher(move |_: notify::Result<notify::Event>| wake.bump())
                 .ok()?;
-        let claims = self.hub.dir.join(crate::store::fs::DIR);
+        let claims = local.dir.join(crate::store::fs::DIR);
         let _ = std::fs::create_dir(&claims);
         let watched = [
-            (
-                self.hub.git_dir.join("refs/heads"),
-                RecursiveMode::Recursive,
-            ),
-            (self.hub.git_dir.clone(), RecursiveMode::NonRecursive),
+            (local.git_dir.join("refs/heads"), RecursiveMode::Recursive),
+            (local.git_dir.clone(), RecursiveMode::NonRecursive),
             (claims, RecursiveMode::NonRecursive),
         ]
         .into_iter()
@@ -232,20 +255,29 @@ impl Run {
     /// sees it), a stop is asked, or `IDLE_MAX` passes. Watcher events and
     /// other loops only wake the wait; it ends on a real change, so idle
     /// agents do not rescan for every heartbeat or lock file the hub sees.
+    /// A hub elsewhere cannot be watched: the wait ends when another loop of
+    /// this process finished something, or after `IDLE_REMOTE`.
     fn wait_for_change(&self, since: &[Option<SystemTime>]) {
         let poll = if self.watched.load(Ordering::SeqCst) {
             Duration::from_millis(500)
         } else {
             Duration::from_millis(50)
         };
-        let until = Instant::now() + IDLE_MAX;
+        let remote = self.hub.local.is_none();
+        let until = Instant::now()
+            + if remote {
+                crate::retry::jitter(IDLE_REMOTE)
+            } else {
+                IDLE_MAX
+            };
         let mut guard = self
             .wake
             .generation
             .lock()
             .unwrap_or_else(|e| e.into_inner());
+        let generation = *guard;
         while Instant::now() < until && !self.stop.draining() {
-            if self.hub.fingerprint() != since {
+            if self.hub.fingerprint() != since || (remote && *guard != generation) {
                 return;
             }
             guard = self
@@ -282,8 +314,8 @@ pub fn run_loop(run: &Run, name: &str) -> Result<Summary, Error> {
         // branch checked out holds it as pushed, readable with no git
         // process at all; otherwise the clone is reset to the branch. The
         // choice is checked against the branch itself after claiming.
-        let board_dir = if run.hub.checked_out && distrust_worktree.is_none() {
-            run.hub.dir.clone()
+        let board_dir = if let Some(dir) = run.hub.checked_out().filter(|_| distrust_worktree.is_none()) {
+            dir.to_path_buf()
         } else {
             clone.sync(&run.hub)?;
             clone.dir().to_path_buf()
@@ -578,7 +610,8 @@ fn settle(
             Integrated::Busy => fail(
                 "could not push: the branch kept moving",
                 &format!(
-                    "could not push after {PUSH_ROUNDS} rounds: `{}` kept moving",
+                    "could not push after {} rounds: `{}` kept moving",
+                    push_rounds(run),
                     run.hub.branch
                 ),
             )?,
@@ -613,12 +646,11 @@ fn supervise(
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
     }
-    let claim_path = run.store.path_of(held.claim().task.as_str());
     let env = [
         ("FARM_TASK", held.claim().task.to_string()),
         ("FARM_AGENT", name.to_owned()),
-        ("FARM_HUB", run.hub.dir.display().to_string()),
-        ("FARM_CLAIM", claim_path.display().to_string()),
+        ("FARM_HUB", run.hub.url.clone()),
+        ("FARM_CLAIM", run.store.claim_location(&held.claim().task)),
         ("FARM_ATTEMPT", held.claim().attempt.to_string()),
     ];
     let spec = session::Spec {
@@ -666,7 +698,7 @@ enum Integrated {
     Pushed,
     Lost,
     Conflict(Vec<String>),
-    /// The branch kept moving for `PUSH_ROUNDS` rounds (pushes from outside farm).
+    /// The branch kept moving for [`push_rounds`] rounds.
     Busy,
     /// The run was killed during a merge session.
     Interrupted,
@@ -713,21 +745,18 @@ fn integrate(
             Some(clone.repo.conflicted()?)
         })
     };
-    for _ in 0..PUSH_ROUNDS {
-        // Fencing: publish only while the claim is still ours.
-        if let Err(StoreError::Lost { .. }) = run.store.heartbeat(held, SystemTime::now()) {
-            return Ok(Integrated::Lost);
-        }
+    for round in 0..push_rounds(run) {
         // Catch up without the lock first, then take the hub's push lock and
         // catch up again only if the branch moved meanwhile: the agents of
         // this host take turns at the push (an agent whose work conflicted
         // once lost 20 rounds running) while holding the lock for little
-        // more than the push itself.
+        // more than the push itself. (A hub elsewhere has no lock, and no
+        // branch to read without a fetch: its push just gets rejected.)
         let mut conflict = catch_up(&mut onto, &mut merged)?;
         let mut lock = None;
         if conflict.is_none() {
-            lock = Some(run.hub.push_lock()?);
-            if run.hub.branch_rev().as_deref() != Some(onto.as_str()) {
+            lock = run.hub.push_lock()?;
+            if lock.is_some() && run.hub.branch_rev().as_deref() != Some(onto.as_str()) {
                 conflict = catch_up(&mut onto, &mut merged)?;
             }
         }
@@ -751,15 +780,24 @@ fn integrate(
                 }
             }
         }
-        match push_branch(run, clone)? {
-            Pushed::Ok => {
+        // Fencing: the store publishes only while the claim is still ours.
+        match publish_branch(run, clone, held)? {
+            Published::Pushed => {
                 clone.clean.set(true);
                 return Ok(Integrated::Pushed);
             }
-            Pushed::Rejected(_) => run.say(
-                name,
-                &format!("`{id}`: push rejected ({branch} moved); integrating again"),
-            ),
+            Published::Lost(why) => {
+                run.say(name, &format!("`{id}`: not published: {why}"));
+                return Ok(Integrated::Lost);
+            }
+            Published::Rejected(_) => {
+                drop(lock);
+                run.say(
+                    name,
+                    &format!("`{id}`: push rejected ({branch} moved); integrating again"),
+                );
+                after_rejection(run, round);
+            }
         }
     }
     Ok(Integrated::Busy)
@@ -848,7 +886,10 @@ fn record_attempt(
     rescue: Option<&Nonce>,
 ) -> Result<(), Error> {
     let id = task.id.as_str();
-    for _ in 0..PUSH_ROUNDS {
+    for round in 0..push_rounds(run) {
+        if round > 0 {
+            after_rejection(run, round);
+        }
         let _lock = run.hub.push_lock()?;
         clone.sync(&run.hub)?;
         let pending = clone.dir().join("tasks").join(format!("{id}.md"));
@@ -886,20 +927,21 @@ fn record_attempt(
         clone.repo.commit_all(&message).map_err(git_error)?;
         // Fencing, as for the work: a holder whose claim was taken away
         // leaves the task file to its new holder.
-        if let Err(StoreError::Lost { .. }) = run.store.heartbeat(held, SystemTime::now()) {
-            return Ok(());
-        }
-        if push_branch(run, clone)? == Pushed::Ok {
-            let what = if gave_up {
-                "moved to tasks/failed/"
-            } else {
-                "back on the board"
-            };
-            run.say(
-                name,
-                &format!("`{id}`: attempt {attempt} failed ({why}); {what}"),
-            );
-            return Ok(());
+        match publish_branch(run, clone, held)? {
+            Published::Pushed => {
+                let what = if gave_up {
+                    "moved to tasks/failed/"
+                } else {
+                    "back on the board"
+                };
+                run.say(
+                    name,
+                    &format!("`{id}`: attempt {attempt} failed ({why}); {what}"),
+                );
+                return Ok(());
+            }
+            Published::Lost(_) => return Ok(()),
+            Published::Rejected(_) => {}
         }
     }
     Err(Error::failure(format!(
@@ -907,22 +949,25 @@ fn record_attempt(
     )))
 }
 
-/// Push the clone's HEAD to the hub's branch; the caller holds the hub's
-/// push lock. `Rejected` only when the branch moved on; any other refusal
-/// is an error.
-fn push_branch(run: &Run, clone: &PrivateClone) -> Result<Pushed, Error> {
-    let pushed = clone
-        .repo
-        .push("origin", &[format!("HEAD:refs/heads/{}", run.hub.branch)])?;
-    if !pushed.only_moved() {
-        return Err(
-            Error::failure(format!("the hub refused the push: {pushed:?}")).hint(format!(
-                "look at the hub: git -C {} status",
-                run.hub.dir.display()
-            )),
-        );
-    }
-    Ok(pushed)
+/// Push the clone's HEAD to the hub's branch while `held` is still ours (the
+/// git store releases it in the same push); the caller holds the hub's push
+/// lock if it has one. `Rejected` only when the branch moved on; any other
+/// refusal is an error.
+fn publish_branch(run: &Run, clone: &PrivateClone, held: &Held) -> Result<Published, Error> {
+    let spec = [format!("HEAD:refs/heads/{}", run.hub.branch)];
+    run.store
+        .publish(held, &clone.repo, "origin", &spec)
+        .map_err(|e| match e {
+            StoreError::Refused(why) => {
+                let look = match &run.hub.local {
+                    Some(local) => format!("git -C {} status", local.dir.display()),
+                    None => format!("git ls-remote {}", run.hub.url),
+                };
+                Error::failure(format!("the hub refused the push: {why}"))
+                    .hint(format!("look at the hub: {look}"))
+            }
+            e => e.into(),
+        })
 }
 
 fn ensure_newline(s: &str) -> String {
@@ -981,6 +1026,8 @@ pub struct PrivateClone {
     /// True when the work tree is known to equal HEAD with nothing else in
     /// it: a sync may then skip the checkout.
     clean: std::cell::Cell<bool>,
+    name: String,
+    out: Out,
 }
 
 impl PrivateClone {
@@ -991,13 +1038,8 @@ impl PrivateClone {
         let lock = lock_clone(&dir, name)?;
         let repo = if dir.join(".git").is_dir() {
             let repo = Repo::new(&dir);
-            repo.run([
-                "remote",
-                "set-url",
-                "origin",
-                &run.hub.dir.display().to_string(),
-            ])
-            .map_err(git_error)?;
+            repo.run(["remote", "set-url", "origin", &run.hub.url])
+                .map_err(git_error)?;
             repo
         } else {
             if dir.exists()
@@ -1013,7 +1055,12 @@ impl PrivateClone {
             }
             std::fs::create_dir_all(dir.parent().unwrap_or(&dir))
                 .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
-            Repo::clone_from(&run.hub.dir, &dir).map_err(git_error)?
+            let say = |l: &str| run.say(name, l);
+            patiently("cloning the hub", &say, || {
+                let _ = std::fs::remove_dir_all(&dir);
+                Repo::clone_from(&run.hub.url, &dir)
+            })
+            .map_err(git_error)?
         };
         // farm's own commits need an identity even where none is configured.
         if repo.config_get("user.email").map_err(git_error)?.is_none() {
@@ -1032,6 +1079,8 @@ impl PrivateClone {
             repo,
             clean: std::cell::Cell::new(false),
             _lock: lock,
+            name: name.to_owned(),
+            out: run.out,
         };
         clone.recover(run, name)?;
         Ok(clone)
@@ -1067,7 +1116,7 @@ impl PrivateClone {
         self.repo.commit_all(&format!(
             "farm: work left in {name}'s clone by an earlier run"
         ))?;
-        self.git(["fetch", "--quiet", "origin", &run.hub.branch])?;
+        self.fetch(&run.hub.branch)?;
         let upstream = format!("origin/{}", run.hub.branch);
         if self.count_since(&upstream)? == 0 {
             return Ok(());
@@ -1088,6 +1137,24 @@ impl PrivateClone {
 
     fn git<const N: usize>(&self, args: [&str; N]) -> Result<String, Error> {
         self.repo.run(args).map_err(git_error)
+    }
+
+    /// Talk to the hub, patiently: a hub that does not answer is tried
+    /// again with backoff, a line said each time.
+    fn net<T>(
+        &self,
+        what: &str,
+        op: impl FnMut() -> Result<T, GitError>,
+    ) -> Result<T, Error> {
+        let say = |l: &str| self.out.note(&format!("{}: {l}", self.name));
+        patiently(what, &say, op).map_err(git_error)
+    }
+
+    fn fetch(&self, branch: &str) -> Result<(), Error> {
+        self.net("fetching", || {
+            self.repo.run(["fetch", "--quiet", "origin", branch])
+        })?;
+        Ok(())
     }
 
     /// HEAD's commit, from the clone's files when it is on a branch.
@@ -1119,7 +1186,7 @@ impl PrivateClone {
         let branch = &hub.branch;
         let now = hub.branch_rev();
         if now.is_none() || self.origin(branch) != now {
-            self.git(["fetch", "--quiet", "origin", branch])?;
+            self.fetch(branch)?;
         }
         match self.origin(branch) {
             Some(sha) => Ok(sha),
@@ -1264,11 +1331,8 @@ impl PrivateClone {
 
     /// Push a commit to a new branch on the hub (a rescue branch).
     fn push_ref(&self, commit: &str, branch: &str) -> Result<(), Error> {
-        match self
-            .repo
-            .push("origin", &[format!("{commit}:refs/heads/{branch}")])
-            .map_err(git_error)?
-        {
+        let spec = [format!("{commit}:refs/heads/{branch}")];
+        match self.net("pushing a rescue branch", || self.repo.push("origin", &spec))? {
             Pushed::Ok => Ok(()),
             Pushed::Rejected(r) => {
                 Err(Error::failure(format!("the hub refused `{branch}`: {r:?}")))

@@ -36,10 +36,22 @@ pub struct Cli {
 
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
-    /// The hub: the shared repository (a local path) whose `current_tasks/`
-    /// holds the claims. Default: the repository around the current directory.
-    #[arg(long, global = true, env = "FARM_HUB", value_name = "PATH")]
-    pub hub: Option<PathBuf>,
+    /// The hub: the shared repository, a local path or a git URL
+    /// (ssh://, git://, https://, file://, user@host:path). Default: the
+    /// repository around the current directory.
+    #[arg(long, global = true, env = "FARM_HUB", value_name = "PATH|URL")]
+    pub hub: Option<String>,
+
+    /// Where claims live: fs (`current_tasks/` in a hub on this machine) or
+    /// git (branch `farm/claims` of the hub, for any machine). Default: fs
+    /// for a path, git for a URL.
+    #[arg(long, global = true, env = "FARM_CLAIMS", value_enum, value_name = "STORE")]
+    pub claims: Option<ClaimsKind>,
+
+    /// Where farm keeps clones, logs and its cache of a remote's claims.
+    /// Default: HUB/.farm for a local hub, ~/.cache/farm/<url> for a URL.
+    #[arg(long, global = true, env = "FARM_STATE_DIR", value_name = "PATH")]
+    pub state_dir: Option<PathBuf>,
 
     /// Print only what was asked for, and errors.
     #[arg(short, long, global = true, conflicts_with = "verbose")]
@@ -52,6 +64,14 @@ pub struct GlobalArgs {
     /// When to use colour; `NO_COLOR` set means never for `auto`.
     #[arg(long, global = true, value_enum, default_value_t = ColorWhen::Auto, value_name = "WHEN")]
     pub color: ColorWhen,
+}
+
+/// The claim stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClaimsKind {
+    Fs,
+    Git,
 }
 
 #[derive(Debug, Subcommand)]

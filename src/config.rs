@@ -1,34 +1,102 @@
-//! Flags and environment, turned into what commands act on: the hub and the
-//! output settings. The hub is resolved (and checked) only by commands that
-//! need one, before they touch anything.
+//! Flags and environment, turned into what commands act on: the hub, its
+//! claim store, the state directory and the output settings. The hub is
+//! resolved (and checked) only by commands that need one, before they touch
+//! anything.
 
 use std::path::{Path, PathBuf};
 
-use crate::cli::GlobalArgs;
+use crate::cli::{ClaimsKind, GlobalArgs};
 use crate::error::Error;
 use crate::output::Out;
+use crate::settings::Settings;
+use crate::store::ClaimStore;
 use crate::store::fs::FsStore;
+use crate::store::git::GitStore;
 
 /// What every command gets.
 #[derive(Debug)]
 pub struct Ctx {
-    hub_arg: Option<PathBuf>,
+    hub_arg: Option<String>,
+    claims: Option<ClaimsKind>,
+    state_dir: Option<PathBuf>,
     pub out: Out,
+}
+
+/// Where the hub is: a directory on this machine, or a git URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HubSpec {
+    Local(PathBuf),
+    Remote(String),
+}
+
+impl HubSpec {
+    /// What `git` is given to reach the hub.
+    pub fn url(&self) -> String {
+        match self {
+            HubSpec::Local(dir) => dir.display().to_string(),
+            HubSpec::Remote(url) => url.clone(),
+        }
+    }
+
+    /// The hub's directory, when it is on this machine.
+    pub fn local(&self) -> Option<&Path> {
+        match self {
+            HubSpec::Local(dir) => Some(dir),
+            HubSpec::Remote(_) => None,
+        }
+    }
+
+    /// The settings in the hub's `farm.toml` (a remote hub's are not read:
+    /// flags and the defaults apply).
+    pub fn settings(&self) -> Result<Settings, Error> {
+        self.local().map_or(Ok(Settings::default()), Settings::load)
+    }
+}
+
+/// Whether `hub` is a git URL rather than a path: `scheme://…`, or
+/// `[user@]host:path` with no slash before the colon (git's own rule).
+pub fn is_url(hub: &str) -> bool {
+    if let Some((scheme, _)) = hub.split_once("://") {
+        return !scheme.is_empty() && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c));
+    }
+    match hub.split_once(':') {
+        Some((host, _)) => !host.is_empty() && !host.contains('/'),
+        None => false,
+    }
 }
 
 impl Ctx {
     pub fn new(global: &GlobalArgs) -> Ctx {
         Ctx {
             hub_arg: global.hub.clone(),
+            claims: global.claims,
+            state_dir: global.state_dir.clone(),
             out: Out::new(global.color, global.quiet, global.verbose),
         }
     }
 
-    /// The hub's directory: `--hub`/`FARM_HUB`, or the repository around the
-    /// current directory.
+    /// The hub: `--hub`/`FARM_HUB` (a path or a URL), or the repository
+    /// around the current directory.
+    pub fn hub_spec(&self) -> Result<HubSpec, Error> {
+        match &self.hub_arg {
+            Some(url) if is_url(url) => {
+                self.out.debug(&format!("hub: {url}"));
+                Ok(HubSpec::Remote(url.clone()))
+            }
+            _ => self.hub().map(HubSpec::Local),
+        }
+    }
+
+    /// The hub's directory, for commands that need the hub on this machine.
     pub fn hub(&self) -> Result<PathBuf, Error> {
         let hub = match &self.hub_arg {
-            Some(path) => check_hub(path)?,
+            Some(url) if is_url(url) => {
+                return Err(Error::usage(format!(
+                    "this command needs the hub on this machine, not `{url}`"
+                ))
+                .hint("run it in a clone of the hub, or pass --hub PATH"));
+            }
+            Some(path) => check_hub(Path::new(path))?,
             None => {
                 let cwd = std::env::current_dir().map_err(|e| {
                     Error::failure(format!("cannot read the current directory: {e}"))
@@ -46,8 +114,60 @@ impl Ctx {
         Ok(hub)
     }
 
-    pub fn store(&self) -> Result<FsStore, Error> {
-        Ok(FsStore::new(&self.hub()?))
+    /// Where farm keeps its own files for this hub: `--state-dir`/
+    /// `FARM_STATE_DIR`; else `.farm/` in a local hub; else a directory
+    /// named after the URL under the user's cache (`$XDG_CACHE_HOME/farm/`).
+    pub fn state_dir(&self, hub: &HubSpec) -> PathBuf {
+        if let Some(dir) = &self.state_dir {
+            return dir.clone();
+        }
+        match hub {
+            HubSpec::Local(dir) => dir.join(".farm"),
+            HubSpec::Remote(url) => {
+                let cache = std::env::var_os("XDG_CACHE_HOME")
+                    .map(PathBuf::from)
+                    .filter(|p| p.is_absolute())
+                    .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                    .unwrap_or_else(std::env::temp_dir);
+                let slug: String = url
+                    .chars()
+                    .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' })
+                    .collect();
+                cache.join("farm").join(slug)
+            }
+        }
+    }
+
+    /// The claim store of `hub`: `--claims`/`FARM_CLAIMS`, else `claims` in
+    /// farm.toml, else `fs` for a hub on this machine and `git` for a URL.
+    pub fn store_of(
+        &self,
+        hub: &HubSpec,
+        settings: &Settings,
+    ) -> Result<Box<dyn ClaimStore>, Error> {
+        let kind = self.claims.or(settings.claims).unwrap_or(match hub {
+            HubSpec::Local(_) => ClaimsKind::Fs,
+            HubSpec::Remote(_) => ClaimsKind::Git,
+        });
+        match (kind, hub) {
+            (ClaimsKind::Fs, HubSpec::Local(dir)) => Ok(Box::new(FsStore::new(dir))),
+            (ClaimsKind::Fs, HubSpec::Remote(url)) => Err(Error::usage(format!(
+                "the fs claim store needs the hub on this machine, not `{url}`"
+            ))
+            .hint("use --claims git for a hub reached by URL")),
+            (ClaimsKind::Git, hub) => {
+                let cache = self.state_dir(hub).join("claims.git");
+                let out = self.out;
+                let store = GitStore::open(&hub.url(), &cache)?.on_retry(move |l| out.note(l));
+                Ok(Box::new(store))
+            }
+        }
+    }
+
+    /// The claim store of the hub these flags name.
+    pub fn store(&self) -> Result<Box<dyn ClaimStore>, Error> {
+        let hub = self.hub_spec()?;
+        self.store_of(&hub, &hub.settings()?)
     }
 }
 
@@ -88,6 +208,23 @@ fn discover(start: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn urls_are_told_from_paths_as_git_does() {
+        for url in [
+            "git://127.0.0.1:9418/hub.git",
+            "ssh://git@example.com/team/repo.git",
+            "https://github.com/team/repo",
+            "file:///srv/hub.git",
+            "git@github.com:team/repo.git",
+            "host:repo",
+        ] {
+            assert!(is_url(url), "{url}");
+        }
+        for path in ["/srv/hub", "hub", "./a:b", "../hub.git", "dir/x:y", ""] {
+            assert!(!is_url(path), "{path}");
+        }
+    }
 
     #[test]
     fn discovers_work_tree_and_bare_repositories() {

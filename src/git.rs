@@ -63,12 +63,17 @@ impl RefUpdate {
         self.flag == '!'
     }
 
-    /// Rejected because the remote ref moved on: fetch and try again.
+    /// Rejected because the remote ref moved on, or was being moved by
+    /// another push at the same moment: fetch and try again.
     pub fn moved(&self) -> bool {
-        self.rejected()
-            && (self.summary.contains("fetch first")
-                || self.summary.contains("non-fast-forward")
-                || self.summary.contains("stale info"))
+        self.rejected() && (moved_on(&self.summary) || self.raced())
+    }
+
+    /// Rejected by the remote's own compare-and-swap: another push updated
+    /// a ref of this push in the same instant. An atomic push says so for
+    /// all of its refs, whichever of them it was.
+    pub fn raced(&self) -> bool {
+        self.rejected() && raced(&self.summary)
     }
 }
 
@@ -100,11 +105,7 @@ impl Pushed {
     pub fn only_moved(&self) -> bool {
         match self {
             Pushed::Ok => true,
-            Pushed::Rejected(refs) => refs.iter().all(|(_, why)| {
-                why.contains("fetch first")
-                    || why.contains("non-fast-forward")
-                    || why.contains("stale info")
-            }),
+            Pushed::Rejected(refs) => refs.iter().all(|(_, why)| moved_on(why) || raced(why)),
         }
     }
 }
@@ -368,6 +369,19 @@ pub fn read_ref(git_dir: &Path, name: &str) -> Option<String> {
         let (sha, refname) = line.split_once(' ')?;
         (refname == name && valid(sha)).then(|| sha.to_owned())
     })
+}
+
+/// A rejection because the remote ref is not where the pusher thought.
+fn moved_on(why: &str) -> bool {
+    why.contains("fetch first") || why.contains("non-fast-forward") || why.contains("stale info")
+}
+
+/// A rejection by the remote's ref lock or its old-value check.
+fn raced(why: &str) -> bool {
+    why.contains("failed to update ref")
+        || why.contains("atomic transaction failed")
+        || why.contains("cannot lock ref")
+        || why.contains("failed to lock")
 }
 
 /// A full object id, SHA-1 or SHA-256.

@@ -38,10 +38,7 @@ pub fn run(
         .env("FARM_TASK", task.as_str())
         .env("FARM_AGENT", &held.claim().agent)
         .env("FARM_NONCE", held.claim().nonce.as_str())
-        .env(
-            "FARM_CLAIM",
-            store.location() + "/" + task.as_str() + ".txt",
-        );
+        .env("FARM_CLAIM", store.claim_location(&task));
     crate::host::die_with_parent(&mut command);
     // Register before spawning so that a signal in between is not lost.
     let mut signals = Signals::new([SIGTERM, SIGHUP, SIGINT])

@@ -1,20 +1,31 @@
 //! The hub as `farm run` needs it: checked once, read without a work tree,
-//! and watched for change.
+//! and watched for change — or, for a hub reached by URL, checked once and
+//! then only fetched from and pushed to.
 
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use crate::config::HubSpec;
 use crate::error::Error;
 use crate::git::Repo;
 
 /// A checked hub: a git repository with the branch agents integrate into,
-/// that accepts pushes to it.
+/// that accepts pushes to it — on this machine, or reached by URL.
 #[derive(Debug, Clone)]
 pub struct Hub {
+    /// What git is given to reach the hub: its path, or its URL.
+    pub url: String,
+    /// The hub's files, when it is on this machine.
+    pub local: Option<Local>,
+    pub branch: String,
+}
+
+/// A hub on this machine.
+#[derive(Debug, Clone)]
+pub struct Local {
     pub dir: PathBuf,
     pub git_dir: PathBuf,
-    pub branch: String,
     pub bare: bool,
     /// The branch is checked out in the hub's own work tree (a non-bare hub
     /// with `updateInstead`), so its files there are the branch as pushed.
@@ -22,8 +33,46 @@ pub struct Hub {
 }
 
 impl Hub {
-    /// Check that `dir` is a usable hub for `branch` (default: its HEAD's).
-    pub fn open(dir: &Path, branch: Option<&str>) -> Result<Hub, Error> {
+    /// Check that the hub is usable for `branch` (default: its HEAD's).
+    pub fn open(spec: &HubSpec, branch: Option<&str>) -> Result<Hub, Error> {
+        match spec {
+            HubSpec::Local(dir) => Hub::open_local(dir, branch),
+            HubSpec::Remote(url) => Hub::open_remote(url, branch),
+        }
+    }
+
+    /// A hub reached by URL: it answers, and has the branch.
+    fn open_remote(url: &str, branch: Option<&str>) -> Result<Hub, Error> {
+        let here = Repo::new(std::env::temp_dir());
+        let unreachable = |e: crate::git::GitError| {
+            Error::usage(format!("cannot reach hub `{url}`: {}", e.said))
+                .hint(format!("check the URL and your access: git ls-remote {url}"))
+        };
+        let branch = match branch {
+            Some(b) => b.to_owned(),
+            None => here
+                .run(["ls-remote", "--symref", url, "HEAD"])
+                .map_err(unreachable)?
+                .lines()
+                .find_map(|l| l.strip_prefix("ref: refs/heads/")?.split('\t').next())
+                .unwrap_or("main")
+                .to_owned(),
+        };
+        let found = here
+            .run(["ls-remote", url, &format!("refs/heads/{branch}")])
+            .map_err(unreachable)?;
+        if found.is_empty() {
+            return Err(Error::usage(format!("hub `{url}` has no branch `{branch}` yet"))
+                .hint("push a first commit to it (with farm init's files), or pass --branch"));
+        }
+        Ok(Hub {
+            url: url.to_owned(),
+            local: None,
+            branch,
+        })
+    }
+
+    fn open_local(dir: &Path, branch: Option<&str>) -> Result<Hub, Error> {
         let repo = Repo::new(dir);
         let git_dir = repo.run(["rev-parse", "--absolute-git-dir"]).map_err(|e| {
             Error::usage(format!(
@@ -85,12 +134,23 @@ impl Hub {
         let checked_out =
             !bare && repo.head_branch().ok().flatten().as_deref() == Some(branch.as_str());
         Ok(Hub {
-            dir: dir.to_path_buf(),
-            git_dir: PathBuf::from(git_dir),
+            url: dir.display().to_string(),
+            local: Some(Local {
+                dir: dir.to_path_buf(),
+                git_dir: PathBuf::from(git_dir),
+                bare,
+                checked_out,
+            }),
             branch,
-            bare,
-            checked_out,
         })
+    }
+
+    /// The hub's work tree holds the branch as pushed (see [`Local`]).
+    pub fn checked_out(&self) -> Option<&Path> {
+        self.local
+            .as_ref()
+            .filter(|l| l.checked_out)
+            .map(|l| l.dir.as_path())
     }
 
     /// Serialize pushes to this hub among the farm processes of this host.
@@ -101,8 +161,13 @@ impl Hub {
     /// directory has staged changes"). One push at a time avoids it. Agents
     /// rebase before taking the lock and, under it, only catch up again if
     /// the branch moved meanwhile, so it is held for little more than a push.
-    pub fn push_lock(&self) -> Result<std::fs::File, Error> {
-        let dir = self.dir.join(crate::store::fs::DIR);
+    ///
+    /// A hub elsewhere needs no lock (and could not share one): `None`.
+    pub fn push_lock(&self) -> Result<Option<std::fs::File>, Error> {
+        let Some(local) = &self.local else {
+            return Ok(None);
+        };
+        let dir = local.dir.join(crate::store::fs::DIR);
         let _ = std::fs::create_dir(&dir);
         let path = dir.join(".push.lock");
         let file = std::fs::OpenOptions::new()
@@ -114,40 +179,58 @@ impl Hub {
             .map_err(|e| Error::failure(format!("cannot open `{}`: {e}", path.display())))?;
         file.lock()
             .map_err(|e| Error::failure(format!("cannot lock `{}`: {e}", path.display())))?;
-        Ok(file)
+        Ok(Some(file))
     }
 
-    /// The branch's commit now, read from the hub's files.
+    /// The branch's commit now, read from the hub's files; `None` for a hub
+    /// elsewhere (ask it with a fetch).
     pub fn branch_rev(&self) -> Option<String> {
-        crate::git::read_ref(&self.git_dir, &format!("refs/heads/{}", self.branch))
-    }
-
-    pub fn repo(&self) -> Repo {
-        Repo::new(&self.dir)
+        let local = self.local.as_ref()?;
+        crate::git::read_ref(&local.git_dir, &format!("refs/heads/{}", self.branch))
     }
 
     /// Something that changes whenever the branch moves or a claim comes or
     /// goes: the mtimes of the branch's ref, packed refs and `current_tasks/`.
+    /// Empty for a hub elsewhere: idle agents poll it.
     pub fn fingerprint(&self) -> Vec<Option<SystemTime>> {
+        let Some(local) = &self.local else {
+            return Vec::new();
+        };
         let mtime = |p: PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
         vec![
-            mtime(self.git_dir.join("refs/heads").join(&self.branch)),
-            mtime(self.git_dir.join("packed-refs")),
-            mtime(self.dir.join(crate::store::fs::DIR)),
+            mtime(local.git_dir.join("refs/heads").join(&self.branch)),
+            mtime(local.git_dir.join("packed-refs")),
+            mtime(local.dir.join(crate::store::fs::DIR)),
         ]
     }
 
-    /// The branch's `tasks/` (and `templates/`), extracted into `dest` — read
-    /// straight from the repository, with no work tree or index touched.
-    pub fn extract_board(&self, dest: &Path) -> Result<(), Error> {
+    /// The branch's board (`tasks/`, `templates/`) under `scratch`, for
+    /// reading; returns the directory to read it from. A local hub's is read
+    /// straight from the repository (no work tree or index touched); a hub
+    /// elsewhere is cloned, one commit deep.
+    pub fn extract_board(&self, scratch: &Path) -> Result<PathBuf, Error> {
         let fail = |e: String| {
-            Error::failure(format!(
-                "cannot read the board from `{}`: {e}",
-                self.dir.display()
-            ))
+            Error::failure(format!("cannot read the board from `{}`: {e}", self.url))
         };
-        std::fs::create_dir_all(dest).map_err(|e| fail(e.to_string()))?;
-        let repo = self.repo();
+        let Some(local) = &self.local else {
+            let dest = scratch.join("board");
+            Repo::new(scratch)
+                .run([
+                    "clone",
+                    "--quiet",
+                    "--depth",
+                    "1",
+                    "--branch",
+                    &self.branch,
+                    &self.url,
+                    &dest.display().to_string(),
+                ])
+                .map_err(|e| fail(e.said))?;
+            return Ok(dest);
+        };
+        let dest = scratch.to_path_buf();
+        std::fs::create_dir_all(&dest).map_err(|e| fail(e.to_string()))?;
+        let repo = Repo::new(&local.dir);
         let has = |p: &str| {
             repo.run(["ls-tree", "--name-only", &self.branch, p])
                 .map(|o| !o.is_empty())
@@ -159,12 +242,12 @@ impl Hub {
             }
         }
         if paths.is_empty() {
-            return Ok(());
+            return Ok(dest);
         }
         let mut archive = std::process::Command::new("git");
         archive
             .arg("-C")
-            .arg(&self.dir)
+            .arg(&local.dir)
             .args(["archive", "--format=tar", &self.branch])
             .args(&paths)
             .stdout(std::process::Stdio::piped())
@@ -173,7 +256,7 @@ impl Hub {
         let stdout = child.stdout.take().expect("piped");
         let tar = std::process::Command::new("tar")
             .args(["-x", "-C"])
-            .arg(dest)
+            .arg(&dest)
             .stdin(stdout)
             .status()
             .map_err(|e| fail(format!("tar: {e}")))?;
@@ -181,6 +264,6 @@ impl Hub {
         if !(tar.success() && git.success()) {
             return Err(fail("git archive | tar failed".into()));
         }
-        Ok(())
+        Ok(dest)
     }
 }

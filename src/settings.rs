@@ -22,6 +22,8 @@ pub struct Settings {
     pub prompt_via: Option<PromptVia>,
     pub stale_after: Option<String>,
     pub branch: Option<String>,
+    /// The claim store: "fs" or "git" (default: by the hub, see `--claims`).
+    pub claims: Option<crate::cli::ClaimsKind>,
 }
 
 impl Settings {
@@ -32,7 +34,7 @@ impl Settings {
             Ok(text) => toml::from_str(&text).map_err(|e| {
                 let msg = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
                 Error::usage(format!("invalid `{}`: {msg}", path.display()))
-                    .hint("keys: agent, jobs, timeout, prompt_via, stale_after, branch")
+                    .hint("keys: agent, jobs, timeout, prompt_via, stale_after, branch, claims")
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Settings::default()),
             Err(e) => Err(Error::failure(format!(
@@ -61,6 +63,11 @@ pub const TEMPLATE: &str = r#"# farm.toml — how `farm run` works on this repos
 
 # The branch agents integrate into (default: the hub's HEAD).
 # branch = "main"
+
+# Where claims live: "fs" (current_tasks/ in the hub, one machine) or "git"
+# (branch farm/claims of the hub, any machine). Default: fs for a hub on this
+# machine, git for a hub given as a URL.
+# claims = "fs"
 "#;
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use crate::config::Ctx;
 use crate::error::{Code, Error};
 use crate::host;
 use crate::liveness::State;
-use crate::store::{Attempt, ClaimStore};
+use crate::store::Attempt;
 use crate::task::TaskId;
 
 /// Claim tasks: exit 0 when won, 3 with "held by …" when someone else holds one.
@@ -102,7 +102,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
                 }
                 if holding {
                     let code =
-                        crate::hold::run(&store, held, &args.command, args.heartbeat, &ctx.out)?;
+                        crate::hold::run(&*store, held, &args.command, args.heartbeat, &ctx.out)?;
                     return Ok(ExitCode::from(code));
                 }
             }

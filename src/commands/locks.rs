@@ -12,7 +12,7 @@ use crate::config::Ctx;
 use crate::error::Error;
 use crate::liveness::{State, Verdict};
 use crate::output::{Style, table};
-use crate::store::{ClaimStore, Listed};
+use crate::store::Listed;
 
 /// List the claims: task, agent, host, pid, age, heartbeat age and state.
 ///

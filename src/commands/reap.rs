@@ -10,7 +10,7 @@ use super::{held_by, judge_now};
 use crate::age::{Age, parse_duration};
 use crate::config::Ctx;
 use crate::error::Error;
-use crate::store::{ClaimStore, Reap};
+use crate::store::Reap;
 
 /// Take back dead claims, and with --older-than, stale ones.
 ///

@@ -7,7 +7,7 @@ use crate::claim::Nonce;
 use crate::config::Ctx;
 use crate::error::{Code, Error};
 use crate::host::Here;
-use crate::store::{ClaimStore, Release, Released, StoreError};
+use crate::store::{Release, Released, StoreError};
 use crate::task::TaskId;
 
 /// Release a claim.

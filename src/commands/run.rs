@@ -1,7 +1,6 @@
 //! `farm run`: the respawning autonomy loop — N agents, each claiming a task,
 //! running one fresh session on it, integrating the result, and going again.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -15,7 +14,6 @@ use crate::error::Error;
 use crate::host::Here;
 use crate::hub::Hub;
 use crate::session::{PromptVia, which};
-use crate::settings::Settings;
 
 /// Run agents on the board until it is settled.
 ///
@@ -65,10 +63,6 @@ pub struct Args {
     #[arg(long)]
     branch: Option<String>,
 
-    /// Where clones, logs and prompts live (default: HUB/.farm).
-    #[arg(long, value_name = "PATH")]
-    state_dir: Option<PathBuf>,
-
     /// Stop after this many sessions in all.
     #[arg(long, value_name = "N")]
     max_sessions: Option<usize>,
@@ -83,9 +77,9 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
-    let hub_dir = ctx.hub()?;
-    let settings = Settings::load(&hub_dir)?;
-    let command = args.agent.clone().or(settings.agent).ok_or_else(|| {
+    let spec = ctx.hub_spec()?;
+    let settings = spec.settings()?;
+    let command = args.agent.clone().or(settings.agent.clone()).ok_or_else(|| {
         Error::usage("no agent: say which CLI to run")
             .hint("farm run --agent \"claude -p --dangerously-skip-permissions\" (or agent = \"...\" in farm.toml)")
     })?;
@@ -115,8 +109,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             Ok,
         )
     };
-    let timeout = duration(args.timeout, settings.timeout, "timeout", "60m")?;
-    let stale_after = duration(args.stale_after, settings.stale_after, "stale_after", "30m")?;
+    let timeout = duration(args.timeout, settings.timeout.clone(), "timeout", "60m")?;
+    let stale_after = duration(args.stale_after, settings.stale_after.clone(), "stale_after", "30m")?;
     if timeout.is_zero() || stale_after.is_zero() {
         return Err(Error::usage(
             "--timeout and --stale-after must be longer than 0s",
@@ -127,13 +121,10 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         .or(settings.prompt_via)
         .unwrap_or(PromptVia::Arg);
     let hub = Hub::open(
-        &hub_dir,
+        &spec,
         args.branch.as_deref().or(settings.branch.as_deref()),
     )?;
-    let state = args
-        .state_dir
-        .clone()
-        .unwrap_or_else(|| hub_dir.join(".farm"));
+    let state = ctx.state_dir(&spec);
     std::fs::create_dir_all(&state).map_err(|e| {
         Error::failure(format!(
             "cannot create the state directory `{}`: {e}",
@@ -150,8 +141,10 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         (1..=jobs).map(|i| format!("{base}-{i}")).collect()
     };
 
+    let store = ctx.store_of(&spec, &settings)?;
     let run = Run::new(
         hub,
+        store,
         argv,
         via,
         timeout,
@@ -163,9 +156,10 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         ctx.out,
     );
     ctx.out.note(&format!(
-        "farm run: {jobs} agent(s) on `{}` of {}",
+        "farm run: {jobs} agent(s) on `{}` of {} ({} claims)",
         run.hub.branch,
-        run.hub.dir.display()
+        run.hub.url,
+        run.store.kind()
     ));
     let watcher = run.watch_hub();
     if watcher.is_none() {

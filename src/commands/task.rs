@@ -70,7 +70,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
 }
 
 fn run_add(ctx: &Ctx, args: &AddArgs) -> Result<ExitCode, Error> {
-    let hub = Hub::open(&ctx.hub()?, args.branch.as_deref())?;
+    let hub = Hub::open(&ctx.hub_spec()?, args.branch.as_deref())?;
     let body = args.message.clone().unwrap_or_default();
     let title = args
         .title
@@ -101,10 +101,14 @@ fn run_add(ctx: &Ctx, args: &AddArgs) -> Result<ExitCode, Error> {
         let tmp = tempfile::tempdir()
             .map_err(|e| Error::failure(format!("cannot make a temp dir: {e}")))?;
         let dir = tmp.path().join("board");
-        let url = format!(
-            "file://{}",
-            hub.dir.canonicalize().unwrap_or(hub.dir.clone()).display()
-        );
+        // A local hub through file:// so that `--depth` is honoured.
+        let url = match &hub.local {
+            Some(local) => format!(
+                "file://{}",
+                local.dir.canonicalize().unwrap_or(local.dir.clone()).display()
+            ),
+            None => hub.url.clone(),
+        };
         Repo::new(tmp.path())
             .run([
                 "clone",

@@ -9,7 +9,6 @@ use crate::config::Ctx;
 use crate::error::Error;
 use crate::hub::Hub;
 use crate::output::{Style, table};
-use crate::store::ClaimStore;
 use crate::task::TaskId;
 
 /// Show the board on the hub's branch, with each task's state.
@@ -29,11 +28,11 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
-    let hub = Hub::open(&ctx.hub()?, args.branch.as_deref())?;
+    let hub = Hub::open(&ctx.hub_spec()?, args.branch.as_deref())?;
     let tmp =
         tempfile::tempdir().map_err(|e| Error::failure(format!("cannot make a temp dir: {e}")))?;
-    hub.extract_board(tmp.path())?;
-    let mut snapshot = board::load(tmp.path())
+    let dir = hub.extract_board(tmp.path())?;
+    let mut snapshot = board::load(&dir)
         .map_err(|e| Error::failure(format!("cannot read the board: {e}")))?;
     snapshot.claimed = crate::store::holders(&ctx.store()?.list()?);
     let statuses = board::statuses(&snapshot);

@@ -673,16 +673,19 @@ impl ClaimStore for GitStore {
                 self.state().tip = Some(release);
                 return Ok(Published::Pushed);
             }
-            let claims_moved = updates.iter().any(|u| u.to == REF && u.moved());
+            // The work's branch moved: the caller integrates again. The
+            // claims branch moved, or the remote's compare-and-swap failed
+            // without saying for which ref: fetch the claims and push again
+            // (if it was the work's branch, the next push says so).
             let work_moved: Vec<_> = updates
                 .iter()
-                .filter(|u| u.to != REF && u.moved())
+                .filter(|u| u.to != REF && u.moved() && !u.raced())
                 .cloned()
                 .collect();
             if !work_moved.is_empty() {
                 return Ok(Published::Rejected(work_moved));
             }
-            if !claims_moved {
+            if !updates.iter().any(|u| u.moved()) {
                 let why: Vec<String> = updates
                     .iter()
                     .filter(|u| u.rejected())
