@@ -68,6 +68,12 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         ));
         return Ok(ExitCode::SUCCESS);
     }
+    ctx.out.note(&format!(
+        "{} claim(s) in {} ({} store)",
+        judged.len(),
+        store.location(),
+        store.kind()
+    ));
     let rows: Vec<_> = judged.iter().map(|(e, v)| row(e, v, judge.now)).collect();
     let header = [
         "TASK",
