@@ -43,8 +43,8 @@ use crate::hub::Hub;
 use crate::liveness::Judge;
 use crate::output::Out;
 use crate::prompt;
-use crate::session::{self, Outcome, PromptVia, Tick};
 use crate::retry::patiently;
+use crate::session::{self, Outcome, PromptVia, Tick};
 use crate::store::{Attempt, ClaimStore, Held, Listed, Published, Reap, StoreError};
 
 /// How far a run has been asked to stop.
@@ -314,7 +314,11 @@ pub fn run_loop(run: &Run, name: &str) -> Result<Summary, Error> {
         // branch checked out holds it as pushed, readable with no git
         // process at all; otherwise the clone is reset to the branch. The
         // choice is checked against the branch itself after claiming.
-        let board_dir = if let Some(dir) = run.hub.checked_out().filter(|_| distrust_worktree.is_none()) {
+        let board_dir = if let Some(dir) = run
+            .hub
+            .checked_out()
+            .filter(|_| distrust_worktree.is_none())
+        {
             dir.to_path_buf()
         } else {
             clone.sync(&run.hub)?;
@@ -1141,11 +1145,7 @@ impl PrivateClone {
 
     /// Talk to the hub, patiently: a hub that does not answer is tried
     /// again with backoff, a line said each time.
-    fn net<T>(
-        &self,
-        what: &str,
-        op: impl FnMut() -> Result<T, GitError>,
-    ) -> Result<T, Error> {
+    fn net<T>(&self, what: &str, op: impl FnMut() -> Result<T, GitError>) -> Result<T, Error> {
         let say = |l: &str| self.out.note(&format!("{}: {l}", self.name));
         patiently(what, &say, op).map_err(git_error)
     }
@@ -1332,7 +1332,9 @@ impl PrivateClone {
     /// Push a commit to a new branch on the hub (a rescue branch).
     fn push_ref(&self, commit: &str, branch: &str) -> Result<(), Error> {
         let spec = [format!("{commit}:refs/heads/{branch}")];
-        match self.net("pushing a rescue branch", || self.repo.push("origin", &spec))? {
+        match self.net("pushing a rescue branch", || {
+            self.repo.push("origin", &spec)
+        })? {
             Pushed::Ok => Ok(()),
             Pushed::Rejected(r) => {
                 Err(Error::failure(format!("the hub refused `{branch}`: {r:?}")))

@@ -45,7 +45,13 @@ pub struct GlobalArgs {
     /// Where claims live: fs (`current_tasks/` in a hub on this machine) or
     /// git (branch `farm/claims` of the hub, for any machine). Default: fs
     /// for a path, git for a URL.
-    #[arg(long, global = true, env = "FARM_CLAIMS", value_enum, value_name = "STORE")]
+    #[arg(
+        long,
+        global = true,
+        env = "FARM_CLAIMS",
+        value_enum,
+        value_name = "STORE"
+    )]
     pub claims: Option<ClaimsKind>,
 
     /// Where farm keeps clones, logs and its cache of a remote's claims.

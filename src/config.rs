@@ -57,7 +57,10 @@ impl HubSpec {
 /// `[user@]host:path` with no slash before the colon (git's own rule).
 pub fn is_url(hub: &str) -> bool {
     if let Some((scheme, _)) = hub.split_once("://") {
-        return !scheme.is_empty() && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c));
+        return !scheme.is_empty()
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c));
     }
     match hub.split_once(':') {
         Some((host, _)) => !host.is_empty() && !host.contains('/'),
@@ -131,7 +134,13 @@ impl Ctx {
                     .unwrap_or_else(std::env::temp_dir);
                 let slug: String = url
                     .chars()
-                    .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' })
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
                     .collect();
                 cache.join("farm").join(slug)
             }

@@ -193,7 +193,9 @@ impl Repo {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = cmd.spawn().map_err(|e| self.error(args.clone(), e.to_string()))?;
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| self.error(args.clone(), e.to_string()))?;
         let mut stdin = child.stdin.take().expect("piped");
         // Written from a thread: git may fill its stdout before reading all
         // of its stdin (cat-file --batch does).
@@ -319,7 +321,9 @@ impl Repo {
     /// Push `refspecs` to `remote` and judge every ref from the porcelain
     /// output. Refspecs must not start with `+`: farm never forces.
     pub fn push(&self, remote: &str, refspecs: &[String]) -> Result<Pushed, GitError> {
-        Ok(Pushed::from_updates(&self.push_refs(remote, refspecs, false)?))
+        Ok(Pushed::from_updates(
+            &self.push_refs(remote, refspecs, false)?,
+        ))
     }
 
     /// Push `refspecs`, all or none of them when `atomic`; each ref's report.

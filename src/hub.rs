@@ -45,8 +45,9 @@ impl Hub {
     fn open_remote(url: &str, branch: Option<&str>) -> Result<Hub, Error> {
         let here = Repo::new(std::env::temp_dir());
         let unreachable = |e: crate::git::GitError| {
-            Error::usage(format!("cannot reach hub `{url}`: {}", e.said))
-                .hint(format!("check the URL and your access: git ls-remote {url}"))
+            Error::usage(format!("cannot reach hub `{url}`: {}", e.said)).hint(format!(
+                "check the URL and your access: git ls-remote {url}"
+            ))
         };
         let branch = match branch {
             Some(b) => b.to_owned(),
@@ -62,8 +63,10 @@ impl Hub {
             .run(["ls-remote", url, &format!("refs/heads/{branch}")])
             .map_err(unreachable)?;
         if found.is_empty() {
-            return Err(Error::usage(format!("hub `{url}` has no branch `{branch}` yet"))
-                .hint("push a first commit to it (with farm init's files), or pass --branch"));
+            return Err(
+                Error::usage(format!("hub `{url}` has no branch `{branch}` yet"))
+                    .hint("push a first commit to it (with farm init's files), or pass --branch"),
+            );
         }
         Ok(Hub {
             url: url.to_owned(),
@@ -209,9 +212,8 @@ impl Hub {
     /// straight from the repository (no work tree or index touched); a hub
     /// elsewhere is cloned, one commit deep.
     pub fn extract_board(&self, scratch: &Path) -> Result<PathBuf, Error> {
-        let fail = |e: String| {
-            Error::failure(format!("cannot read the board from `{}`: {e}", self.url))
-        };
+        let fail =
+            |e: String| Error::failure(format!("cannot read the board from `{}`: {e}", self.url));
         let Some(local) = &self.local else {
             let dest = scratch.join("board");
             Repo::new(scratch)

@@ -235,7 +235,8 @@ mod tests {
         let stale = judge_at(&h, 61, Some(60), &nothing_runs).claim(&c, c.heartbeat_at, None);
         assert_eq!((stale.state, stale.reapable), (State::Stale, true));
         assert_eq!(stale.reason, "heartbeat 1m01s ago, older than 1m");
-        let no_threshold = judge_at(&h, 1_000_000, None, &nothing_runs).claim(&c, c.heartbeat_at, None);
+        let no_threshold =
+            judge_at(&h, 1_000_000, None, &nothing_runs).claim(&c, c.heartbeat_at, None);
         assert_eq!(
             (no_threshold.state, no_threshold.reapable),
             (State::Alive, false)

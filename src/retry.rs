@@ -72,18 +72,14 @@ mod tests {
     fn transient_failures_are_retried_and_said() {
         let tries = Cell::new(0);
         let lines = std::cell::RefCell::new(Vec::new());
-        let got = patiently(
-            "fetch",
-            &|l| lines.borrow_mut().push(l.to_owned()),
-            || {
-                tries.set(tries.get() + 1);
-                if tries.get() < 3 {
-                    Err(failure(true))
-                } else {
-                    Ok(7)
-                }
-            },
-        );
+        let got = patiently("fetch", &|l| lines.borrow_mut().push(l.to_owned()), || {
+            tries.set(tries.get() + 1);
+            if tries.get() < 3 {
+                Err(failure(true))
+            } else {
+                Ok(7)
+            }
+        });
         assert_eq!(got.unwrap(), 7);
         assert_eq!(tries.get(), 3);
         let lines = lines.into_inner();
@@ -106,7 +102,10 @@ mod tests {
     fn jitter_stays_within_half_and_one_and_a_half() {
         for _ in 0..100 {
             let j = jitter(Duration::from_secs(2));
-            assert!(j >= Duration::from_secs(1) && j < Duration::from_secs(3), "{j:?}");
+            assert!(
+                j >= Duration::from_secs(1) && j < Duration::from_secs(3),
+                "{j:?}"
+            );
         }
     }
 }

@@ -110,7 +110,12 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         )
     };
     let timeout = duration(args.timeout, settings.timeout.clone(), "timeout", "60m")?;
-    let stale_after = duration(args.stale_after, settings.stale_after.clone(), "stale_after", "30m")?;
+    let stale_after = duration(
+        args.stale_after,
+        settings.stale_after.clone(),
+        "stale_after",
+        "30m",
+    )?;
     if timeout.is_zero() || stale_after.is_zero() {
         return Err(Error::usage(
             "--timeout and --stale-after must be longer than 0s",
@@ -120,10 +125,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         .prompt_via
         .or(settings.prompt_via)
         .unwrap_or(PromptVia::Arg);
-    let hub = Hub::open(
-        &spec,
-        args.branch.as_deref().or(settings.branch.as_deref()),
-    )?;
+    let hub = Hub::open(&spec, args.branch.as_deref().or(settings.branch.as_deref()))?;
     let state = ctx.state_dir(&spec);
     std::fs::create_dir_all(&state).map_err(|e| {
         Error::failure(format!(

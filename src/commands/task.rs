@@ -105,7 +105,11 @@ fn run_add(ctx: &Ctx, args: &AddArgs) -> Result<ExitCode, Error> {
         let url = match &hub.local {
             Some(local) => format!(
                 "file://{}",
-                local.dir.canonicalize().unwrap_or(local.dir.clone()).display()
+                local
+                    .dir
+                    .canonicalize()
+                    .unwrap_or(local.dir.clone())
+                    .display()
             ),
             None => hub.url.clone(),
         };

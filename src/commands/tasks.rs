@@ -32,8 +32,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     let tmp =
         tempfile::tempdir().map_err(|e| Error::failure(format!("cannot make a temp dir: {e}")))?;
     let dir = hub.extract_board(tmp.path())?;
-    let mut snapshot = board::load(&dir)
-        .map_err(|e| Error::failure(format!("cannot read the board: {e}")))?;
+    let mut snapshot =
+        board::load(&dir).map_err(|e| Error::failure(format!("cannot read the board: {e}")))?;
     snapshot.claimed = crate::store::holders(&ctx.store()?.list()?);
     let statuses = board::statuses(&snapshot);
     let find = |id: &TaskId| snapshot.pending.iter().find(|t| &t.id == id);

@@ -504,9 +504,9 @@ impl ClaimStore for FsStore {
         debug_assert!(verdict.state != State::Alive);
         Ok(match self.entomb(&entry.name, &path, &verdict.reason)? {
             Some(tombstone) => Reap::Reaped {
-                        tombstone: tombstone.display().to_string(),
-                        verdict,
-                    },
+                tombstone: tombstone.display().to_string(),
+                verdict,
+            },
             None => Reap::Skipped("already gone".into()),
         })
     }

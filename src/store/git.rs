@@ -333,7 +333,9 @@ impl GitStore {
             self.cache.push_refs(&self.remote, &spec, false)
         })?;
         let Some(update) = updates.first() else {
-            return Err(StoreError::Refused("no report for the claims branch".into()));
+            return Err(StoreError::Refused(
+                "no report for the claims branch".into(),
+            ));
         };
         if !update.rejected() {
             // Moved to our commit, or (after a retried push) already there:
@@ -582,7 +584,9 @@ impl ClaimStore for GitStore {
         // Forget sightings of records that are gone.
         let mut state = self.state();
         let before = state.seen.len();
-        state.seen.retain(|oid, _| tip.files.values().any(|o| o == oid));
+        state
+            .seen
+            .retain(|oid, _| tip.files.values().any(|o| o == oid));
         if state.seen.len() != before {
             save_seen(&self.cache.dir().join(SEEN_FILE), &state.seen);
         }
@@ -649,7 +653,10 @@ impl ClaimStore for GitStore {
     ) -> Result<Published, StoreError> {
         self.share_objects(repo)?;
         let task = held.claim.task.as_str();
-        let message = format!("farm: release `{task}` by {}, work published", held.claim.who());
+        let message = format!(
+            "farm: release `{task}` by {}, work published",
+            held.claim.who()
+        );
         let mut fresh = false;
         for round in 0..ROUNDS {
             let tip = match self.own_tip(held, &mut fresh) {
