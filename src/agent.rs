@@ -291,10 +291,9 @@ impl Run {
 }
 
 /// Run one agent's loop until the board is settled, a stop is asked, or
-/// `--once`/`--max-sessions` says so.
-pub fn run_loop(run: &Run, name: &str) -> Result<Summary, Error> {
+/// `--once`/`--max-sessions` says so, counting what it did in `summary`.
+pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Error> {
     let clone = PrivateClone::prepare(run, name)?;
-    let mut summary = Summary::default();
     // The hub's work tree said a task was ready that the branch does not
     // have pending (an uncommitted draft, say): read the board from the
     // branch until the hub changes, instead of claiming it again and again.
@@ -364,15 +363,21 @@ pub fn run_loop(run: &Run, name: &str) -> Result<Summary, Error> {
             task.attempts + 1,
             SystemTime::now(),
         );
-        let held = match run.store.try_claim(claim, true)? {
-            Attempt::Won(held) => held,
-            Attempt::Lost(_) => {
+        let held = match run.store.try_claim(claim, true) {
+            Ok(Attempt::Won(held)) => held,
+            // A task whose claim kept changing under us (other agents
+            // claiming around it) is a lost race too.
+            Ok(Attempt::Lost(_)) | Err(StoreError::Busy { .. }) => {
                 run.unreserve_session();
                 run.say(
                     name,
                     &format!("lost the race for `{}`; looking again", task.id),
                 );
                 continue;
+            }
+            Err(e) => {
+                run.unreserve_session();
+                return Err(e.into());
             }
         };
         // The board was read before the claim was won, and the task may have
@@ -412,7 +417,7 @@ pub fn run_loop(run: &Run, name: &str) -> Result<Summary, Error> {
             break;
         }
     }
-    Ok(summary)
+    Ok(())
 }
 
 /// Take back dead claims, and claims stale past the run's threshold; the

@@ -23,8 +23,14 @@ pub struct GitError {
 }
 
 /// What git prints when it could not talk to a remote, or lost it halfway.
-const TRANSIENT: [&str; 14] = [
+const TRANSIENT: [&str; 20] = [
     "Could not read from remote repository",
+    "expected flush after ref listing",
+    "protocol error",
+    "bad pack header",
+    "unexpected disconnect",
+    "RPC failed",
+    "unable to read from",
     "unable to connect",
     "Connection refused",
     "Connection reset",
@@ -347,9 +353,15 @@ impl Repo {
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         match parse_porcelain(&stdout) {
-            // The connection was lost after the report began: what landed is
-            // unknown, so it counts as a failure to talk to the remote.
-            Some(_) if !out.status.success() && TRANSIENT.iter().any(|t| stderr.contains(t)) => {
+            // Every ref reported pushed, yet git failed talking to the remote:
+            // what landed is unknown, so it counts as a failure to talk to
+            // it. (A report with rejections is an answer, even though git
+            // then hangs up on the remote: it does so for an atomic push.)
+            Some(updates)
+                if !out.status.success()
+                    && updates.iter().all(|u| !u.rejected())
+                    && TRANSIENT.iter().any(|t| stderr.contains(t)) =>
+            {
                 Err(self.error(&args, stderr.into_owned()))
             }
             Some(updates) => Ok(updates),

@@ -171,7 +171,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     let mut signals = Signals::new([SIGINT, SIGTERM])
         .map_err(|e| Error::failure(format!("cannot install signal handlers: {e}")))?;
     let handle = signals.handle();
-    let results: Vec<(String, Result<Summary, Error>)> = std::thread::scope(|s| {
+    let results: Vec<(String, Summary, Result<(), Error>)> = std::thread::scope(|s| {
         let run = &run;
         s.spawn(move || {
             for _ in signals.forever() {
@@ -186,15 +186,25 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         });
         let loops: Vec<_> = names
             .iter()
-            .map(|name| (name.clone(), s.spawn(move || run_loop(run, name))))
+            .map(|name| {
+                let h = s.spawn(move || {
+                    let mut summary = Summary::default();
+                    let result = run_loop(run, name, &mut summary);
+                    (summary, result)
+                });
+                (name.clone(), h)
+            })
             .collect();
         let results = loops
             .into_iter()
             .map(|(name, h)| {
-                let r = h
-                    .join()
-                    .unwrap_or_else(|_| Err(Error::failure("the agent loop panicked")));
-                (name, r)
+                let (summary, result) = h.join().unwrap_or_else(|_| {
+                    (
+                        Summary::default(),
+                        Err(Error::failure("the agent loop panicked")),
+                    )
+                });
+                (name, summary, result)
             })
             .collect();
         handle.close();
@@ -203,20 +213,17 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
 
     let mut total = Summary::default();
     let mut failed = false;
-    for (name, result) in results {
-        match result {
-            Ok(s) => {
-                total.sessions += s.sessions;
-                total.done += s.done;
-                total.failed += s.failed;
-                total.rescued += s.rescued;
-            }
-            Err(e) => {
-                failed = true;
-                ctx.out.note(&format!("error: {name}: {}", e.message));
-                if let Some(hint) = e.hint {
-                    ctx.out.note(&format!("hint: {hint}"));
-                }
+    for (name, s, result) in results {
+        // What a loop did counts even when it ended in an error.
+        total.sessions += s.sessions;
+        total.done += s.done;
+        total.failed += s.failed;
+        total.rescued += s.rescued;
+        if let Err(e) = result {
+            failed = true;
+            ctx.out.note(&format!("error: {name}: {}", e.message));
+            if let Some(hint) = e.hint {
+                ctx.out.note(&format!("hint: {hint}"));
             }
         }
     }

@@ -3,9 +3,11 @@
 mod cli;
 mod common;
 mod contract;
+mod daemon;
 mod death;
 mod hold;
 mod race;
 mod reap;
+mod remote;
 mod run;
 mod stop;

@@ -1,0 +1,1012 @@
+//! farm across machines: the `git` claim store and `farm run` against a hub
+//! that is only a URL (`git://127.0.0.1:PORT/hub.git`, served by `git
+//! daemon`). Each simulated machine has its own FARM_HOST, state dir and
+//! working directory; they share nothing but the URL, so everything they
+//! agree on went through the git protocol, as between real machines.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{GIT_ENV, Output, race};
+use crate::daemon::{Daemon, Machine, Repo, Running, pgid_of, signal_group};
+
+// --- helpers -----------------------------------------------------------------
+
+/// One test of this file at a time. Each plays several machines at once on
+/// two cores, and depends on timing (heartbeats going stale, an outage
+/// landing mid-run, pushes contending): two of them at once would starve
+/// each other into failures that say nothing about farm.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A task file with TOML front matter, as the board holds it.
+fn task_file(id: &str, after: &[String], body: &str) -> String {
+    let after: Vec<String> = after.iter().map(|d| format!("\"{d}\"")).collect();
+    format!(
+        "+++\ntitle = \"Task {id}\"\nafter = [{}]\nmax_attempts = 3\n+++\n{body}\n",
+        after.join(", ")
+    )
+}
+
+/// The directory the fake agents log to: outside every clone and state dir,
+/// shared by all machines, so the test can compare what farm says happened
+/// with what did.
+fn logs(daemon: &Daemon) -> PathBuf {
+    let dir = daemon.base.path().join("logs");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn log_lines(daemon: &Daemon, name: &str) -> Vec<String> {
+    std::fs::read_to_string(logs(daemon).join(name))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Write a `sh` script into the base dir; the `--agent` words that run it
+/// (through `sh`: never exec a file a forked test thread may still hold
+/// open for writing).
+fn agent_script(daemon: &Daemon, name: &str, body: &str) -> String {
+    let path = daemon.base.path().join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
+    format!("sh '{}'", path.display())
+}
+
+/// The agent-side record of a commit: `TASK SHA PATCH-ID` appended to
+/// `commits.log`, so the test can find the commit on the hub later, as made
+/// or rebased (same patch).
+const RECORD_COMMIT: &str = r#"echo "$FARM_TASK $(git rev-parse HEAD) $(git show HEAD | git patch-id --stable | cut -d' ' -f1)" >> "$L/commits.log""#;
+
+/// The hub holds no claim, and says it is the git store.
+#[track_caller]
+fn assert_no_claims(machine: &Machine) {
+    let locks = machine.locks();
+    assert_eq!(locks["store"], "git", "{locks:#}");
+    assert_eq!(
+        locks["claims"],
+        serde_json::json!([]),
+        "claims left: {locks:#}"
+    );
+}
+
+/// Which commit on `rev` added `tasks/done/<id>.md`, per task; and how many
+/// commits did (a task done twice would be added twice).
+fn done_commits(hub: &Repo, rev: &str) -> (BTreeMap<String, String>, BTreeMap<String, usize>) {
+    let log = hub.git([
+        "log",
+        "--format=commit %H",
+        "--name-only",
+        "--diff-filter=A",
+        rev,
+        "--",
+        "tasks/done/",
+    ]);
+    let mut first: BTreeMap<String, String> = BTreeMap::new();
+    let mut count: BTreeMap<String, usize> = BTreeMap::new();
+    let mut commit = "";
+    for line in log.lines() {
+        if let Some(c) = line.strip_prefix("commit ") {
+            commit = c;
+        } else if let Some(id) = line
+            .strip_prefix("tasks/done/")
+            .and_then(|n| n.strip_suffix(".md"))
+        {
+            // Newest first: the oldest one stays.
+            first.insert(id.to_owned(), commit.to_owned());
+            *count.entry(id.to_owned()).or_default() += 1;
+        }
+    }
+    (first, count)
+}
+
+/// How many commits on `rev` have the subject farm gives a finished task.
+fn done_subjects(hub: &Repo, rev: &str, id: &str) -> usize {
+    let prefix = format!("farm: `{id}` done");
+    hub.git(["log", "--format=%s", rev])
+        .lines()
+        .filter(|s| *s == prefix || s.starts_with(&format!("{prefix},")))
+        .count()
+}
+
+/// The patch ids of every non-merge commit reachable from a ref of `hub`.
+fn patch_ids(hub: &Repo) -> BTreeSet<String> {
+    let log = hub.git(["log", "--all", "--no-merges", "-p"]);
+    let mut child = Command::new("git")
+        .args(["patch-id", "--stable"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(GIT_ENV)
+        .current_dir(&hub.dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || stdin.write_all(format!("{log}\n").as_bytes()));
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every commit an agent recorded is on the hub: reachable from a ref as
+/// made, or — farm rebases work onto main — as a commit with the same patch.
+/// Returns how many were found as made.
+#[track_caller]
+fn assert_agent_commits_on_hub(hub: &Repo, commits: &[String]) -> usize {
+    let reachable: BTreeSet<String> = hub
+        .git(["rev-list", "--all"])
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let patches = patch_ids(hub);
+    let mut as_made = 0;
+    for line in commits {
+        let mut words = line.split(' ');
+        let (task, commit, patch) = (
+            words.next().unwrap(),
+            words.next().unwrap(),
+            words.next().unwrap(),
+        );
+        if reachable.contains(commit) {
+            as_made += 1;
+        } else {
+            assert!(
+                patches.contains(patch),
+                "{task}: agent commit {commit} (patch {patch}) is on no hub ref"
+            );
+        }
+    }
+    as_made
+}
+
+/// Every line of the runs' logs that names task `id`, prefixed with the
+/// run's index: the story of one task across machines, for failure messages.
+fn story(outs: &[Output], id: &str) -> String {
+    let tag = format!("`{id}`");
+    outs.iter()
+        .enumerate()
+        .flat_map(|(i, o)| {
+            o.stderr
+                .lines()
+                .filter(|l| l.contains(&tag))
+                .map(move |l| format!("[{i}] {l}\n"))
+        })
+        .collect()
+}
+
+/// Lines of the runs' logs that are errors or retries, for failure messages.
+fn troubles(outs: &[Output]) -> String {
+    outs.iter()
+        .enumerate()
+        .flat_map(|(i, o)| {
+            o.stderr
+                .lines()
+                .filter(|l| l.contains("error") || l.contains("hint:") || l.contains("again in"))
+                .map(move |l| format!("[{i}] {l}\n"))
+        })
+        .collect()
+}
+
+/// Wait for every run, sharing one deadline; all their outputs.
+fn finish_all(runs: Vec<Running>, deadline: Instant) -> Vec<Output> {
+    runs.into_iter().map(|r| r.finish_by(deadline)).collect()
+}
+
+#[track_caller]
+fn assert_all_succeeded(outs: &[Output]) {
+    let failed: Vec<usize> = (0..outs.len())
+        .filter(|&i| outs[i].code != Some(0))
+        .collect();
+    assert!(failed.is_empty(), "runs {failed:?} failed: {outs:#?}");
+}
+
+// --- a. many machines race for one task ----------------------------------------
+
+/// Rounds of the 16-machine race: 40, not 100. A round costs ~1.2 s on the
+/// 2-core machine (16 farm processes, each a fetch and a compare-and-swap
+/// push through the daemon, and the losers' second fetch), so 100 rounds
+/// took ~125 s, past the minute a test may take here. `FARM_TEST_ROUNDS=100`
+/// runs the full count.
+const RACE_ROUNDS: usize = 40;
+
+/// 16 machines claim the same task through the daemon, all released at
+/// once, round after round: exactly one wins each round, every loser is told
+/// who holds it, and the claims branch ends holding exactly the winners'
+/// claims (their nonces, their hosts).
+#[test]
+fn sixteen_machines_race_for_each_task_and_one_wins() {
+    let _serial = one_at_a_time();
+    let daemon = Daemon::with_hub(&[("README", "race\n")]);
+    let machines: Vec<Machine> = (0..16)
+        .map(|i| daemon.machine(&format!("host-{i:02}")))
+        .collect();
+    let rounds = std::env::var("FARM_TEST_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(RACE_ROUNDS)
+        .max(1);
+    let started = Instant::now();
+    let mut winners: BTreeMap<String, (usize, String)> = BTreeMap::new();
+    for round in 0..rounds {
+        let task = format!("race-{round:03}");
+        let children = race(
+            machines
+                .iter()
+                .enumerate()
+                .map(|(i, m)| m.farm(["claim", &task, "--json", "--agent", &format!("racer-{i}")]))
+                .collect(),
+        );
+        let mut won = Vec::new();
+        for (i, child) in children.into_iter().enumerate() {
+            let out = child.wait_with_output().unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            match out.status.code() {
+                Some(0) => {
+                    let json: serde_json::Value = serde_json::from_str(stdout.trim())
+                        .unwrap_or_else(|e| {
+                            panic!("round {round}: racer {i}: not JSON ({e}): {stdout}")
+                        });
+                    assert_eq!(json["task"], task.as_str(), "{json:#}");
+                    let nonce = json["nonce"].as_str().expect("a nonce").to_owned();
+                    won.push((i, nonce));
+                }
+                Some(3) => assert!(
+                    stderr.contains("held by"),
+                    "round {round}: racer {i} lost without saying to whom: {stderr}"
+                ),
+                other => panic!(
+                    "round {round}: racer {i} exited {other:?}\nstdout: {stdout}\nstderr: {stderr}"
+                ),
+            }
+        }
+        assert_eq!(
+            won.len(),
+            1,
+            "round {round}: {} winners: {won:?}",
+            won.len()
+        );
+        winners.insert(task, won.pop().unwrap());
+    }
+    eprintln!(
+        "{rounds} rounds of 16 racers: {:?} ({:?}/round)",
+        started.elapsed(),
+        started.elapsed() / rounds as u32
+    );
+
+    let locks = machines[0].locks();
+    assert_eq!(locks["store"], "git", "{locks:#}");
+    let claims = locks["claims"].as_array().expect("a claims array");
+    let listed: BTreeMap<String, &serde_json::Value> = claims
+        .iter()
+        .map(|c| (c["task"].as_str().unwrap().to_owned(), c))
+        .collect();
+    assert_eq!(claims.len(), rounds, "one claim per round: {locks:#}");
+    assert_eq!(
+        listed.keys().collect::<Vec<_>>(),
+        winners.keys().collect::<Vec<_>>()
+    );
+    for (task, (i, nonce)) in &winners {
+        let c = listed[task];
+        assert_eq!(c["nonce"], nonce.as_str(), "{task}: {c:#}");
+        assert_eq!(c["agent"], format!("racer-{i}"), "{task}: {c:#}");
+        assert_eq!(c["host"], machines[*i].host.as_str(), "{task}: {c:#}");
+        assert_eq!(c["state"], "alive", "{task}: {c:#}");
+    }
+}
+
+// --- b. byte-identical claims ------------------------------------------------------
+
+/// Rounds of the twin race: each round is one chance for the two pushes to
+/// meet on the same tip; 20 makes a store that only sometimes tells twins
+/// apart fail.
+const TWIN_ROUNDS: usize = 20;
+
+/// Two claimers (two stores, two caches: two machines) whose records are
+/// byte-identical — the same Claim, nonce and timestamps included — race for
+/// one task, both starting from the same claims tip. Identical records on
+/// the same parent could make identical commits: the second push would be
+/// "up to date" rather than rejected, and reading the tip back would find
+/// "my" nonce for both. Exactly one must win, every round; the other sees
+/// the claim as someone else's.
+#[test]
+fn identical_claims_race_and_one_wins() {
+    let _serial = one_at_a_time();
+    use farm::claim::Claim;
+    use farm::store::git::GitStore;
+    use farm::store::{Attempt, ClaimStore};
+    use farm::task::TaskId;
+
+    let daemon = Daemon::with_hub(&[("README", "twins\n")]);
+    let url = daemon.url();
+    let caches = tempfile::tempdir().unwrap();
+    let stores = [
+        GitStore::open(&url, &caches.path().join("a/claims.git")).unwrap(),
+        GitStore::open(&url, &caches.path().join("b/claims.git")).unwrap(),
+    ];
+    let mut nonces = BTreeMap::new();
+    for round in 0..TWIN_ROUNDS {
+        let task = TaskId::parse(&format!("twin-{round:02}")).unwrap();
+        // Whole milliseconds, as the record spells times: what the loser
+        // reads back is then equal to what both wrote.
+        let ms = std::time::UNIX_EPOCH.elapsed().unwrap().as_millis() as u64;
+        let now = std::time::UNIX_EPOCH + Duration::from_millis(ms);
+        let claim = Claim::new(task.clone(), "twin", None, 1, now);
+        // Both caches at the remote's current tip: the same parent for both
+        // commits, so nothing but the store itself tells them apart.
+        for store in &stores {
+            store.list().unwrap();
+        }
+        let barrier = std::sync::Barrier::new(2);
+        let results: Vec<Attempt> = std::thread::scope(|s| {
+            let handles: Vec<_> = stores
+                .iter()
+                .map(|store| {
+                    let (claim, barrier) = (claim.clone(), &barrier);
+                    s.spawn(move || {
+                        barrier.wait();
+                        store.try_claim(claim, false)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap().unwrap())
+                .collect()
+        });
+        let won = results
+            .iter()
+            .filter(|a| matches!(a, Attempt::Won(_)))
+            .count();
+        assert_eq!(won, 1, "round {round}: {won} of 2 twins won: {results:?}");
+        for a in &results {
+            if let Attempt::Lost(listed) = a {
+                let record = listed.record.as_ref().unwrap();
+                assert_eq!(record, &claim, "round {round}: the loser saw {listed:?}");
+            }
+        }
+        nonces.insert(task.to_string(), claim.nonce.to_string());
+    }
+
+    // One claim per round, as a third machine sees it.
+    let listed = Machine::new("third", &url).locks();
+    let claims: BTreeMap<String, String> = listed["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["task"].as_str().unwrap().to_owned(),
+                c["nonce"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(claims, nonces, "{listed:#}");
+}
+
+// --- c. three machines run a 60-task board -----------------------------------------
+
+/// 60 tasks, task i after 0–2 earlier ones, from a fixed seed: the same
+/// board every run, deep enough that order matters, wide enough that nine
+/// agents have work.
+fn dag(n: usize) -> Vec<Vec<usize>> {
+    let mut seed: u64 = 0x5eed_f00d;
+    let mut next = move || {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (seed >> 33) as usize
+    };
+    (0..n)
+        .map(|i| {
+            let want = if i == 0 { 0 } else { next() % 3 };
+            let deps: BTreeSet<usize> = (0..want).map(|_| i - 1 - next() % i.min(12)).collect();
+            deps.into_iter().collect()
+        })
+        .collect()
+}
+
+/// Three machines, `farm run -j 3` each, on one 60-task board with
+/// dependencies: every task is done exactly once, after everything it comes
+/// after, every agent commit reaches the hub, nothing fails or is rescued,
+/// and no claim is left.
+#[test]
+fn three_machines_finish_a_sixty_task_board_together() {
+    let _serial = one_at_a_time();
+    const N: usize = 60;
+    let deps = dag(N);
+    let ids: Vec<String> = (0..N).map(|i| format!("t{i:02}")).collect();
+    let after: BTreeMap<String, Vec<String>> = ids
+        .iter()
+        .zip(&deps)
+        .map(|(id, d)| (id.clone(), d.iter().map(|&j| ids[j].clone()).collect()))
+        .collect();
+    let files: Vec<(String, String)> = after
+        .iter()
+        .map(|(id, d)| {
+            (
+                format!("tasks/{id}.md"),
+                task_file(id, d, &format!("Append a line to work/{id}.txt.")),
+            )
+        })
+        .collect();
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let daemon = Daemon::with_hub(&files);
+    let l = logs(&daemon);
+    let agent = agent_script(
+        &daemon,
+        "agent.sh",
+        &format!(
+            r#"set -eu
+L='{}'
+echo "$FARM_TASK $FARM_AGENT $(git rev-parse HEAD)" >> "$L/starts.log"
+mkdir -p work
+echo "$FARM_TASK by $FARM_AGENT" >> "work/$FARM_TASK.txt"
+git add -A
+git commit -q -m "work on $FARM_TASK by $FARM_AGENT"
+{RECORD_COMMIT}
+"#,
+            l.display()
+        ),
+    );
+    let machines: Vec<Machine> = ["m1", "m2", "m3"]
+        .iter()
+        .map(|h| daemon.machine(&format!("{h}-host")))
+        .collect();
+    let started = Instant::now();
+    let runs: Vec<Running> = machines
+        .iter()
+        .zip(["m1", "m2", "m3"])
+        .map(|(m, name)| {
+            Running::spawn(m.farm([
+                "run",
+                "--hub",
+                &daemon.url(),
+                "--agent",
+                &agent,
+                "-j",
+                "3",
+                "--name",
+                name,
+                "--stale-after",
+                "2m",
+            ]))
+        })
+        .collect();
+    let outs = finish_all(runs, started + Duration::from_secs(240));
+    eprintln!("60 tasks on 3 machines x 3 agents: {:?}", started.elapsed());
+    assert_all_succeeded(&outs);
+
+    // What the remote holds, fetched through the daemon as any machine would.
+    let hub = Repo::mirror(&daemon.url(), &daemon.base.path().join("mirror.git"));
+    let all: BTreeSet<String> = ids.iter().cloned().collect();
+    assert_eq!(hub.board("main", "tasks/done"), all, "{outs:#?}");
+    assert_eq!(hub.board("main", "tasks"), BTreeSet::new(), "pending left");
+    assert_eq!(hub.board("main", "tasks/failed"), BTreeSet::new(), "failed");
+
+    // Done exactly once: one done commit, one done subject, one session.
+    let (marker, added) = done_commits(&hub, "main");
+    for id in &all {
+        assert_eq!(
+            added.get(id),
+            Some(&1),
+            "{id}: tasks/done/{id}.md added {:?} times",
+            added.get(id)
+        );
+        assert_eq!(done_subjects(&hub, "main", id), 1, "{id}: done commits");
+        let work = hub.show(&format!("main:work/{id}.txt")).unwrap();
+        assert_eq!(work.lines().count(), 1, "work/{id}.txt: {work:?}");
+    }
+    let starts = log_lines(&daemon, "starts.log");
+    let mut started_at: BTreeMap<String, String> = BTreeMap::new();
+    for line in &starts {
+        let mut w = line.split(' ');
+        let (id, _agent, base) = (w.next().unwrap(), w.next().unwrap(), w.next().unwrap());
+        assert!(
+            started_at.insert(id.to_owned(), base.to_owned()).is_none(),
+            "{id} started twice: {starts:#?}\n{}",
+            story(&outs, id)
+        );
+    }
+    assert_eq!(started_at.len(), N, "{starts:#?}");
+
+    // Order: each session started from a main that already had every
+    // dependency done, and so does its own done commit.
+    for (id, deps) in &after {
+        for dep in deps {
+            assert!(
+                hub.is_ancestor(&marker[dep], &started_at[id]),
+                "{id} started at {} before {dep} was done ({})",
+                started_at[id],
+                marker[dep]
+            );
+            assert!(
+                hub.is_ancestor(&marker[dep], &marker[id]),
+                "{id} was done ({}) before {dep} ({})",
+                marker[id],
+                marker[dep]
+            );
+        }
+    }
+
+    // Who did the work: all three machines (9 agents, 60 tasks: a machine
+    // that did nothing was not really taking part).
+    let hosts: BTreeSet<&str> = starts
+        .iter()
+        .map(|l| l.split(' ').nth(1).unwrap())
+        .map(|agent| agent.split('-').next().unwrap())
+        .collect();
+    assert_eq!(
+        hosts,
+        BTreeSet::from(["m1", "m2", "m3"]),
+        "agents that worked: {starts:#?}"
+    );
+
+    let commits = log_lines(&daemon, "commits.log");
+    assert_eq!(commits.len(), N, "{commits:#?}");
+    let as_made = assert_agent_commits_on_hub(&hub, &commits);
+    eprintln!("agent commits: {as_made} as made, {} rebased", N - as_made);
+    assert_eq!(
+        hub.git([
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/heads/farm/rescue/"
+        ]),
+        "",
+        "nothing failed, so nothing should be rescued"
+    );
+    assert_no_claims(&machines[0]);
+}
+
+// --- d. fencing ----------------------------------------------------------------
+
+/// Machine alpha claims `x` and its agent starts; alpha (farm and agent) is
+/// frozen with SIGSTOP until its heartbeat is stale, machine beta reaps the
+/// claim, does `x` and pushes it; then alpha wakes and finishes its session.
+/// alpha must not publish: `x` is done once, by beta; alpha's work is on
+/// `farm/rescue/x/<alpha's nonce>`, not on main; no claim is left.
+#[test]
+fn a_frozen_holder_that_was_reaped_cannot_publish() {
+    let _serial = one_at_a_time();
+    let daemon = Daemon::with_hub(&[(
+        "tasks/x.md",
+        &task_file("x", &[], "Write who you are into a file."),
+    )]);
+    let l = logs(&daemon);
+    // alpha commits a first part of its work (so that there is a commit to
+    // follow whichever way farm handles the lost claim), says it is ready to
+    // be frozen, then takes its time (the stop lands during the sleep)
+    // before committing the rest — if farm lets it live that long.
+    let agent = agent_script(
+        &daemon,
+        "agent.sh",
+        &format!(
+            r#"set -eu
+L='{}'
+echo "$FARM_TASK $FARM_AGENT $FARM_ATTEMPT" >> "$L/starts.log"
+case "$FARM_AGENT" in
+alpha*)
+    echo "alpha was here" > alpha.txt
+    git add -A
+    git commit -q -m "x by alpha, part 1"
+    git rev-parse HEAD > "$L/alpha.commit1"
+    echo "alpha, part 2" > alpha2.txt
+    echo $$ > "$L/alpha.pid.tmp"
+    mv "$L/alpha.pid.tmp" "$L/alpha.pid"
+    sleep 3
+    git add -A
+    git commit -q -m "x by alpha, part 2"
+    git rev-parse HEAD > "$L/alpha.commit2";;
+*)
+    echo "beta was here" > beta.txt
+    git add -A
+    git commit -q -m "x by beta"
+    git rev-parse HEAD > "$L/beta.commit";;
+esac
+"#,
+            l.display()
+        ),
+    );
+    let alpha = daemon.machine("alpha-host");
+    let beta = daemon.machine("beta-host");
+    let run = |m: &Machine, name: &str| {
+        Running::spawn(m.farm([
+            "run",
+            "--agent",
+            &agent,
+            "-j",
+            "1",
+            "--name",
+            name,
+            "--stale-after",
+            "4s",
+        ]))
+    };
+    let started = Instant::now();
+    let mut a = run(&alpha, "alpha");
+    let pid_file = l.join("alpha.pid");
+    while !pid_file.exists() {
+        assert!(
+            !a.exited(),
+            "alpha ended before its session started: {:#?}",
+            a.finish_by(Instant::now())
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "alpha's session never started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let agent_pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let agent_group = pgid_of(agent_pid);
+    // farm first, so that it cannot see its session stop and react.
+    signal_group(a.pid() as i32, libc::SIGSTOP);
+    signal_group(agent_group, libc::SIGSTOP);
+
+    let locks = beta.locks();
+    let claims = locks["claims"].as_array().unwrap();
+    assert_eq!(claims.len(), 1, "{locks:#}");
+    assert_eq!(claims[0]["task"], "x", "{locks:#}");
+    assert_eq!(claims[0]["host"], "alpha-host", "{locks:#}");
+    let alpha_nonce = claims[0]["nonce"].as_str().unwrap().to_owned();
+
+    // beta waits out alpha's heartbeat (4 s), reaps, does x, and ends: the
+    // board is settled once x is done.
+    let b = run(&beta, "beta");
+    let b_out = b.finish_by(Instant::now() + Duration::from_secs(40));
+    eprintln!("beta done after {:?}", started.elapsed());
+    assert_eq!(b_out.code, Some(0), "{b_out:#?}");
+    assert!(b_out.stderr.contains("reaped `x`"), "{b_out:#?}");
+    let hub = daemon.hub();
+    assert_eq!(
+        hub.board("main", "tasks/done"),
+        BTreeSet::from(["x".to_owned()]),
+        "beta should have done x while alpha was frozen: {b_out:#?}"
+    );
+
+    signal_group(a.pid() as i32, libc::SIGCONT);
+    signal_group(agent_group, libc::SIGCONT);
+    let a_out = a.finish_by(Instant::now() + Duration::from_secs(40));
+    eprintln!("alpha done after {:?}", started.elapsed());
+    assert_eq!(a_out.code, Some(0), "{a_out:#?}");
+
+    // x done once, and by beta.
+    let (_, added) = done_commits(&hub, "main");
+    assert_eq!(added.get("x"), Some(&1), "{added:?}");
+    assert_eq!(done_subjects(&hub, "main", "x"), 1);
+    assert_eq!(
+        hub.show("main:beta.txt").as_deref(),
+        Some("beta was here\n")
+    );
+    for file in ["alpha.txt", "alpha2.txt"] {
+        assert_eq!(
+            hub.show(&format!("main:{file}")),
+            None,
+            "alpha published {file} after losing its claim: {a_out:#?}"
+        );
+    }
+    assert!(hub.board("main", "tasks/failed").is_empty());
+    assert!(hub.board("main", "tasks").is_empty());
+    let beta_commit = std::fs::read_to_string(l.join("beta.commit")).unwrap();
+    let beta_commit = beta_commit.trim();
+    if !hub.is_ancestor(beta_commit, "main") {
+        // Rebased: then a commit on main must carry beta's subject.
+        assert!(
+            hub.git(["log", "--format=%s", "main"])
+                .lines()
+                .any(|s| s == "x by beta"),
+            "beta's work is not on main"
+        );
+    }
+
+    // alpha's work went to the rescue branch of its own claim: the commit it
+    // made before the freeze, and — if farm let the session finish rather
+    // than stop it on noticing the loss, and commit what it left — the one
+    // after.
+    let rescue = format!("refs/heads/farm/rescue/x/{alpha_nonce}");
+    assert!(
+        hub.git_ok(["rev-parse", "--verify", "-q", &rescue]),
+        "no branch {rescue}; branches: {}\nalpha: {a_out:#?}",
+        hub.git(["for-each-ref", "--format=%(refname)"])
+    );
+    let first = std::fs::read_to_string(l.join("alpha.commit1")).unwrap();
+    let mut alpha_commits = vec![first.trim().to_owned()];
+    let finished = std::fs::read_to_string(l.join("alpha.commit2")).ok();
+    alpha_commits.extend(finished.as_deref().map(|c| c.trim().to_owned()));
+    for commit in &alpha_commits {
+        assert!(
+            hub.is_ancestor(commit, &rescue),
+            "alpha's commit {commit} is not on {rescue}: {a_out:#?}"
+        );
+        assert!(
+            !hub.is_ancestor(commit, "main"),
+            "alpha's commit {commit} reached main"
+        );
+    }
+    for (file, text) in [
+        ("alpha.txt", "alpha was here\n"),
+        ("alpha2.txt", "alpha, part 2\n"),
+    ] {
+        assert_eq!(
+            hub.show(&format!("{rescue}:{file}")).as_deref(),
+            Some(text),
+            "{file} is not on {rescue}: {a_out:#?}"
+        );
+    }
+    // Either fence is right — farm stopping the session on noticing the
+    // loss, or the atomic publish refusing it afterwards — but which one held
+    // is worth seeing in the log: this test cannot force either.
+    eprintln!(
+        "alpha's agent {}; alpha said:\n{}",
+        if finished.is_some() {
+            "lived to commit part 2"
+        } else {
+            "was stopped before part 2"
+        },
+        a_out.stderr
+    );
+    assert_no_claims(&beta);
+}
+
+// --- e. the hub goes away for a while ----------------------------------------------
+
+/// Two machines, two agents each, sixteen half-second tasks; after a few are
+/// done, the daemon is killed (every connection with it) for 3 s and then
+/// comes back; later it flaps (killed and restarted at once, a few times).
+/// The runs ride it out: they exit 0, every task is done once and worked
+/// once, every agent commit is on the hub, nothing is rescued, no claim is
+/// left, and farm said it was retrying.
+#[test]
+fn runs_ride_out_a_hub_outage() {
+    let _serial = one_at_a_time();
+    const N: usize = 16;
+    let ids: Vec<String> = (0..N).map(|i| format!("f{i:02}")).collect();
+    let files: Vec<(String, String)> = ids
+        .iter()
+        .map(|id| {
+            (
+                format!("tasks/{id}.md"),
+                task_file(id, &[], &format!("Write work/{id}.txt.")),
+            )
+        })
+        .collect();
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let mut daemon = Daemon::with_hub(&files);
+    let l = logs(&daemon);
+    let agent = agent_script(
+        &daemon,
+        "agent.sh",
+        &format!(
+            r#"set -eu
+L='{}'
+echo "$FARM_TASK $FARM_AGENT" >> "$L/starts.log"
+sleep 0.5
+mkdir -p work
+echo "$FARM_TASK by $FARM_AGENT" >> "work/$FARM_TASK.txt"
+git add -A
+git commit -q -m "work on $FARM_TASK by $FARM_AGENT"
+{RECORD_COMMIT}
+"#,
+            l.display()
+        ),
+    );
+    let machines = [daemon.machine("east"), daemon.machine("west")];
+    let started = Instant::now();
+    let mut runs: Vec<Running> = machines
+        .iter()
+        .zip(["east", "west"])
+        .map(|(m, name)| {
+            Running::spawn(m.farm(["run", "--agent", &agent, "-j", "2", "--name", name]))
+        })
+        .collect();
+
+    // The bare repository is the daemon's own disk: reading it needs no
+    // network, so it can be watched while the network is down.
+    let hub = daemon.hub();
+    while hub.board("main", "tasks/done").len() < 3 {
+        assert!(
+            started.elapsed() < Duration::from_secs(40),
+            "three tasks were never done"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    daemon.stop();
+    let cut = Instant::now();
+    let done_at_cut = hub.board("main", "tasks/done").len();
+    if runs.iter_mut().any(|r| r.exited()) {
+        let outs = finish_all(runs, Instant::now());
+        panic!("a run ended before the outage, {done_at_cut} tasks done: {outs:#?}");
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    daemon.start();
+    eprintln!(
+        "outage of {:?} after {done_at_cut} tasks done",
+        cut.elapsed()
+    );
+
+    // Then the hub flaps: killed and back within a fraction of a second, a
+    // few times. A long outage mostly refuses connections; a kill is what
+    // breaks one mid-answer (a truncated ref listing, half a pack), which
+    // is a network failure too and must be retried like one.
+    while hub.board("main", "tasks/done").len() < 8 {
+        assert!(
+            started.elapsed() < Duration::from_secs(50),
+            "eight tasks were never done"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut flaps = 0;
+    for _ in 0..6 {
+        if runs.iter_mut().any(|r| r.exited()) {
+            break;
+        }
+        daemon.stop();
+        flaps += 1;
+        std::thread::sleep(Duration::from_millis(200));
+        daemon.start();
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    eprintln!("{flaps} flaps after 8 tasks done");
+
+    let outs = finish_all(runs, Instant::now() + Duration::from_secs(60));
+    eprintln!("{N} tasks with an outage: {:?}", started.elapsed());
+    assert_all_succeeded(&outs);
+
+    let all: BTreeSet<String> = ids.iter().cloned().collect();
+    assert!(done_at_cut < N, "everything was done before the outage");
+    assert_eq!(hub.board("main", "tasks/done"), all, "{outs:#?}");
+    assert!(hub.board("main", "tasks").is_empty(), "{outs:#?}");
+    assert!(hub.board("main", "tasks/failed").is_empty(), "{outs:#?}");
+    let (_, added) = done_commits(&hub, "main");
+    for id in &all {
+        assert_eq!(
+            added.get(id),
+            Some(&1),
+            "{id} added to tasks/done/ {:?} times",
+            added.get(id)
+        );
+        assert_eq!(done_subjects(&hub, "main", id), 1, "{id}: done commits");
+        let work = hub.show(&format!("main:work/{id}.txt")).unwrap();
+        assert_eq!(work.lines().count(), 1, "work/{id}.txt: {work:?}");
+    }
+    let commits = log_lines(&daemon, "commits.log");
+    assert!(commits.len() >= N, "{commits:#?}");
+    assert_agent_commits_on_hub(&hub, &commits);
+    assert_no_claims(&machines[0]);
+
+    // An outage is waited out, not treated as a failed session: no finished
+    // work was set aside on a rescue branch and redone by someone else.
+    let mut starts: BTreeMap<String, usize> = BTreeMap::new();
+    for line in log_lines(&daemon, "starts.log") {
+        *starts
+            .entry(line.split(' ').next().unwrap().to_owned())
+            .or_default() += 1;
+    }
+    for (id, n) in &starts {
+        assert_eq!(*n, 1, "{id} was worked {n} times:\n{}", story(&outs, id));
+    }
+    assert_eq!(
+        hub.git([
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/heads/farm/rescue/"
+        ]),
+        "",
+        "work was rescued during the outage:\n{}",
+        troubles(&outs)
+    );
+
+    // Said so, rather than failing silently or not noticing: at least one
+    // network operation fell in the 3 s gap with four agents busy.
+    let said: Vec<&str> = outs
+        .iter()
+        .flat_map(|o| o.stderr.lines())
+        .filter(|l| {
+            let l = l.to_lowercase();
+            l.contains("retr") || l.contains("trying again")
+        })
+        .collect();
+    assert!(!said.is_empty(), "no retry was logged: {outs:#?}");
+    eprintln!("retry lines: {}", said.len());
+}
+
+/// The second fence, which test d cannot reach (its frozen holder learns of
+/// the loss at its next heartbeat): a holder whose cached claims tip still
+/// holds its record builds its release on that tip. The atomic push must
+/// then fail as a whole — the work does not land on `main` although `main`
+/// itself would have taken it — and the holder learns that it lost.
+#[test]
+fn an_atomic_publish_from_a_reaped_holder_lands_nothing() {
+    use farm::claim::Claim;
+    use farm::store::git::GitStore;
+    use farm::store::{Attempt, ClaimStore, Published, Release};
+    use farm::task::TaskId;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let git = |dir: &std::path::Path, args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .envs(GIT_ENV)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let hub = tmp.path().join("hub.git");
+    git(
+        tmp.path(),
+        &["init", "--quiet", "--bare", "-b", "main", "hub.git"],
+    );
+    let url = hub.to_str().unwrap();
+    git(tmp.path(), &["clone", "--quiet", url, "work"]);
+    let work = tmp.path().join("work");
+    git(&work, &["commit", "--quiet", "--allow-empty", "-m", "seed"]);
+    git(
+        &work,
+        &["push", "--quiet", "origin", "HEAD:refs/heads/main"],
+    );
+
+    let x = TaskId::parse("x").unwrap();
+    let alpha = GitStore::open(url, &tmp.path().join("alpha/claims.git")).unwrap();
+    let beta = GitStore::open(url, &tmp.path().join("beta/claims.git")).unwrap();
+    let claim = |agent: &str| Claim::new(x.clone(), agent, None, 1, std::time::SystemTime::now());
+    let Attempt::Won(held) = alpha.try_claim(claim("alpha"), false).unwrap() else {
+        panic!("alpha did not win an unclaimed task");
+    };
+    // Beta takes the claim away (as a reaper would) and claims the task
+    // itself; alpha hears nothing of it.
+    beta.release(&x, Release::Force { by: "beta" }).unwrap();
+    let Attempt::Won(new) = beta.try_claim(claim("beta"), false).unwrap() else {
+        panic!("beta did not win the freed task");
+    };
+
+    std::fs::write(work.join("alpha.txt"), "alpha's work\n").unwrap();
+    git(&work, &["add", "alpha.txt"]);
+    git(&work, &["commit", "--quiet", "-m", "alpha's work on x"]);
+    let main_before = git(&work, &["ls-remote", "origin", "refs/heads/main"]);
+    let published = alpha
+        .publish(
+            &held,
+            &farm::git::Repo::new(&work),
+            "origin",
+            &["HEAD:refs/heads/main".to_owned()],
+        )
+        .unwrap();
+    assert!(
+        matches!(published, Published::Lost(_)),
+        "a reaped holder published: {published:?}"
+    );
+    assert_eq!(
+        git(&work, &["ls-remote", "origin", "refs/heads/main"]),
+        main_before,
+        "the work landed on main without the claim"
+    );
+    let now = beta.read(&x).unwrap().expect("beta's claim is still there");
+    assert_eq!(now.record.unwrap().nonce, new.claim().nonce);
+}
