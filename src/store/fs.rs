@@ -359,11 +359,7 @@ impl ClaimStore for FsStore {
             }
             Err(e) => return Err(StoreError::io("open", &path)(e)),
         };
-        let locked = match file.try_lock() {
-            Ok(()) => true,
-            Err(std::fs::TryLockError::WouldBlock) => false,
-            Err(std::fs::TryLockError::Error(e)) => return Err(StoreError::io("lock", &path)(e)),
-        };
+        let locked = try_lock_patiently(&file).map_err(StoreError::io("lock", &path))?;
         let (bytes, meta) = read_capped(&mut file).map_err(StoreError::io("read", &path))?;
         if !same_file(&path, meta.ino()) {
             return Err(StoreError::Changed { task: task.clone() });
@@ -475,12 +471,8 @@ impl ClaimStore for FsStore {
             }
             Err(e) => return Err(StoreError::io("open", &path)(e)),
         };
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return skipped("a live process holds its lock");
-            }
-            Err(std::fs::TryLockError::Error(e)) => return Err(StoreError::io("lock", &path)(e)),
+        if !try_lock_patiently(&file).map_err(StoreError::io("lock", &path))? {
+            return skipped("a live process holds its lock");
         }
         // Under the lock: is the name still this inode, and the inode still
         // the claim that was judged, and is it still reapable?
@@ -543,6 +535,23 @@ fn listed(name: &str, bytes: &[u8], meta: &fs::Metadata) -> Listed {
         seen: None,
         identity: meta.ino(),
     }
+}
+
+/// Take `file`'s lock, or learn that a live process holds it. A lock can
+/// also outlive its holder's close by a moment: a child process forked by
+/// any thread of that holder shares its open files until it execs. So a
+/// busy lock is tried again for up to 100 ms before it counts as held.
+fn try_lock_patiently(file: &File) -> io::Result<bool> {
+    for _ in 0..20 {
+        match file.try_lock() {
+            Ok(()) => return Ok(true),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+        }
+    }
+    Ok(false)
 }
 
 fn fs_guard(held: &Held) -> Result<&FsGuard, StoreError> {
