@@ -110,6 +110,7 @@ pub(crate) struct GitGuard {
     released: AtomicBool,
 }
 
+#[derive(Clone, Copy)]
 enum Change<'a> {
     Put(&'a str, &'a [u8]),
     Remove(&'a str),
@@ -388,6 +389,32 @@ impl GitStore {
         Err(lost(task, "it was released, reaped or taken over"))
     }
 
+    /// Make `change` to `held`'s own record by compare-and-swap, for as long
+    /// as the tip still holds that record; the tip it made.
+    fn change_own(
+        &self,
+        held: &Held,
+        change: Change<'_>,
+        message: &str,
+    ) -> Result<Tip, StoreError> {
+        let mut fresh = false;
+        for round in 0..ROUNDS {
+            let Some(tip) = self.own_tip(held, &mut fresh)? else {
+                continue;
+            };
+            match self.write(&tip, change, message)? {
+                Wrote::Landed(new) => return Ok(new),
+                Wrote::Moved(_) => {
+                    fresh = true;
+                    back_off(round);
+                }
+            }
+        }
+        Err(StoreError::Busy {
+            task: held.claim.task.clone(),
+        })
+    }
+
     /// Give the objects of the cache to `repo`, which pushes commits made here.
     fn share_objects(&self, repo: &Repo) -> Result<(), StoreError> {
         let git_dir = PathBuf::from(repo.run(["rev-parse", "--absolute-git-dir"])?);
@@ -474,28 +501,12 @@ impl ClaimStore for GitStore {
         let bytes = claim.to_toml().into_bytes();
         let task = held.claim.task.as_str();
         let message = format!("farm: heartbeat `{task}` of {}", claim.who());
-        let mut fresh = false;
-        for round in 0..ROUNDS {
-            let Some(tip) = self.own_tip(held, &mut fresh)? else {
-                continue;
-            };
-            match self.write(&tip, Change::Put(task, &bytes), &message)? {
-                Wrote::Landed(new) => {
-                    *Self::guard(held)?
-                        .blob
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner()) = new.files[task].clone();
-                    return Ok(());
-                }
-                Wrote::Moved(_) => {
-                    fresh = true;
-                    back_off(round);
-                }
-            }
-        }
-        Err(StoreError::Busy {
-            task: held.claim.task.clone(),
-        })
+        let new = self.change_own(held, Change::Put(task, &bytes), &message)?;
+        *Self::guard(held)?
+            .blob
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = new.files[task].clone();
+        Ok(())
     }
 
     fn release_held(&self, held: Held) -> Result<(), StoreError> {
@@ -504,25 +515,9 @@ impl ClaimStore for GitStore {
         }
         let task = held.claim.task.as_str();
         let message = format!("farm: release `{task}` by {}", held.claim.who());
-        let mut fresh = false;
-        for round in 0..ROUNDS {
-            let Some(tip) = self.own_tip(&held, &mut fresh)? else {
-                continue;
-            };
-            match self.write(&tip, Change::Remove(task), &message)? {
-                Wrote::Landed(_) => {
-                    Self::guard(&held)?.released.store(true, Ordering::SeqCst);
-                    return Ok(());
-                }
-                Wrote::Moved(_) => {
-                    fresh = true;
-                    back_off(round);
-                }
-            }
-        }
-        Err(StoreError::Busy {
-            task: held.claim.task.clone(),
-        })
+        self.change_own(&held, Change::Remove(task), &message)?;
+        Self::guard(&held)?.released.store(true, Ordering::SeqCst);
+        Ok(())
     }
 
     fn release(&self, task: &TaskId, how: Release<'_>) -> Result<Released, StoreError> {

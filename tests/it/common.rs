@@ -396,3 +396,33 @@ impl Farm {
         output
     }
 }
+
+/// The patch ids (`git patch-id --stable`) of every non-merge commit of the
+/// repository at `dir`, given its `git log --all --no-merges -p`: farm
+/// rebases work, so an agent's commit may reach the hub as another commit
+/// with the same patch.
+pub fn patch_ids(dir: &Path, log: &str) -> std::collections::BTreeSet<String> {
+    use std::io::Write;
+    let mut child = Command::new("git")
+        .args(["patch-id", "--stable"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(GIT_ENV)
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let log = format!("{log}\n");
+    let feeder = std::thread::spawn(move || stdin.write_all(log.as_bytes()));
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}

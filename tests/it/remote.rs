@@ -5,9 +5,8 @@
 //! agree on went through the git protocol, as between real machines.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::common::{GIT_ENV, Output, race};
@@ -118,28 +117,7 @@ fn done_subjects(hub: &Repo, rev: &str, id: &str) -> usize {
 
 /// The patch ids of every non-merge commit reachable from a ref of `hub`.
 fn patch_ids(hub: &Repo) -> BTreeSet<String> {
-    let log = hub.git(["log", "--all", "--no-merges", "-p"]);
-    let mut child = Command::new("git")
-        .args(["patch-id", "--stable"])
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .envs(GIT_ENV)
-        .current_dir(&hub.dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let feeder = std::thread::spawn(move || stdin.write_all(format!("{log}\n").as_bytes()));
-    let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap().unwrap();
-    assert!(out.status.success());
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .map(str::to_owned)
-        .collect()
+    crate::common::patch_ids(&hub.dir, &hub.git(["log", "--all", "--no-merges", "-p"]))
 }
 
 /// Every commit an agent recorded is on the hub: reachable from a ref as

@@ -5,12 +5,10 @@
 //! what farm made of it against what really happened.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{Env, GIT_ENV, Output, running, wait_for};
+use crate::common::{Env, Output, running, wait_for};
 
 /// No run here takes more than a few seconds; a hung one fails the test.
 const LIMIT: Duration = Duration::from_secs(120);
@@ -113,28 +111,7 @@ fn add_task(env: &Env, args: &[&str]) {
 
 /// The patch ids of every non-merge commit reachable from a hub ref.
 fn hub_patch_ids(env: &Env) -> BTreeSet<String> {
-    let log = env.git(["log", "--all", "--no-merges", "-p"]);
-    let mut child = Command::new("git")
-        .args(["patch-id", "--stable"])
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .envs(GIT_ENV)
-        .current_dir(&env.hub)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let feeder = std::thread::spawn(move || stdin.write_all(format!("{log}\n").as_bytes()));
-    let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap().unwrap();
-    assert!(out.status.success());
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .map(str::to_owned)
-        .collect()
+    crate::common::patch_ids(&env.hub, &env.git(["log", "--all", "--no-merges", "-p"]))
 }
 
 /// Wait (bounded) until process `pid` is gone.
