@@ -59,6 +59,12 @@ pub struct Args {
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     stale_after: Option<Duration>,
 
+    /// How often a running session's claim is heartbeated (at most a
+    /// quarter of --stale-after). Default: a quarter of --stale-after, and
+    /// with the fs store at most 30s (a heartbeat there costs no push).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    heartbeat: Option<Duration>,
+
     /// The branch to integrate into (default: the hub's HEAD branch).
     #[arg(long)]
     branch: Option<String>,
@@ -144,6 +150,19 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     };
 
     let store = ctx.store_of(&spec, &settings)?;
+    let heartbeat = match args.heartbeat {
+        Some(h) if h.is_zero() || h > stale_after / 4 => {
+            return Err(Error::usage(format!(
+                "--heartbeat {}: heartbeat at least every quarter of --stale-after ({})",
+                crate::age::Age(h),
+                crate::age::Age(stale_after / 4)
+            ))
+            .hint("a claim whose heartbeats come further apart can look stale while it lives"));
+        }
+        Some(h) => h,
+        None if store.kind() == "fs" => (stale_after / 4).min(Duration::from_secs(30)),
+        None => stale_after / 4,
+    };
     let run = Run::new(
         hub,
         store,
@@ -151,6 +170,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         via,
         timeout,
         stale_after,
+        heartbeat,
         state,
         args.max_sessions,
         args.once,

@@ -740,6 +740,25 @@ fn missing_agent_binary_is_bad_usage_and_claims_nothing() {
     assert_hub_sound(&env);
 }
 
+/// A heartbeat slower than a quarter of the threshold would let a live claim
+/// look stale: refused before anything starts, with both durations named.
+#[test]
+fn a_heartbeat_too_slow_for_the_threshold_is_bad_usage() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["t", "-m", "Anything"]);
+    let before = env.git(["rev-parse", "main"]);
+    let out = farm_run(
+        &env,
+        "true",
+        &["--stale-after", "30m", "--heartbeat", "20m"],
+    )
+    .code(2);
+    assert!(out.stderr.contains("--heartbeat 20m"), "{out:#?}");
+    assert!(out.stderr.contains("7m30s"), "{out:#?}");
+    assert_eq!(env.git(["rev-parse", "main"]), before);
+    assert_eq!(board(&env, "tasks"), BTreeSet::from(["t".into()]));
+}
+
 /// A dependency cycle is named by `farm tasks`; `farm run` does the task
 /// outside it and ends (the board is settled), leaving the cycle pending.
 #[test]
