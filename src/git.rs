@@ -23,7 +23,8 @@ pub struct GitError {
 }
 
 /// What git prints when it could not talk to a remote, or lost it halfway.
-const TRANSIENT: [&str; 20] = [
+const TRANSIENT: [&str; 21] = [
+    "Operation too slow",
     "Could not read from remote repository",
     "expected flush after ref listing",
     "protocol error",
@@ -137,6 +138,17 @@ impl Repo {
             .env("GIT_TERMINAL_PROMPT", "0")
             .env("LC_ALL", "C")
             .stdin(Stdio::null());
+        // An https remote that stalls (under 1 KB/s for a minute) is given
+        // up on, and then tried again as a remote that did not answer; the
+        // user's own settings win. (ssh: ServerAliveInterval in ~/.ssh/config.)
+        for (key, value) in [
+            ("GIT_HTTP_LOW_SPEED_LIMIT", "1000"),
+            ("GIT_HTTP_LOW_SPEED_TIME", "60"),
+        ] {
+            if std::env::var_os(key).is_none() {
+                cmd.env(key, value);
+            }
+        }
         cmd
     }
 
