@@ -36,10 +36,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::board::{self, Task};
 use crate::claim::{Claim, Holder, Nonce, timestamp};
+use crate::classify::{self, Class};
 use crate::error::Error;
 use crate::git::{GitError, Pushed, Repo};
 use crate::host::{self, Here};
 use crate::hub::Hub;
+use crate::limits::Limits;
 use crate::liveness::Judge;
 use crate::output::Out;
 use crate::prompt;
@@ -86,6 +88,8 @@ pub struct Run {
     pub watch: bool,
     pub stop: Stop,
     pub out: Out,
+    /// Usage limits and API errors of the agent CLI: when every loop waits.
+    limits: Limits,
     started: AtomicUsize,
     wake: Arc<Wake>,
     /// Whether a file watcher wakes idle loops (else they poll faster).
@@ -176,6 +180,7 @@ impl Run {
             watch,
             stop: Stop::default(),
             out,
+            limits: Limits::default(),
             started: AtomicUsize::new(0),
             wake: Arc::default(),
             watched: std::sync::atomic::AtomicBool::new(false),
@@ -302,6 +307,12 @@ pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Erro
     // the branch agree again (claims coming and going do not).
     let mut distrust_worktree: Option<Option<String>> = None;
     while !run.stop.draining() && run.sessions_left() {
+        // The agent CLI hit its limit: nobody claims until it lifts.
+        run.limits
+            .wait(&|l| run.say(name, l), &|| !run.stop.draining());
+        if run.stop.draining() {
+            break;
+        }
         let claims = reap(run, name)?;
         let seen = run.hub.fingerprint();
         if distrust_worktree
@@ -406,13 +417,51 @@ pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Erro
         summary.sessions += 1;
         let end = work(run, &clone, name, &task, held);
         run.wake_all();
-        match end? {
+        let end = end?;
+        if !matches!(end, End::Limited { .. }) {
+            run.limits.ok();
+        }
+        match end {
             End::Done => summary.done += 1,
             End::Failed { rescued } => {
                 summary.failed += 1;
                 summary.rescued += usize::from(rescued);
             }
             End::Rescued | End::Lost => summary.rescued += 1,
+            End::Limited { reset, transient } => {
+                // Not an attempt, and not one of --max-sessions either.
+                run.unreserve_session();
+                let now = SystemTime::now();
+                let until = run.limits.hit(reset, transient, now);
+                let what = if transient {
+                    "the agent CLI's API failed"
+                } else {
+                    "the agent CLI hit its usage limit"
+                };
+                let when = if reset.is_some() {
+                    "as it said"
+                } else {
+                    "backing off"
+                };
+                run.say(
+                    name,
+                    &format!(
+                        "`{}`: {what}; no attempt counted; all agents wait {} ({when})",
+                        task.id,
+                        crate::age::Age(until.duration_since(now).unwrap_or_default())
+                    ),
+                );
+            }
+            End::Fatal(why) => {
+                run.stop.drain();
+                run.wake_all();
+                return Err(
+                    Error::usage(format!("`{}` cannot work: {why}", run.argv[0])).hint(format!(
+                        "run it by hand once to fix its setup (`{}`), then farm run again",
+                        run.argv.join(" ")
+                    )),
+                );
+            }
         }
         if run.once {
             break;
@@ -459,6 +508,14 @@ enum End {
     Rescued,
     /// The claim was taken away: work rescued, nothing counted, not released.
     Lost,
+    /// The agent CLI hit a usage limit or an API error: work rescued, no
+    /// attempt counted; agents wait (until `reset`, when it is known).
+    Limited {
+        reset: Option<SystemTime>,
+        transient: bool,
+    },
+    /// The agent CLI cannot work at all (why): the run stops.
+    Fatal(String),
 }
 
 /// Run the session for `task` and settle its outcome, then release the claim
@@ -546,9 +603,16 @@ fn settle(
         ),
     );
 
+    // What the session's end means, from its exit and its log's last lines.
+    let class = classify::classify(
+        &outcome,
+        started.elapsed(),
+        &std::fs::read_to_string(&log).unwrap_or_default(),
+        SystemTime::now(),
+    );
     // What the agent left uncommitted is committed: with the move to done
     // when it succeeded (one commit), on its own otherwise (to be rescued).
-    if outcome == Outcome::Success && !lost {
+    if class == Class::Success && !lost {
         clone.mark_done(task, name, attempt, &log)?;
     } else {
         clone.commit_leftovers(name, id)?;
@@ -596,12 +660,31 @@ fn settle(
         rescue("the claim was taken away while the session ran")?;
         return Ok(End::Lost);
     }
-    let end = match outcome {
-        Outcome::Interrupted => {
+    let end = match (outcome, class) {
+        (Outcome::Interrupted, _) => {
             rescue("the run was stopped")?;
             End::Rescued
         }
-        Outcome::Success => match integrate(run, clone, name, task, held, &base)? {
+        (_, Class::Limited { reset }) => {
+            rescue("the agent CLI hit its usage limit")?;
+            End::Limited {
+                reset,
+                transient: false,
+            }
+        }
+        (_, Class::Transient) => {
+            rescue("the agent CLI's API failed")?;
+            End::Limited {
+                reset: None,
+                transient: true,
+            }
+        }
+        (_, Class::Fatal(why)) => {
+            rescue("the agent CLI cannot work")?;
+            End::Fatal(why)
+        }
+        (Outcome::Success, Class::Success) => match integrate(run, clone, name, task, held, &base)?
+        {
             Integrated::Pushed => {
                 run.say(
                     name,
@@ -634,7 +717,11 @@ fn settle(
                 ),
             )?,
         },
-        failed => fail(&format!("session {failed}"), &failed.to_string())?,
+        (Outcome::Success, _) => fail(
+            "the session reported an error",
+            "the session exited 0 but its result says it failed",
+        )?,
+        (failed, _) => fail(&format!("session {failed}"), &failed.to_string())?,
     };
     Ok(end)
 }

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::common::{Env, Output, running, wait_for};
 
@@ -872,4 +872,110 @@ git commit -q -m "$FARM_TASK by $FARM_AGENT"
     assert_eq!(show(&env, "main:once.txt").unwrap().lines().count(), 1);
     assert_eq!(env.git(["for-each-ref", "refs/heads/farm/"]), "");
     assert_hub_sound(&env);
+}
+
+/// The agent CLI answers "usage limit" (Claude's older form, with the reset
+/// as epoch seconds) until a moment three seconds on: no attempt is burned,
+/// nobody starts a session before the reset, and the run finishes after it.
+#[test]
+fn a_usage_limit_burns_no_attempt_and_every_agent_waits_for_the_reset() {
+    let env = Env::git_hub(&[]);
+    for id in ["a", "b", "c", "d"] {
+        add_task(&env, &[id, "-m", "Anything"]);
+    }
+    let lifts = SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 3;
+    let starts = env.tmp.path().join("starts.log");
+    let agent = env.agent_script(
+        "limited.sh",
+        &format!(
+            r#"now=$(date +%s)
+echo "$now $FARM_AGENT $FARM_TASK" >> '{starts}'
+if [ "$now" -lt {lifts} ]; then
+  echo "working on $FARM_TASK"
+  echo "Claude AI usage limit reached|{lifts}"
+  exit 1
+fi
+echo "$FARM_TASK" > "work-$FARM_TASK.txt"
+git add "work-$FARM_TASK.txt" && git commit --quiet -m "work on $FARM_TASK"
+"#,
+            starts = starts.display()
+        ),
+    );
+    let out = farm_run(&env, &agent, &["-j", "2"]).success();
+    assert!(out.stderr.contains("no attempt counted"), "{out:#?}");
+    assert!(
+        out.stderr.contains("waiting for the agent CLI's limit"),
+        "{out:#?}"
+    );
+    assert_eq!(
+        board(&env, "tasks/done"),
+        BTreeSet::from(["a", "b", "c", "d"].map(String::from))
+    );
+    for id in ["a", "b", "c", "d"] {
+        let done = env.git(["show", &format!("main:tasks/done/{id}.md")]);
+        assert!(done.contains("on attempt 1,"), "{id}: {done}");
+        assert!(
+            !done.contains("## Attempt"),
+            "{id}: an attempt was noted: {done}"
+        );
+    }
+    // Once the first session hit the limit, the next start of any agent
+    // waited for the reset.
+    let log = std::fs::read_to_string(&starts).unwrap();
+    let times: Vec<u64> = log
+        .lines()
+        .map(|l| l.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    let limited = times.iter().filter(|t| **t < lifts).count();
+    assert!(
+        limited >= 1 && limited <= 2,
+        "one limited session per agent at most: {log}"
+    );
+    assert_eq!(times.len(), limited + 4, "{log}");
+    assert_hub_sound(&env);
+}
+
+/// A setup error (Claude's bad-key message) stops the run after the first
+/// session, with one message naming it; the task is not charged an attempt
+/// and its claim is released.
+#[test]
+fn an_auth_error_stops_the_run_after_one_session() {
+    let env = Env::git_hub(&[]);
+    for id in ["a", "b", "c"] {
+        add_task(&env, &[id, "-m", "Anything"]);
+    }
+    let count = env.tmp.path().join("sessions.log");
+    let agent = env.agent_script(
+        "nokey.sh",
+        &format!(
+            "echo \"$FARM_TASK\" >> '{}'\necho 'Invalid API key · Please run /login'\nexit 1\n",
+            count.display()
+        ),
+    );
+    let out = farm_run(&env, &agent, &[]).code(1);
+    assert_eq!(
+        std::fs::read_to_string(&count).unwrap().lines().count(),
+        1,
+        "{out:#?}"
+    );
+    assert_eq!(out.stderr.matches("cannot work").count(), 1, "{out:#?}");
+    assert!(out.stderr.contains("Please run /login"), "{out:#?}");
+    assert_eq!(
+        board(&env, "tasks"),
+        BTreeSet::from(["a", "b", "c"].map(String::from))
+    );
+    for id in ["a", "b", "c"] {
+        let text = env.git(["show", &format!("main:tasks/{id}.md")]);
+        assert!(!text.contains("## Attempt"), "{id}: {text}");
+    }
+    let claims: Vec<_> = std::fs::read_dir(env.claims())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".txt"))
+        .collect();
+    assert!(claims.is_empty(), "{claims:?}");
 }

@@ -1,0 +1,461 @@
+//! What a finished session means, from its exit *and* its output — never
+//! one alone: a success, a failure of the task, a usage limit of the agent
+//! CLI (until when, when it says), a transient API error, or a setup error
+//! that no task can get past (a bad API key, a missing model, a bad flag).
+//!
+//! Misreadings cost a night, so the rules are narrow:
+//! - only a session that failed (non-zero exit) or whose JSON result says
+//!   `"is_error": true` can be a limit, an API error or a setup error; a
+//!   session that exited 0 with a clean result is a success whatever it
+//!   printed (an agent may well print a file that mentions rate limits);
+//! - a session farm stopped (timed out, killed, interrupted) is what it is:
+//!   a timeout is not a usage limit;
+//! - only the last lines of the log are read ([`TAIL_LINES`]): CLIs report
+//!   why they stopped at the end, while the body holds the agent's work;
+//! - a setup error is one the CLI stops on at once ([`SETUP_WITHIN`]): after
+//!   minutes of work, "unexpected argument" is the task's own test output.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::session::Outcome;
+
+/// How many of a log's last lines are read.
+pub const TAIL_LINES: usize = 30;
+/// A session that ran longer than this did not fail on its setup.
+pub const SETUP_WITHIN: Duration = Duration::from_secs(60);
+
+/// What a session's end means for the loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Class {
+    Success,
+    /// The task's own failure: counts as an attempt.
+    TaskFailed,
+    /// The agent CLI's usage or rate limit: no attempt counted; agents wait,
+    /// until `reset` when the CLI said when.
+    Limited {
+        reset: Option<SystemTime>,
+    },
+    /// Overloaded, a 5xx, the network: no attempt counted; retried soon.
+    Transient,
+    /// Nothing will work until a human acts (why): the run stops.
+    Fatal(String),
+}
+
+/// Classify a session that ended with `outcome` after running for `ran`
+/// and wrote `log`, at `now`.
+pub fn classify(outcome: &Outcome, ran: Duration, log: &str, now: SystemTime) -> Class {
+    let tail = tail(log, TAIL_LINES);
+    let json_error = json_is_error(&tail);
+    match outcome {
+        Outcome::Success if json_error != Some(true) => return Class::Success,
+        Outcome::Success | Outcome::Failed { .. } => {}
+        Outcome::TimedOut | Outcome::Killed { .. } | Outcome::Interrupted => {
+            return Class::TaskFailed;
+        }
+    }
+    let lower = tail.to_lowercase();
+    if ran < SETUP_WITHIN
+        && let Some(line) = fatal_line(&tail, &lower)
+    {
+        return Class::Fatal(line);
+    }
+    if LIMITED.iter().any(|p| lower.contains(p)) {
+        return Class::Limited {
+            reset: reset_time(&tail, now),
+        };
+    }
+    if TRANSIENT.iter().any(|p| lower.contains(p)) {
+        return Class::Transient;
+    }
+    Class::TaskFailed
+}
+
+/// Usage and rate limits as the CLIs word them (lower case).
+const LIMITED: [&str; 9] = [
+    "usage limit",
+    "rate limit",
+    "rate_limit",
+    "quota exceeded",
+    "resource_exhausted",
+    "resource exhausted",
+    "too many requests",
+    "status 429",
+    "error 429",
+];
+
+/// Passing API trouble (lower case).
+const TRANSIENT: [&str; 11] = [
+    "overloaded",
+    "internal server error",
+    "bad gateway",
+    "service unavailable",
+    "gateway timeout",
+    "api error: 5",
+    "econnreset",
+    "etimedout",
+    "socket hang up",
+    "network error",
+    "fetch failed",
+];
+
+/// Setup errors: (pattern in lower case, what to tell the user).
+const FATAL: [(&str, &str); 10] = [
+    ("invalid api key", "the agent CLI's API key is invalid"),
+    ("api key not valid", "the agent CLI's API key is invalid"),
+    ("please run /login", "the agent CLI is not logged in"),
+    ("not logged in", "the agent CLI is not logged in"),
+    ("authentication_error", "the agent CLI cannot authenticate"),
+    ("model not found", "the agent CLI's model does not exist"),
+    ("unknown model", "the agent CLI's model does not exist"),
+    ("unknown option", "the agent CLI rejects its arguments"),
+    ("unexpected argument", "the agent CLI rejects its arguments"),
+    (
+        "unrecognized arguments",
+        "the agent CLI rejects its arguments",
+    ),
+];
+
+/// The setup error in the tail, as one line: what it means, and the CLI's
+/// own words.
+fn fatal_line(tail: &str, lower: &str) -> Option<String> {
+    let (pattern, meaning) = FATAL.iter().find(|(p, _)| lower.contains(p))?;
+    let said = tail
+        .lines()
+        .find(|l| l.to_lowercase().contains(pattern))
+        .unwrap_or_default()
+        .trim();
+    let said: String = said.chars().take(200).collect();
+    Some(format!("{meaning}: {said}"))
+}
+
+fn tail(log: &str, n: usize) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// `Some(true)` when a JSON line of the tail says `"is_error": true`.
+fn json_is_error(tail: &str) -> Option<bool> {
+    tail.lines().rev().find_map(|l| {
+        let v: serde_json::Value = serde_json::from_str(l.trim()).ok()?;
+        v.get("is_error")?.as_bool()
+    })
+}
+
+/// When the limit lifts, if the tail says: Claude's `…limit reached|EPOCH`,
+/// a JSON `resetsAt` (epoch seconds or RFC 3339), "try again in 4 days 6
+/// hours", "resets 1pm" / "try again at 3:51 PM" (this host's local time,
+/// the next such time from `now`).
+pub fn reset_time(tail: &str, now: SystemTime) -> Option<SystemTime> {
+    let lower = tail.to_lowercase();
+    if let Some(t) = epoch_after_bar(tail) {
+        return Some(t);
+    }
+    if let Some(t) = json_resets_at(tail) {
+        return Some(t);
+    }
+    if let Some(rest) = after(&lower, "try again in ") {
+        if let Some(d) = spelled_duration(rest) {
+            return Some(now + d);
+        }
+    }
+    for key in ["try again at ", "resets at ", "resets ", "reset at "] {
+        if let Some(rest) = after(&lower, key)
+            && let Some(t) = clock_time(rest, now)
+        {
+            return Some(t);
+        }
+    }
+    None
+}
+
+fn after<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.rfind(key).map(|i| &text[i + key.len()..])
+}
+
+/// `Claude AI usage limit reached|1764511200`.
+fn epoch_after_bar(tail: &str) -> Option<SystemTime> {
+    tail.lines().rev().find_map(|l| {
+        let (text, epoch) = l.trim().rsplit_once('|')?;
+        if !text.to_lowercase().contains("limit") {
+            return None;
+        }
+        let secs: u64 = epoch.trim().parse().ok()?;
+        Some(UNIX_EPOCH + Duration::from_secs(secs))
+    })
+}
+
+/// `"resetsAt": 1764511200` or `"resetsAt": "2026-11-30T13:00:00Z"`,
+/// anywhere in a JSON line.
+fn json_resets_at(tail: &str) -> Option<SystemTime> {
+    fn find(v: &serde_json::Value) -> Option<SystemTime> {
+        match v {
+            serde_json::Value::Object(map) => {
+                for (k, v) in map {
+                    if k.eq_ignore_ascii_case("resetsat") || k.eq_ignore_ascii_case("resets_at") {
+                        if let Some(secs) = v.as_u64() {
+                            // Milliseconds past 2100 in seconds are surely milliseconds.
+                            let secs = if secs > 4_102_444_800 {
+                                secs / 1000
+                            } else {
+                                secs
+                            };
+                            return Some(UNIX_EPOCH + Duration::from_secs(secs));
+                        }
+                        if let Some(s) = v.as_str() {
+                            return humantime::parse_rfc3339_weak(s).ok();
+                        }
+                    }
+                    if let Some(t) = find(v) {
+                        return Some(t);
+                    }
+                }
+                None
+            }
+            serde_json::Value::Array(items) => items.iter().find_map(find),
+            _ => None,
+        }
+    }
+    tail.lines().rev().find_map(|l| {
+        let v: serde_json::Value = serde_json::from_str(l.trim()).ok()?;
+        find(&v)
+    })
+}
+
+/// "4 days 6 hours", "5 minutes", "30s", "1h 20m" (up to the first word
+/// that is neither a number nor a unit).
+fn spelled_duration(text: &str) -> Option<Duration> {
+    let mut total = 0u64;
+    let mut number: Option<u64> = None;
+    let mut seen = false;
+    for word in text
+        .split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|w| !w.is_empty())
+    {
+        let digits: String = word.chars().take_while(char::is_ascii_digit).collect();
+        let unit = word[digits.len()..].trim_end_matches(['.', ')']);
+        if !digits.is_empty() {
+            number = digits.parse().ok();
+        }
+        if unit.is_empty() {
+            if digits.is_empty() && word != "and" {
+                break;
+            }
+            continue;
+        }
+        let secs = match unit {
+            "d" | "day" | "days" => 86_400,
+            "h" | "hr" | "hrs" | "hour" | "hours" => 3600,
+            "m" | "min" | "mins" | "minute" | "minutes" => 60,
+            "s" | "sec" | "secs" | "second" | "seconds" => 1,
+            _ => break,
+        };
+        total += number.take()? * secs;
+        seen = true;
+    }
+    seen.then(|| Duration::from_secs(total))
+}
+
+/// "1pm", "3:51 PM", "13:00", "3:51pm (Europe/Paris)": the next such
+/// moment after `now`, on this host's clock and time zone.
+fn clock_time(text: &str, now: SystemTime) -> Option<SystemTime> {
+    let word: String = text
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == ':')
+        .collect();
+    if word.is_empty() {
+        return None;
+    }
+    let rest = text.trim_start()[word.len()..].trim_start();
+    let (h, m) = match word.split_once(':') {
+        Some((h, m)) => (h.parse::<u32>().ok()?, m.parse::<u32>().ok()?),
+        None => (word.parse::<u32>().ok()?, 0),
+    };
+    let h = if rest.starts_with("pm") && h < 12 {
+        h + 12
+    } else if rest.starts_with("am") && h == 12 {
+        0
+    } else {
+        h
+    };
+    if h > 23 || m > 59 {
+        return None;
+    }
+    next_local(now, h, m)
+}
+
+/// The first local time `h:m` after `now`.
+fn next_local(now: SystemTime, h: u32, m: u32) -> Option<SystemTime> {
+    let secs = now.duration_since(UNIX_EPOCH).ok()?.as_secs() as libc::time_t;
+    // SAFETY: `tm` is a plain C struct, valid zeroed; localtime_r and mktime
+    // only read and write it.
+    unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&secs, &mut tm).is_null() {
+            return None;
+        }
+        tm.tm_hour = h as i32;
+        tm.tm_min = m as i32;
+        tm.tm_sec = 0;
+        tm.tm_isdst = -1;
+        let mut at = libc::mktime(&mut tm);
+        if at <= secs {
+            tm.tm_mday += 1;
+            tm.tm_isdst = -1;
+            at = libc::mktime(&mut tm);
+        }
+        (at > 0).then(|| UNIX_EPOCH + Duration::from_secs(at as u64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FAILED: Outcome = Outcome::Failed { code: 1 };
+    const SHORT: Duration = Duration::from_secs(3);
+
+    fn now() -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(1_764_500_000)
+    }
+
+    #[test]
+    fn a_clean_exit_is_a_success_whatever_it_printed() {
+        let log = "Reading docs/limits.md\nThe API has a rate limit of 50/min\nDone.\n";
+        assert_eq!(
+            classify(&Outcome::Success, SHORT, log, now()),
+            Class::Success
+        );
+        // The same words with a failure: the task failed, no limit, since
+        // they are not the CLI's last words … unless they are.
+        let log = "The API has a rate limit of 50/min\n".to_owned() + &"work\n".repeat(40);
+        assert_eq!(classify(&FAILED, SHORT, &log, now()), Class::TaskFailed);
+    }
+
+    #[test]
+    fn a_timeout_is_not_a_usage_limit() {
+        let log = "Claude AI usage limit reached|1764511200\n";
+        assert_eq!(
+            classify(&Outcome::TimedOut, SHORT, log, now()),
+            Class::TaskFailed
+        );
+        assert_eq!(
+            classify(&Outcome::Killed { signal: 9 }, SHORT, log, now()),
+            Class::TaskFailed
+        );
+    }
+
+    #[test]
+    fn usage_limits_with_their_reset_times() {
+        let epoch = UNIX_EPOCH + Duration::from_secs(1_764_511_200);
+        let cases: [(&str, Option<SystemTime>); 5] = [
+            ("Claude AI usage limit reached|1764511200", Some(epoch)),
+            (
+                "Error: You've hit your usage limit. Try again in 4 days 6 hours.",
+                Some(now() + Duration::from_secs(4 * 86_400 + 6 * 3600)),
+            ),
+            (
+                r#"{"type":"error","error":{"type":"rate_limit_error","resetsAt":1764511200}}"#,
+                Some(epoch),
+            ),
+            (
+                r#"{"error":"quota exceeded","resets_at":"2025-11-30T14:00:00Z"}"#,
+                Some(epoch),
+            ),
+            ("429 Too Many Requests", None),
+        ];
+        for (log, reset) in cases {
+            assert_eq!(
+                classify(&FAILED, SHORT, log, now()),
+                Class::Limited { reset },
+                "{log}"
+            );
+        }
+    }
+
+    #[test]
+    fn clock_times_are_the_next_such_local_time() {
+        for text in ["5-hour limit reached ∙ resets 1pm", "try again at 3:51 PM"] {
+            let Class::Limited { reset: Some(at) } =
+                classify(&FAILED, SHORT, &format!("usage limit\n{text}"), now())
+            else {
+                panic!("{text}: no reset time");
+            };
+            let ahead = at.duration_since(now()).unwrap();
+            assert!(
+                ahead > Duration::ZERO && ahead <= Duration::from_secs(86_400),
+                "{text}: {ahead:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn json_is_error_is_not_a_success_whatever_the_exit() {
+        let log = r#"{"type":"result","subtype":"success","is_error":true,"result":"API Error: 529 Overloaded"}"#;
+        assert_eq!(
+            classify(&Outcome::Success, SHORT, log, now()),
+            Class::Transient
+        );
+        let ok = r#"{"type":"result","is_error":false,"result":"done"}"#;
+        assert_eq!(
+            classify(&Outcome::Success, SHORT, ok, now()),
+            Class::Success
+        );
+    }
+
+    #[test]
+    fn setup_errors_stop_everything_and_say_why() {
+        let Class::Fatal(why) = classify(
+            &FAILED,
+            SHORT,
+            "Invalid API key · Please run /login\n",
+            now(),
+        ) else {
+            panic!("not fatal");
+        };
+        assert!(
+            why.contains("API key") && why.contains("Please run /login"),
+            "{why}"
+        );
+        let bad_flag = "error: unexpected argument '--bogus' found\n";
+        assert!(matches!(
+            classify(&FAILED, SHORT, bad_flag, now()),
+            Class::Fatal(_)
+        ));
+        // After ten minutes of work it is the task's own test output.
+        let ran = Duration::from_secs(600);
+        assert_eq!(classify(&FAILED, ran, bad_flag, now()), Class::TaskFailed);
+    }
+
+    #[test]
+    fn api_trouble_is_transient() {
+        for log in [
+            "API Error: 500 Internal Server Error",
+            "Error: 529 {\"type\":\"overloaded_error\"}",
+            "TypeError: fetch failed",
+        ] {
+            assert_eq!(
+                classify(&FAILED, SHORT, log, now()),
+                Class::Transient,
+                "{log}"
+            );
+        }
+        assert_eq!(
+            classify(&FAILED, SHORT, "test failed: 3 of 10\n", now()),
+            Class::TaskFailed
+        );
+    }
+
+    #[test]
+    fn spelled_durations() {
+        assert_eq!(
+            spelled_duration("5 minutes."),
+            Some(Duration::from_secs(300))
+        );
+        assert_eq!(
+            spelled_duration("1h 20m or so"),
+            Some(Duration::from_secs(4800))
+        );
+        assert_eq!(spelled_duration("a while"), None);
+    }
+}
