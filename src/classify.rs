@@ -153,10 +153,10 @@ pub fn reset_time(tail: &str, now: SystemTime) -> Option<SystemTime> {
     if let Some(t) = json_resets_at(tail) {
         return Some(t);
     }
-    if let Some(rest) = after(&lower, "try again in ") {
-        if let Some(d) = spelled_duration(rest) {
-            return Some(now + d);
-        }
+    if let Some(rest) = after(&lower, "try again in ")
+        && let Some(d) = spelled_duration(rest)
+    {
+        return Some(now + d);
     }
     for key in ["try again at ", "resets at ", "resets ", "reset at "] {
         if let Some(rest) = after(&lower, key)
