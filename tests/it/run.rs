@@ -932,7 +932,7 @@ git add "work-$FARM_TASK.txt" && git commit --quiet -m "work on $FARM_TASK"
         .collect();
     let limited = times.iter().filter(|t| **t < lifts).count();
     assert!(
-        limited >= 1 && limited <= 2,
+        (1..=2).contains(&limited),
         "one limited session per agent at most: {log}"
     );
     assert_eq!(times.len(), limited + 4, "{log}");
