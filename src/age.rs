@@ -1,10 +1,11 @@
 //! Durations as people read them in a listing: `45s`, `12m03s`, `2h05m`, `3d04h`.
 //!
 //! Two units at most, the second zero-padded so columns line up; parsing of
-//! durations (`--older-than 2h`) is humantime's job, not this module's.
+//! durations (`--older-than 2h`) is humantime's job, not this module's. Also
+//! the local clock times people write (`07:30`, "resets 1pm").
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A duration displayed compactly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,6 +33,52 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| {
         format!(
             "invalid duration `{}`: {e}; use a number and a unit, like 90s, 10m, 2h or 1d",
+            s.escape_debug()
+        )
+    })
+}
+
+/// The first local time `h:m` after `now`.
+pub fn next_local(now: SystemTime, h: u32, m: u32) -> Option<SystemTime> {
+    let secs = now.duration_since(UNIX_EPOCH).ok()?.as_secs() as libc::time_t;
+    // SAFETY: `tm` is a plain C struct, valid zeroed; localtime_r and mktime
+    // only read and write it.
+    unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&secs, &mut tm).is_null() {
+            return None;
+        }
+        tm.tm_hour = h as i32;
+        tm.tm_min = m as i32;
+        tm.tm_sec = 0;
+        tm.tm_isdst = -1;
+        let mut at = libc::mktime(&mut tm);
+        if at <= secs {
+            tm.tm_mday += 1;
+            tm.tm_isdst = -1;
+            at = libc::mktime(&mut tm);
+        }
+        (at > 0).then(|| UNIX_EPOCH + Duration::from_secs(at as u64))
+    }
+}
+
+/// When `--until` means: a duration from now (`8h`), a local clock time
+/// (`07:30`, the next one), or an RFC 3339 time.
+pub fn parse_when(s: &str, now: SystemTime) -> Result<SystemTime, String> {
+    if let Ok(d) = humantime::parse_duration(s) {
+        return Ok(now + d);
+    }
+    if let Some((h, m)) = s.split_once(':')
+        && let (Ok(h), Ok(m)) = (h.parse::<u32>(), m.parse::<u32>())
+        && h < 24
+        && m < 60
+        && let Some(t) = next_local(now, h, m)
+    {
+        return Ok(t);
+    }
+    humantime::parse_rfc3339_weak(s).map_err(|_| {
+        format!(
+            "invalid time `{}`: use a duration from now (8h), a local time (07:30) or an RFC 3339 time",
             s.escape_debug()
         )
     })

@@ -90,6 +90,17 @@ pub struct Run {
     pub out: Out,
     /// Usage limits and API errors of the agent CLI: when every loop waits.
     limits: Limits,
+    /// `--wrap`: the words every session runs inside; empty for none.
+    pub wrap: Vec<String>,
+    /// `--until`: no new claims after this.
+    pub until: Option<SystemTime>,
+    /// The circuit breaker: failed sessions in a row (0: never) before an
+    /// agent pauses, and its first pause (doubling on each trip).
+    pub trip_after: u32,
+    pub trip_pause: Duration,
+    /// At least this long between two session starts of this run.
+    pub stagger: Duration,
+    last_start: Mutex<Option<Instant>>,
     started: AtomicUsize,
     wake: Arc<Wake>,
     /// Whether a file watcher wakes idle loops (else they poll faster).
@@ -119,6 +130,9 @@ pub struct Summary {
     pub failed: usize,
     pub rescued: usize,
 }
+
+/// The circuit breaker's longest pause.
+const TRIP_LONGEST: Duration = Duration::from_secs(30 * 60);
 
 /// How long an idle loop waits before looking again anyway.
 const IDLE_MAX: Duration = Duration::from_secs(2);
@@ -181,6 +195,12 @@ impl Run {
             stop: Stop::default(),
             out,
             limits: Limits::default(),
+            wrap: Vec::new(),
+            until: None,
+            trip_after: 0,
+            trip_pause: Duration::from_secs(60),
+            stagger: Duration::ZERO,
+            last_start: Mutex::new(None),
             started: AtomicUsize::new(0),
             wake: Arc::default(),
             watched: std::sync::atomic::AtomicBool::new(false),
@@ -189,6 +209,33 @@ impl Run {
 
     fn say(&self, agent: &str, what: &str) {
         self.out.note(&format!("{agent}: {what}"));
+    }
+
+    /// Wait for this session's turn to start: `stagger` after the last one,
+    /// so that CLIs which rewrite a shared config file at start-up are not
+    /// launched in the same instant.
+    fn stagger_start(&self) {
+        let mut last = self.last_start.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(at) = *last {
+            let next = at + self.stagger;
+            let now = Instant::now();
+            if next > now {
+                std::thread::sleep(next - now);
+            }
+        }
+        *last = Some(Instant::now());
+    }
+
+    /// Sleep up to `d`, waking early when a stop is asked.
+    fn pause(&self, d: Duration) {
+        let until = Instant::now() + d;
+        while !self.stop.draining() {
+            let now = Instant::now();
+            if now >= until {
+                return;
+            }
+            std::thread::sleep((until - now).min(Duration::from_millis(200)));
+        }
     }
 
     /// A new session's log and prompt file: `logs/<agent>/<label>-<time>.log`
@@ -300,6 +347,8 @@ impl Run {
 /// `--once`/`--max-sessions` says so, counting what it did in `summary`.
 pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Error> {
     let clone = PrivateClone::prepare(run, name)?;
+    // The circuit breaker: failed sessions in a row, and how often it tripped.
+    let (mut fails, mut trips) = (0u32, 0u32);
     // The hub's work tree said a task was ready that the branch does not
     // have pending (an uncommitted draft, say): read the board from the
     // branch until the hub changes, instead of claiming it again and again.
@@ -311,6 +360,10 @@ pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Erro
         run.limits
             .wait(&|l| run.say(name, l), &|| !run.stop.draining());
         if run.stop.draining() {
+            break;
+        }
+        if run.until.is_some_and(|u| SystemTime::now() >= u) {
+            run.say(name, "past --until: no new claims");
             break;
         }
         let claims = reap(run, name)?;
@@ -422,10 +475,33 @@ pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Erro
             run.limits.ok();
         }
         match end {
-            End::Done => summary.done += 1,
+            End::Done => {
+                summary.done += 1;
+                (fails, trips) = (0, 0);
+            }
             End::Failed { rescued } => {
                 summary.failed += 1;
                 summary.rescued += usize::from(rescued);
+                fails += 1;
+                if run.trip_after > 0 && fails >= run.trip_after {
+                    // Half open after the pause: one more failure trips again,
+                    // for twice as long.
+                    let pause = crate::retry::jitter(
+                        run.trip_pause
+                            .saturating_mul(1 << trips.min(10))
+                            .min(TRIP_LONGEST),
+                    );
+                    run.say(
+                        name,
+                        &format!(
+                            "{fails} failed sessions in a row and nothing done; pausing {} (circuit breaker)",
+                            crate::age::Age(pause)
+                        ),
+                    );
+                    run.pause(pause);
+                    fails = run.trip_after - 1;
+                    trips += 1;
+                }
             }
             End::Rescued | End::Lost => summary.rescued += 1,
             End::Limited { reset, transient } => {
@@ -750,8 +826,10 @@ fn supervise(
         ("FARM_CLAIM", run.store.claim_location(&held.claim().task)),
         ("FARM_ATTEMPT", held.claim().attempt.to_string()),
     ];
+    run.stagger_start();
     let spec = session::Spec {
         argv: &run.argv,
+        wrap: &run.wrap,
         prompt,
         via: run.via,
         prompt_file,

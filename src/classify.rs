@@ -281,31 +281,7 @@ fn clock_time(text: &str, now: SystemTime) -> Option<SystemTime> {
     if h > 23 || m > 59 {
         return None;
     }
-    next_local(now, h, m)
-}
-
-/// The first local time `h:m` after `now`.
-fn next_local(now: SystemTime, h: u32, m: u32) -> Option<SystemTime> {
-    let secs = now.duration_since(UNIX_EPOCH).ok()?.as_secs() as libc::time_t;
-    // SAFETY: `tm` is a plain C struct, valid zeroed; localtime_r and mktime
-    // only read and write it.
-    unsafe {
-        let mut tm: libc::tm = std::mem::zeroed();
-        if libc::localtime_r(&secs, &mut tm).is_null() {
-            return None;
-        }
-        tm.tm_hour = h as i32;
-        tm.tm_min = m as i32;
-        tm.tm_sec = 0;
-        tm.tm_isdst = -1;
-        let mut at = libc::mktime(&mut tm);
-        if at <= secs {
-            tm.tm_mday += 1;
-            tm.tm_isdst = -1;
-            at = libc::mktime(&mut tm);
-        }
-        (at > 0).then(|| UNIX_EPOCH + Duration::from_secs(at as u64))
-    }
+    crate::age::next_local(now, h, m)
 }
 
 #[cfg(test)]

@@ -77,6 +77,9 @@ pub enum Tick {
 /// Everything one session needs.
 pub struct Spec<'a> {
     pub argv: &'a [String],
+    /// Words the session runs inside (`--wrap`: bwrap, systemd-run, docker
+    /// run …), with `{clone}` and `{prompt_file}` replaced; empty for none.
+    pub wrap: &'a [String],
     pub prompt: &'a str,
     pub via: PromptVia,
     pub prompt_file: &'a Path,
@@ -115,6 +118,20 @@ pub fn run(spec: &Spec<'_>, mut tick: impl FnMut() -> Tick) -> std::io::Result<O
                 argv.push(path);
             }
         }
+    }
+    if !spec.wrap.is_empty() {
+        let path = spec.prompt_file.display().to_string();
+        if spec.wrap.iter().any(|w| w.contains("{prompt_file}")) && spec.via != PromptVia::File {
+            std::fs::write(spec.prompt_file, spec.prompt)?;
+        }
+        let clone = spec.cwd.display().to_string();
+        let mut wrapped: Vec<String> = spec
+            .wrap
+            .iter()
+            .map(|w| w.replace("{clone}", &clone).replace("{prompt_file}", &path))
+            .collect();
+        wrapped.append(&mut argv);
+        argv = wrapped;
     }
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
@@ -300,6 +317,7 @@ mod tests {
     fn spec<'a>(dir: &'a Path, argv: &'a [String], via: PromptVia, timeout: Duration) -> Spec<'a> {
         Spec {
             argv,
+            wrap: &[],
             prompt: "do the thing",
             via,
             prompt_file: Box::leak(dir.join("prompt.md").into_boxed_path()),

@@ -69,6 +69,33 @@ pub struct Args {
     #[arg(long)]
     branch: Option<String>,
 
+    /// Run each session inside this command (split into words, no shell),
+    /// e.g. "bwrap --bind {clone} {clone} …" or "docker run -v {clone}:/w …";
+    /// {clone} and {prompt_file} are replaced.
+    #[arg(long, value_name = "PREFIX")]
+    wrap: Option<String>,
+
+    /// Claim nothing new after this: a duration from now (8h), a local time
+    /// (07:30) or an RFC 3339 time. Running sessions finish.
+    #[arg(long, value_name = "WHEN")]
+    until: Option<String>,
+
+    /// Circuit breaker: after this many failed sessions in a row with
+    /// nothing done, an agent pauses (0: never).
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    trip_after: u32,
+
+    /// The circuit breaker's first pause; it doubles each time it trips
+    /// again, up to 30m.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", default_value = "1m")]
+    trip_pause: Duration,
+
+    /// At least this long between two session starts (CLIs that rewrite a
+    /// shared config at start-up break when launched together). Default:
+    /// 1s for the known agent CLIs, 0s for anything else.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    stagger: Option<Duration>,
+
     /// Stop after this many sessions in all.
     #[arg(long, value_name = "N")]
     max_sessions: Option<usize>,
@@ -81,6 +108,18 @@ pub struct Args {
     #[arg(long)]
     watch: bool,
 }
+
+/// Agent CLIs known to rewrite a shared config file when they start.
+const KNOWN_CLIS: [&str; 8] = [
+    "claude",
+    "codex",
+    "gemini",
+    "opencode",
+    "aider",
+    "cursor-agent",
+    "goose",
+    "amp",
+];
 
 pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     let spec = ctx.hub_spec()?;
@@ -163,7 +202,42 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         None if store.kind() == "fs" => (stale_after / 4).min(Duration::from_secs(30)),
         None => stale_after / 4,
     };
-    let run = Run::new(
+    let wrap = match &args.wrap {
+        None => Vec::new(),
+        Some(text) => {
+            let words = shell_words::split(text).map_err(|e| {
+                Error::usage(format!("cannot split --wrap `{text}` into words: {e}"))
+            })?;
+            match words.first() {
+                None => return Err(Error::usage("--wrap is empty")),
+                Some(w) if which(w).is_none() => {
+                    return Err(Error::usage(format!(
+                        "--wrap program `{w}` not found (looked on PATH)"
+                    ))
+                    .hint("install it, or give its full path in --wrap"));
+                }
+                Some(_) => words,
+            }
+        }
+    };
+    let until = args
+        .until
+        .as_deref()
+        .map(|w| crate::age::parse_when(w, std::time::SystemTime::now()))
+        .transpose()
+        .map_err(|e| Error::usage(format!("--until: {e}")))?;
+    let stagger = args.stagger.unwrap_or_else(|| {
+        let program = std::path::Path::new(program)
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if KNOWN_CLIS.contains(&program.as_str()) {
+            Duration::from_secs(1)
+        } else {
+            Duration::ZERO
+        }
+    });
+    let mut run = Run::new(
         hub,
         store,
         argv,
@@ -177,6 +251,11 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         args.watch,
         ctx.out,
     );
+    run.wrap = wrap;
+    run.until = until;
+    run.trip_after = args.trip_after;
+    run.trip_pause = args.trip_pause;
+    run.stagger = stagger;
     ctx.out.note(&format!(
         "farm run: {jobs} agent(s) on `{}` of {} ({} claims)",
         run.hub.branch,

@@ -979,3 +979,110 @@ fn an_auth_error_stops_the_run_after_one_session() {
         .collect();
     assert!(claims.is_empty(), "{claims:?}");
 }
+
+/// `--wrap` runs each session inside the given command, with `{clone}`
+/// replaced by the agent's clone; the work still lands.
+#[test]
+fn sessions_run_inside_the_wrap_command() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["w", "-m", "Anything"]);
+    let mark = env.tmp.path().join("wrapped.txt");
+    let wrapper = env.tmp.path().join("wrapper.sh");
+    std::fs::write(
+        &wrapper,
+        format!("echo \"$1\" >> '{}'\nshift\nexec \"$@\"\n", mark.display()),
+    )
+    .unwrap();
+    let agent = env.agent_script(
+        "work.sh",
+        "echo w > w.txt && git add w.txt && git commit --quiet -m 'work on w'\n",
+    );
+    let wrap = format!("sh '{}' {{clone}}", wrapper.display());
+    farm_run(&env, &agent, &["--wrap", &wrap, "--name", "wrapped"]).success();
+    let wrapped = std::fs::read_to_string(&mark).unwrap();
+    assert!(wrapped.trim().ends_with("clones/wrapped"), "{wrapped}");
+    assert_eq!(board(&env, "tasks/done"), BTreeSet::from(["w".to_owned()]));
+    let out = farm_run(&env, &agent, &["--wrap", "no-such-wrapper-xyz {clone}"]).code(2);
+    assert!(out.stderr.contains("no-such-wrapper-xyz"), "{out:#?}");
+}
+
+/// Past `--until`, nothing new is claimed.
+#[test]
+fn nothing_is_claimed_past_until() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["u", "-m", "Anything"]);
+    let agent = env.agent_script("fail.sh", "exit 1\n");
+    let out = farm_run(&env, &agent, &["--until", "0s"]).success();
+    assert!(out.stderr.contains("past --until"), "{out:#?}");
+    assert_eq!(board(&env, "tasks"), BTreeSet::from(["u".to_owned()]));
+    let out = farm_run(&env, &agent, &["--until", "soon"]).code(2);
+    assert!(out.stderr.contains("--until"), "{out:#?}");
+}
+
+/// The circuit breaker: after two failed sessions in a row the agent says
+/// it pauses, before its third session starts.
+#[test]
+fn failing_sessions_in_a_row_trip_the_circuit_breaker() {
+    let env = Env::git_hub(&[]);
+    for id in ["f1", "f2", "f3"] {
+        add_task(&env, &[id, "-m", "Anything", "--max-attempts", "9"]);
+    }
+    let agent = env.agent_script("fail.sh", "echo failing\nexit 3\n");
+    let out = farm_run(
+        &env,
+        &agent,
+        &[
+            "--trip-after",
+            "2",
+            "--trip-pause",
+            "1s",
+            "--max-sessions",
+            "3",
+        ],
+    )
+    .success();
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    let claimed: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].contains("claimed `"))
+        .collect();
+    let tripped = lines
+        .iter()
+        .position(|l| l.contains("circuit breaker"))
+        .unwrap_or_else(|| panic!("never tripped: {out:#?}"));
+    assert_eq!(claimed.len(), 3, "{out:#?}");
+    assert!(
+        claimed[1] < tripped && tripped < claimed[2],
+        "the pause comes after the second failure, before the third session: {out:#?}"
+    );
+}
+
+/// `--stagger`: two agents ready at once start their sessions at least the
+/// stagger apart (a lower bound, which a slow machine only lengthens).
+#[test]
+fn session_starts_are_staggered() {
+    let env = Env::git_hub(&[]);
+    for id in ["s1", "s2"] {
+        add_task(&env, &[id, "-m", "Anything"]);
+    }
+    let starts = env.tmp.path().join("starts.log");
+    let agent = env.agent_script(
+        "stamp.sh",
+        &format!(
+            "date +%s%N >> '{}'\necho x > \"$FARM_TASK.txt\" && git add . && git commit --quiet -m \"work on $FARM_TASK\"\n",
+            starts.display()
+        ),
+    );
+    farm_run(&env, &agent, &["-j", "2", "--stagger", "1s"]).success();
+    let mut times: Vec<u128> = std::fs::read_to_string(&starts)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    times.sort();
+    assert_eq!(times.len(), 2);
+    assert!(
+        times[1] - times[0] >= 1_000_000_000,
+        "started {} ms apart",
+        (times[1] - times[0]) / 1_000_000
+    );
+}
