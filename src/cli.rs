@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::commands::{claim, demo, demo_agent, init, locks, reap, release, run, task, tasks};
+use crate::commands::{
+    agents, claim, demo, demo_agent, init, locks, reap, release, run, task, tasks,
+};
 use crate::output::ColorWhen;
 
 const EXAMPLES: &str = "\
@@ -90,6 +92,7 @@ pub enum Command {
     Release(release::Args),
     Locks(locks::Args),
     Reap(reap::Args),
+    Agents(agents::Args),
     Demo(demo::Args),
     #[command(hide = true)]
     DemoAgent(demo_agent::Args),

@@ -20,6 +20,7 @@ pub mod hub;
 pub mod limits;
 pub mod liveness;
 pub mod output;
+pub mod presets;
 pub mod prompt;
 pub mod retry;
 pub mod session;

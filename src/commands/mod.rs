@@ -1,6 +1,7 @@
 //! One file per subcommand, each thin: turn its arguments into calls on a
 //! store and print the outcome. Shared presentation helpers live here.
 
+pub mod agents;
 pub mod claim;
 pub mod demo;
 pub mod demo_agent;
@@ -25,6 +26,7 @@ use crate::store::Listed;
 
 pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<ExitCode, Error> {
     match command {
+        Command::Agents(args) => agents::run(ctx, args),
         Command::Claim(args) => claim::run(ctx, args),
         Command::Release(args) => release::run(ctx, args),
         Command::Locks(args) => locks::run(ctx, args),

@@ -128,6 +128,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         Error::usage("no agent: say which CLI to run")
             .hint("farm run --agent \"claude -p --dangerously-skip-permissions\" (or agent = \"...\" in farm.toml)")
     })?;
+    // A preset's name stands for its command line (and its prompt passing).
+    let preset = crate::presets::find(&command)?;
+    let command = preset.as_ref().map_or(command, |p| p.command.clone());
     let argv = shell_words::split(&command)
         .map_err(|e| Error::usage(format!("cannot split --agent `{command}` into words: {e}")))?;
     let Some(program) = argv.first() else {
@@ -169,6 +172,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     let via = args
         .prompt_via
         .or(settings.prompt_via)
+        .or(preset.map(|p| p.prompt_via))
         .unwrap_or(PromptVia::Arg);
     let hub = Hub::open(&spec, args.branch.as_deref().or(settings.branch.as_deref()))?;
     let state = ctx.state_dir(&spec);

@@ -1086,3 +1086,61 @@ fn session_starts_are_staggered() {
         (times[1] - times[0]) / 1_000_000
     );
 }
+
+/// `--agent NAME` expands a preset, here one from the user's own presets
+/// file (which `farm agents` then lists as the user's): its command runs,
+/// with its prompt passing (stdin).
+#[test]
+fn an_agent_preset_from_the_users_file_is_expanded() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["p", "-m", "Write the word preset"]);
+    let config = env.tmp.path().join("config");
+    std::fs::create_dir_all(config.join("farm")).unwrap();
+    let agent = env.agent_script(
+        "stdin.sh",
+        "cat > prompt-seen.txt\ngit add prompt-seen.txt && git commit --quiet -m 'work on p'\n",
+    );
+    std::fs::write(
+        config.join("farm/agents.toml"),
+        format!(
+            "[fake]\ncommand = \"{}\"\nprompt_via = \"stdin\"\n",
+            agent.replace('"', "\\\"")
+        ),
+    )
+    .unwrap();
+    let state = env.tmp.path().join("state");
+    env.farm_git([
+        "run",
+        "--agent",
+        "fake",
+        "--state-dir",
+        state.to_str().unwrap(),
+    ])
+    .env("XDG_CONFIG_HOME", &config)
+    .run_within(LIMIT)
+    .success();
+    let seen = env.git(["show", "main:prompt-seen.txt"]);
+    assert!(seen.contains("Write the word preset"), "{seen}");
+    let listed = env
+        .farm(["agents", "--json"])
+        .env("XDG_CONFIG_HOME", &config)
+        .run()
+        .success()
+        .json();
+    let fake = listed["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "fake")
+        .expect("the user's preset is listed");
+    assert_eq!(fake["origin"], "user");
+    assert_eq!(fake["prompt_via"], "stdin");
+    assert!(
+        listed["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["name"] == "claude"),
+        "built-in presets are listed too"
+    );
+}

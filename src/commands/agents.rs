@@ -1,0 +1,87 @@
+//! `farm agents`: the agent presets `farm run --agent NAME` knows.
+
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use crate::config::Ctx;
+use crate::error::Error;
+use crate::output::{Style, table};
+use crate::presets;
+use crate::session::which;
+
+/// List the agent presets: `farm run --agent NAME` runs NAME's command.
+///
+/// Built in (presets/agents.toml in farm's source), and extended or
+/// overridden by your own `~/.config/farm/agents.toml` (or
+/// `$XDG_CONFIG_HOME/farm/agents.toml`), one table per preset:
+/// `[name]`, `command = "…"`, `prompt_via = "arg"|"stdin"|"file"`,
+/// optionally `unattended`, `about`, `source`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  farm agents
+  farm run --agent claude -j 4
+  farm agents --json | jq -r '.agents[] | select(.installed) | .name'")]
+pub struct Args {
+    /// Print JSON: {user_file, agents: [{name, command, prompt_via, unattended, about, source, origin, installed}]}.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
+    let all = presets::all()?;
+    let installed = |command: &str| {
+        shell_words::split(command)
+            .ok()
+            .and_then(|w| w.first().cloned())
+            .is_some_and(|program| which(&program).is_some())
+    };
+    if args.json {
+        let agents: Vec<_> = all
+            .iter()
+            .map(|(name, (p, origin))| {
+                json!({
+                    "name": name,
+                    "command": p.command,
+                    "prompt_via": p.prompt_via,
+                    "unattended": p.unattended,
+                    "about": p.about,
+                    "source": p.source,
+                    "origin": origin.as_str(),
+                    "installed": installed(&p.command),
+                })
+            })
+            .collect();
+        let doc = json!({
+            "user_file": presets::user_file().map(|p| p.display().to_string()),
+            "agents": agents,
+        });
+        ctx.out.data(&format!("{doc:#}\n"))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<_> = all
+        .iter()
+        .map(|(name, (p, origin))| {
+            let (found, style) = if installed(&p.command) {
+                ("yes", Style::Good)
+            } else {
+                ("no", Style::Warn)
+            };
+            vec![
+                (name.clone(), None),
+                (found.to_owned(), Some(style)),
+                (format!("{:?}", p.prompt_via).to_lowercase(), None),
+                (origin.as_str().to_owned(), None),
+                (p.command.clone(), None),
+            ]
+        })
+        .collect();
+    let header = ["AGENT", "INSTALLED", "PROMPT", "FROM", "COMMAND"];
+    ctx.out.data(&table(&header, &rows, ctx.out.color_stdout))?;
+    if let Some(path) = presets::user_file() {
+        ctx.out
+            .note(&format!("your own presets go in {}", path.display()));
+    }
+    Ok(ExitCode::SUCCESS)
+}
