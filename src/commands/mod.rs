@@ -10,6 +10,7 @@ pub mod locks;
 pub mod reap;
 pub mod release;
 pub mod run;
+pub mod stop;
 pub mod task;
 pub mod tasks;
 
@@ -35,6 +36,7 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<ExitCode, Error> {
         Command::DemoAgent(args) => demo_agent::run(ctx, args),
         Command::Init(args) => init::run(ctx, args),
         Command::Run(args) => run::run(ctx, args),
+        Command::Stop(args) => stop::run(ctx, args),
         Command::Task(args) => task::run(ctx, args),
         Command::Tasks(args) => tasks::run(ctx, args),
     }

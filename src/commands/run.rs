@@ -271,6 +271,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         ctx.out
             .debug("cannot watch the hub for changes; idle agents poll it");
     }
+    // A `farm stop` posted before this run began is not for it.
+    let old_stop = run.store.stop_notice(true)?.map(|n| n.nonce);
+    let finished = std::sync::atomic::AtomicBool::new(false);
     let mut signals = Signals::new([SIGINT, SIGTERM])
         .map_err(|e| Error::failure(format!("cannot install signal handlers: {e}")))?;
     let handle = signals.handle();
@@ -287,6 +290,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
                 }
             }
         });
+        let finished = &finished;
+        let old_stop = &old_stop;
+        s.spawn(move || watch_for_stop(run, old_stop.as_ref(), finished));
         let loops: Vec<_> = names
             .iter()
             .map(|name| {
@@ -311,6 +317,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             })
             .collect();
         handle.close();
+        finished.store(true, std::sync::atomic::Ordering::SeqCst);
         results
     });
 
@@ -341,4 +348,48 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Look for a `farm stop` notice now and then (this process's loops, and
+/// every other run on the hub, see the same one) until the loops are done.
+fn watch_for_stop(
+    run: &Run,
+    old: Option<&crate::claim::Nonce>,
+    finished: &std::sync::atomic::AtomicBool,
+) {
+    use std::sync::atomic::Ordering;
+    // A notice costs a fetch with the git store; a file read with fs.
+    let every = if run.store.kind() == "git" {
+        Duration::from_secs(10)
+    } else {
+        Duration::from_secs(1)
+    };
+    let mut next = std::time::Instant::now() + every;
+    while !finished.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(100));
+        if std::time::Instant::now() < next || run.stop.killing() {
+            continue;
+        }
+        next = std::time::Instant::now() + every;
+        let Ok(Some(notice)) = run.store.stop_notice(true) else {
+            continue;
+        };
+        if Some(&notice.nonce) == old {
+            continue;
+        }
+        if notice.now {
+            run.stop.kill();
+            run.out.note(&format!(
+                "farm run: stopped now by farm stop --now ({}): killing sessions, rescuing their work",
+                notice.by
+            ));
+        } else if !run.stop.draining() {
+            run.stop.drain();
+            run.out.note(&format!(
+                "farm run: draining, asked by farm stop ({}): no new claims; running sessions finish",
+                notice.by
+            ));
+        }
+        run.wake_all();
+    }
 }

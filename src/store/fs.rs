@@ -39,7 +39,8 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use super::{
-    Attempt, ClaimStore, Guard, Held, Listed, Reap, Release, Released, SCRATCH_MAX_AGE, StoreError,
+    Attempt, ClaimStore, Guard, Held, Listed, Reap, Release, Released, SCRATCH_MAX_AGE, StopNotice,
+    StoreError,
 };
 use crate::claim::{Claim, Corrupt, MAX_CLAIM_BYTES, Nonce, timestamp};
 use crate::liveness::{Judge, State};
@@ -280,6 +281,29 @@ impl ClaimStore for FsStore {
 
     fn claim_location(&self, task: &TaskId) -> String {
         self.path_of(task.as_str()).display().to_string()
+    }
+
+    fn stop_notice(&self, _fresh: bool) -> Result<Option<StopNotice>, StoreError> {
+        let path = self.path_of(super::STOP);
+        match open_nofollow(&path) {
+            Ok(mut f) => {
+                let (bytes, _) = read_capped(&mut f).map_err(StoreError::io("read", &path))?;
+                Ok(StopNotice::parse(&bytes))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Ok(None),
+            Err(e) => Err(StoreError::io("open", &path)(e)),
+        }
+    }
+
+    /// Written whole to a temp file and renamed over the notice: a reader
+    /// sees the old notice or the new one.
+    fn post_stop(&self, notice: &StopNotice) -> Result<(), StoreError> {
+        self.check_dir(true)?;
+        let path = self.path_of(super::STOP);
+        let tmp = self.dir.join(format!(".stop.{}.tmp", notice.nonce.short()));
+        fs::write(&tmp, notice.to_toml()).map_err(StoreError::io("write", &tmp))?;
+        fs::rename(&tmp, &path).map_err(StoreError::io("rename", &path))
     }
 
     fn try_claim(&self, claim: Claim, hold: bool) -> Result<Attempt, StoreError> {

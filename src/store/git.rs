@@ -48,8 +48,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{
-    Attempt, ClaimStore, Guard, Held, Listed, Published, Reap, Release, Released, StoreError,
-    record_of,
+    Attempt, ClaimStore, Guard, Held, Listed, Published, Reap, Release, Released, STOP, StopNotice,
+    StoreError, record_of,
 };
 use crate::claim::{Claim, Corrupt, Nonce};
 use crate::git::{GitError, Repo};
@@ -194,7 +194,7 @@ impl GitStore {
             if let Some(name) = path
                 .strip_prefix(&format!("{DIR}/"))
                 .and_then(|f| f.strip_suffix(".txt"))
-                .filter(|n| !n.starts_with('.') && !n.contains('/'))
+                .filter(|n| !n.contains('/'))
             {
                 files.insert(name.to_owned(), oid.to_owned());
             }
@@ -457,6 +457,30 @@ impl ClaimStore for GitStore {
         format!("{}:{BRANCH}:{DIR}/{task}.txt", self.remote)
     }
 
+    fn stop_notice(&self, fresh: bool) -> Result<Option<StopNotice>, StoreError> {
+        let tip = self.tip(fresh)?;
+        let Some(oid) = tip.files.get(STOP) else {
+            return Ok(None);
+        };
+        let contents = self.contents(&[oid])?;
+        Ok(contents.get(oid).and_then(|b| StopNotice::parse(b)))
+    }
+
+    fn post_stop(&self, notice: &StopNotice) -> Result<(), StoreError> {
+        let bytes = notice.to_toml().into_bytes();
+        let message = format!("farm: stop, asked by {}", notice.by);
+        for round in 0..ROUNDS {
+            let tip = self.tip(round > 0)?;
+            match self.write(&tip, Change::Put(STOP, &bytes), &message)? {
+                Wrote::Landed(_) => return Ok(()),
+                Wrote::Moved(_) => back_off(round),
+            }
+        }
+        Err(StoreError::Refused(
+            "the claims branch kept moving; try farm stop again".into(),
+        ))
+    }
+
     fn try_claim(&self, claim: Claim, _hold: bool) -> Result<Attempt, StoreError> {
         let name = claim.task.as_str().to_owned();
         let bytes = claim.to_toml().into_bytes();
@@ -574,7 +598,13 @@ impl ClaimStore for GitStore {
 
     fn list(&self) -> Result<Vec<Listed>, StoreError> {
         let tip = self.tip(true)?;
-        let files: Vec<(&str, &String)> = tip.files.iter().map(|(n, o)| (n.as_str(), o)).collect();
+        // Dot names are farm's own notices (`.stop`), not claims.
+        let files: Vec<(&str, &String)> = tip
+            .files
+            .iter()
+            .filter(|(n, _)| !n.starts_with('.'))
+            .map(|(n, o)| (n.as_str(), o))
+            .collect();
         let listed = self.listed_all(&files)?;
         // Forget sightings of records that are gone.
         let mut state = self.state();

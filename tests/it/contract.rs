@@ -256,3 +256,43 @@ contract!(git, |dir| {
     assert!(made.success());
     Box::new(GitStore::open(remote.to_str().unwrap(), &dir.join("cache/claims.git")).unwrap())
 });
+
+/// `farm stop`'s notice lives beside the claims without being one.
+#[test]
+fn a_stop_notice_is_kept_and_is_no_claim() {
+    use farm::store::StopNotice;
+    for kind in ["fs", "git"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let store: Box<dyn ClaimStore> = if kind == "fs" {
+            Box::new(FsStore::new(tmp.path()))
+        } else {
+            let remote = tmp.path().join("hub.git");
+            let made = std::process::Command::new("git")
+                .args(["init", "--quiet", "--bare", "-b", "main"])
+                .arg(&remote)
+                .status()
+                .unwrap();
+            assert!(made.success());
+            Box::new(GitStore::open(remote.to_str().unwrap(), &tmp.path().join("cache")).unwrap())
+        };
+        assert_eq!(store.stop_notice(true).unwrap(), None, "{kind}");
+        won(store.try_claim(claim("t", "alice", None), false).unwrap());
+        let first = StopNotice::new("ops", false);
+        store.post_stop(&first).unwrap();
+        let read = store.stop_notice(true).unwrap().expect("posted");
+        assert_eq!(
+            (read.nonce, read.by, read.now),
+            (first.nonce, first.by, false),
+            "{kind}"
+        );
+        let second = StopNotice::new("ops", true);
+        store.post_stop(&second).unwrap();
+        assert_eq!(
+            store.stop_notice(true).unwrap().unwrap().nonce,
+            second.nonce,
+            "{kind}"
+        );
+        let names: Vec<_> = store.list().unwrap().into_iter().map(|l| l.name).collect();
+        assert_eq!(names, ["t"], "{kind}");
+    }
+}

@@ -362,3 +362,52 @@ fn an_agent_that_cannot_start_fails_the_attempt_not_the_run() {
         &failed[failed.len() - 600..]
     );
 }
+
+/// `farm stop` drains two `farm run` processes on one hub: each finishes the
+/// session it is running, claims nothing new and exits 0; a run started
+/// after the notice is not stopped by it.
+#[test]
+fn farm_stop_drains_every_run_on_the_hub() {
+    let env = Env::new();
+    hub(&env, &["a", "b", "c", "d", "e", "f"]);
+    let marks = env.tmp.path().join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    let agent = agent(
+        &env,
+        &format!(
+            "touch {}/$FARM_AGENT; sleep 1; echo \"$FARM_TASK\" > \"$FARM_TASK.txt\"; git add -A; git commit -qm work",
+            marks.display()
+        ),
+    );
+    let runs: Vec<_> = ["east", "west"]
+        .into_iter()
+        .map(|name| farm(&env, ["run", "--agent", &agent, "--name", name]).spawn())
+        .collect();
+    wait_for(&marks.join("east"));
+    wait_for(&marks.join("west"));
+    farm(&env, ["stop"]).run().success().stdout_has("drain");
+    for run in runs {
+        let out = run.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert!(stderr.contains("asked by farm stop"), "{stderr}");
+    }
+    let finished = ["a", "b", "c", "d", "e", "f"]
+        .into_iter()
+        .filter(|t| done(&env, t))
+        .count();
+    assert!(
+        (2..=4).contains(&finished),
+        "each run finished what it was running and stopped: {finished} done"
+    );
+    let locks = farm(&env, ["locks", "--json"]).run().success().json();
+    assert_eq!(locks["claims"], serde_json::json!([]));
+    // A run that starts now finishes the board: the notice is older than it.
+    let out = farm(&env, ["run", "--agent", &agent]).run();
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert!(
+        ["a", "b", "c", "d", "e", "f"]
+            .into_iter()
+            .all(|t| done(&env, t))
+    );
+}
