@@ -35,12 +35,15 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::board::{self, Task};
+use serde_json::json;
+
 use crate::claim::{Claim, Holder, Nonce, timestamp};
 use crate::classify::{self, Class};
 use crate::error::Error;
 use crate::git::{GitError, Pushed, Repo};
 use crate::host::{self, Here};
 use crate::hub::Hub;
+use crate::journal::Journal;
 use crate::limits::Limits;
 use crate::liveness::Judge;
 use crate::output::Out;
@@ -90,6 +93,8 @@ pub struct Run {
     pub out: Out,
     /// Usage limits and API errors of the agent CLI: when every loop waits.
     limits: Limits,
+    /// Every session and notable event, for `farm status`.
+    pub journal: Journal,
     /// `--wrap`: the words every session runs inside; empty for none.
     pub wrap: Vec<String>,
     /// `--until`: no new claims after this.
@@ -179,6 +184,7 @@ impl Run {
         watch: bool,
         out: Out,
     ) -> Run {
+        let journal = Journal::open(&state);
         Run {
             store,
             hub,
@@ -195,6 +201,7 @@ impl Run {
             stop: Stop::default(),
             out,
             limits: Limits::default(),
+            journal,
             wrap: Vec::new(),
             until: None,
             trip_after: 0,
@@ -434,6 +441,8 @@ pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Erro
             // claiming around it) is a lost race too.
             Ok(Attempt::Lost(_)) | Err(StoreError::Busy { .. }) => {
                 run.unreserve_session();
+                run.journal
+                    .log(name, "lost_race", json!({"task": task.id.as_str()}));
                 run.say(
                     name,
                     &format!("lost the race for `{}`; looking again", task.id),
@@ -498,6 +507,14 @@ pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Erro
                             crate::age::Age(pause)
                         ),
                     );
+                    run.journal.log(
+                        name,
+                        "trip",
+                        json!({
+                            "until": timestamp(SystemTime::now() + pause),
+                            "why": format!("{fails} failed sessions in a row"),
+                        }),
+                    );
                     run.pause(pause);
                     fails = run.trip_after - 1;
                     trips += 1;
@@ -519,6 +536,15 @@ pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Erro
                 } else {
                     "backing off"
                 };
+                run.journal.log(
+                    name,
+                    "limit",
+                    json!({
+                        "task": task.id.as_str(),
+                        "until": timestamp(until),
+                        "why": if transient { "api error" } else { "usage limit" },
+                    }),
+                );
                 run.say(
                     name,
                     &format!(
@@ -566,6 +592,11 @@ fn reap(run: &Run, name: &str) -> Result<Vec<Listed>, Error> {
                     "reaped `{}`: {}: {}",
                     entry.name, verdict.state, verdict.reason
                 ),
+            );
+            run.journal.log(
+                name,
+                "reap",
+                json!({"task": entry.name, "why": format!("{}: {}", verdict.state, verdict.reason)}),
             );
         } else {
             kept.push(entry);
@@ -648,6 +679,8 @@ fn settle(
             task.max_attempts
         ),
     );
+    run.journal
+        .log(name, "claim", json!({"task": id, "attempt": attempt}));
 
     let (description, notes) = prompt::split_notes(&task.body);
     let notes = if notes.is_empty() {
@@ -686,6 +719,18 @@ fn settle(
         &std::fs::read_to_string(&log).unwrap_or_default(),
         SystemTime::now(),
     );
+    run.journal.log(
+        name,
+        "session_end",
+        json!({
+            "task": id,
+            "attempt": attempt,
+            "outcome": outcome.to_string(),
+            "class": class.label(),
+            "secs": started.elapsed().as_secs_f64(),
+            "log": log.display().to_string(),
+        }),
+    );
     // What the agent left uncommitted is committed: with the move to done
     // when it succeeded (one commit), on its own otherwise (to be rescued).
     if class == Class::Success && !lost {
@@ -708,6 +753,11 @@ fn settle(
         }
         let branch = format!("farm/rescue/{id}/{nonce}");
         clone.push_ref(&tip, &branch)?;
+        run.journal.log(
+            name,
+            "rescue",
+            json!({"task": id, "branch": branch, "why": why}),
+        );
         run.say(
             name,
             &format!("`{id}`: {why}; its commits are on `{branch}`"),
@@ -766,6 +816,7 @@ fn settle(
                     name,
                     &format!("`{id}` done: integrated into `{}`", run.hub.branch),
                 );
+                run.journal.log(name, "done", json!({"task": id}));
                 End::Done
             }
             Integrated::Lost => {
@@ -945,6 +996,8 @@ fn integrate(
                     files.join(", ")
                 ),
             );
+            run.journal
+                .log(name, "conflict", json!({"task": id, "files": files}));
             match merge_session(run, clone, held, name, task, &files)? {
                 Merge::Resolved => continue, // catch up with what moved meanwhile, then push
                 Merge::Lost => return Ok(Integrated::Lost),
@@ -1104,6 +1157,11 @@ fn record_attempt(
         // leaves the task file to its new holder.
         match publish_branch(run, clone, held)? {
             Published::Pushed => {
+                run.journal.log(
+                    name,
+                    "failed",
+                    json!({"task": id, "attempt": attempt, "why": why, "gave_up": gave_up}),
+                );
                 let what = if gave_up {
                     "moved to tasks/failed/"
                 } else {

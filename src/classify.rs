@@ -41,6 +41,19 @@ pub enum Class {
     Fatal(String),
 }
 
+impl Class {
+    /// A word for the journal and `farm status`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Class::Success => "success",
+            Class::TaskFailed => "task failed",
+            Class::Limited { .. } => "usage limit",
+            Class::Transient => "api error",
+            Class::Fatal(_) => "setup error",
+        }
+    }
+}
+
 /// Classify a session that ended with `outcome` after running for `ran`
 /// and wrote `log`, at `now`.
 pub fn classify(outcome: &Outcome, ran: Duration, log: &str, now: SystemTime) -> Class {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::commands::{
-    agents, claim, demo, demo_agent, init, locks, reap, release, run, stop, task, tasks,
+    agents, claim, demo, demo_agent, init, locks, reap, release, run, status, stop, task, tasks,
 };
 use crate::output::ColorWhen;
 
@@ -92,6 +92,7 @@ pub enum Command {
     Release(release::Args),
     Locks(locks::Args),
     Reap(reap::Args),
+    Status(status::Args),
     Stop(stop::Args),
     Agents(agents::Args),
     Demo(demo::Args),

@@ -17,6 +17,7 @@ pub mod git;
 pub mod hold;
 pub mod host;
 pub mod hub;
+pub mod journal;
 pub mod limits;
 pub mod liveness;
 pub mod output;

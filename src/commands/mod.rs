@@ -10,6 +10,7 @@ pub mod locks;
 pub mod reap;
 pub mod release;
 pub mod run;
+pub mod status;
 pub mod stop;
 pub mod task;
 pub mod tasks;
@@ -37,6 +38,7 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<ExitCode, Error> {
         Command::Init(args) => init::run(ctx, args),
         Command::Run(args) => run::run(ctx, args),
         Command::Stop(args) => stop::run(ctx, args),
+        Command::Status(args) => status::run(ctx, args),
         Command::Task(args) => task::run(ctx, args),
         Command::Tasks(args) => tasks::run(ctx, args),
     }

@@ -271,6 +271,16 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         ctx.out
             .debug("cannot watch the hub for changes; idle agents poll it");
     }
+    run.journal.log(
+        "",
+        "run_start",
+        serde_json::json!({
+            "agents": names,
+            "hub": run.hub.url,
+            "store": run.store.kind(),
+            "host": Here::current().host,
+        }),
+    );
     // A `farm stop` posted before this run began is not for it.
     let old_stop = run.store.stop_notice(true)?.map(|n| n.nonce);
     let finished = std::sync::atomic::AtomicBool::new(false);
@@ -341,6 +351,16 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         "farm run: {} session(s): {} done, {} failed attempt(s), {} rescued",
         total.sessions, total.done, total.failed, total.rescued
     ));
+    run.journal.log(
+        "",
+        "run_end",
+        serde_json::json!({
+            "sessions": total.sessions,
+            "done": total.done,
+            "failed": total.failed,
+            "rescued": total.rescued,
+        }),
+    );
     Ok(if run.stop.killing() {
         ExitCode::from(130)
     } else if failed {

@@ -1144,3 +1144,57 @@ fn an_agent_preset_from_the_users_file_is_expanded() {
         "built-in presets are listed too"
     );
 }
+
+/// `farm status` mid-run says which agent works on what; after the run it
+/// gives the board's counts, the last sessions and the totals.
+#[test]
+fn status_shows_the_run_while_it_goes_and_after() {
+    let env = Env::git_hub(&[]);
+    for id in ["s1", "s2"] {
+        add_task(&env, &[id, "-m", "Anything"]);
+    }
+    let started = env.tmp.path().join("started");
+    let go = env.tmp.path().join("go");
+    let agent = env.agent_script(
+        "gated.sh",
+        &format!(
+            "touch '{}'\nwhile [ ! -e '{}' ]; do sleep 0.05; done\necho x > \"$FARM_TASK.txt\" && git add . && git commit --quiet -m \"work on $FARM_TASK\"\n",
+            started.display(),
+            go.display()
+        ),
+    );
+    let state = env.tmp.path().join("state");
+    let status = || {
+        env.farm(["status", "--json", "--state-dir", state.to_str().unwrap()])
+            .run()
+            .success()
+            .json()
+    };
+    let child = env
+        .farm_git(run_args(&env, &agent, &["--name", "solo"]))
+        .spawn();
+    wait_for(&started);
+    let mid = status();
+    assert_eq!(mid["runs"][0]["running"], true, "{mid:#}");
+    assert_eq!(mid["agents"][0]["agent"], "solo", "{mid:#}");
+    assert_eq!(mid["agents"][0]["state"], "working", "{mid:#}");
+    assert_eq!(mid["board"]["claimed"], 1, "{mid:#}");
+    assert_eq!(mid["claims"].as_array().unwrap().len(), 1, "{mid:#}");
+    std::fs::write(&go, "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let after = status();
+    assert_eq!(after["runs"][0]["running"], false, "{after:#}");
+    assert_eq!(after["board"]["done"], 2, "{after:#}");
+    assert_eq!(after["totals"]["sessions"], 2, "{after:#}");
+    assert_eq!(after["totals"]["done"], 2, "{after:#}");
+    assert_eq!(after["sessions"][1]["class"], "success", "{after:#}");
+    assert_eq!(after["agents"][0]["state"], "idle", "{after:#}");
+    let text = env
+        .farm(["status", "--state-dir", state.to_str().unwrap()])
+        .run()
+        .success()
+        .stdout;
+    assert!(text.contains("2 done") && text.contains("solo"), "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+}

@@ -1,0 +1,315 @@
+//! `farm status`: what the run is doing, or did — from its journal, the
+//! board and the claims.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use serde_json::json;
+
+use crate::age::Age;
+use crate::board;
+use crate::config::Ctx;
+use crate::error::Error;
+use crate::hub::Hub;
+use crate::journal::{self, Entry};
+
+/// Show the run: its agents (working on what since when, idle, waiting for
+/// a usage limit to lift, paused by the circuit breaker), the board's
+/// counts, the claims with their ages, the last sessions and the totals.
+///
+/// Reads the journal in the state directory (`.farm/journal.jsonl`), during
+/// a run or after it.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  farm status
+  farm status --watch
+  farm status --json | jq '.totals'")]
+pub struct Args {
+    /// Print JSON: {runs, agents, board, claims, sessions, totals}.
+    #[arg(long)]
+    json: bool,
+
+    /// Redraw every 2 seconds until interrupted.
+    #[arg(long, conflicts_with = "json")]
+    watch: bool,
+
+    /// How many of the last sessions to show.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    last: usize,
+}
+
+pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
+    loop {
+        let report = gather(ctx, args.last)?;
+        if args.json {
+            ctx.out.data(&format!("{:#}\n", report.json()))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        let text = report.text();
+        if args.watch {
+            ctx.out.data(&format!("\x1b[H\x1b[2J{text}"))?;
+            std::thread::sleep(Duration::from_secs(2));
+        } else {
+            ctx.out.data(&text)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+}
+
+/// What an agent is doing, as its journal says.
+#[derive(Debug, Clone)]
+enum Doing {
+    Working { task: String, since: SystemTime },
+    Waiting { until: SystemTime, why: String },
+    Idle { since: SystemTime },
+}
+
+struct Report {
+    journal: String,
+    /// Runs in the journal's scope: (pid, running, started, agents).
+    runs: Vec<(u32, bool, SystemTime)>,
+    agents: BTreeMap<String, Doing>,
+    board: Option<board::Counts>,
+    claims: Vec<(String, String, Duration)>,
+    sessions: Vec<Entry>,
+    totals: BTreeMap<&'static str, usize>,
+    now: SystemTime,
+}
+
+fn time(at: &str) -> SystemTime {
+    humantime::parse_rfc3339_weak(at).unwrap_or(SystemTime::UNIX_EPOCH)
+}
+
+fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
+    let spec = ctx.hub_spec()?;
+    let state = ctx.state_dir(&spec);
+    let entries = journal::read(&state).map_err(|e| {
+        Error::failure(format!(
+            "cannot read the journal in `{}`: {e}",
+            state.display()
+        ))
+    })?;
+    let now = SystemTime::now();
+    // Runs that started and did not end; of those whose process is gone
+    // (killed), the journal says nothing more. None running: the last run.
+    let mut runs: BTreeMap<u32, (bool, SystemTime)> = BTreeMap::new();
+    for e in &entries {
+        match e.event.as_str() {
+            "run_start" => {
+                let alive = crate::host::process_start(e.pid).is_some();
+                runs.insert(e.pid, (alive, time(&e.at)));
+            }
+            "run_end" => {
+                if let Some(r) = runs.get_mut(&e.pid) {
+                    r.0 = false;
+                }
+            }
+            _ => {}
+        }
+    }
+    let running: Vec<u32> = runs.iter().filter(|(_, r)| r.0).map(|(p, _)| *p).collect();
+    let scope: Vec<u32> = if running.is_empty() {
+        runs.iter()
+            .max_by_key(|(_, r)| r.1)
+            .map(|(p, _)| *p)
+            .into_iter()
+            .collect()
+    } else {
+        running
+    };
+    let in_scope: Vec<&Entry> = entries.iter().filter(|e| scope.contains(&e.pid)).collect();
+
+    let mut agents: BTreeMap<String, Doing> = BTreeMap::new();
+    let mut totals: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut sessions = Vec::new();
+    for e in &in_scope {
+        let at = time(&e.at);
+        let key = match e.event.as_str() {
+            "session_end" => {
+                sessions.push((*e).clone());
+                Some("sessions")
+            }
+            "done" => Some("done"),
+            "failed" => Some("failed attempts"),
+            "limit" => Some("limit waits"),
+            "rescue" => Some("rescued"),
+            "reap" => Some("reaped"),
+            "trip" => Some("breaker trips"),
+            _ => None,
+        };
+        if let Some(k) = key {
+            *totals.entry(k).or_default() += 1;
+        }
+        let Some(agent) = &e.agent else { continue };
+        let doing = match e.event.as_str() {
+            "claim" => Doing::Working {
+                task: e.task.clone().unwrap_or_default(),
+                since: at,
+            },
+            "limit" | "trip" => Doing::Waiting {
+                until: e.until.as_deref().map_or(at, time),
+                why: if e.event == "trip" {
+                    "circuit breaker".to_owned()
+                } else {
+                    e.why.clone().unwrap_or_default()
+                },
+            },
+            "session_end" | "done" | "failed" | "rescue" | "lost_race" => Doing::Idle { since: at },
+            _ => continue,
+        };
+        agents.insert(agent.clone(), doing);
+    }
+    // A wait that is over is idleness.
+    for doing in agents.values_mut() {
+        if let Doing::Waiting { until, .. } = doing
+            && *until <= now
+        {
+            *doing = Doing::Idle { since: *until };
+        }
+    }
+    let sessions = sessions.split_off(sessions.len().saturating_sub(last));
+
+    let store = ctx.store_of(&spec, &spec.settings()?)?;
+    let judge = super::judge_now(None);
+    let claims = store
+        .list()?
+        .into_iter()
+        .map(|l| {
+            let age = l.record.as_ref().map_or(Duration::ZERO, |c| {
+                now.duration_since(c.claimed_at).unwrap_or_default()
+            });
+            let v = l.judge(&judge);
+            (l.name.clone(), format!("{} ({})", l.who(), v.state), age)
+        })
+        .collect();
+    let board = Hub::open(&spec, None).ok().and_then(|hub| {
+        let tmp = tempfile::tempdir().ok()?;
+        let dir = hub.extract_board(tmp.path()).ok()?;
+        let mut snapshot = board::load(&dir).ok()?;
+        snapshot.claimed = crate::store::holders(&store.list().ok()?);
+        Some(board::counts(&snapshot))
+    });
+    Ok(Report {
+        journal: state.join(journal::FILE).display().to_string(),
+        runs: runs
+            .into_iter()
+            .filter(|(p, _)| scope.contains(p))
+            .map(|(p, (alive, at))| (p, alive, at))
+            .collect(),
+        agents,
+        board,
+        claims,
+        sessions,
+        totals,
+        now,
+    })
+}
+
+impl Report {
+    fn ago(&self, t: SystemTime) -> String {
+        Age(self.now.duration_since(t).unwrap_or_default()).to_string()
+    }
+
+    fn text(&self) -> String {
+        let mut out = String::new();
+        if self.runs.is_empty() {
+            out.push_str(&format!("no run in the journal ({})\n", self.journal));
+        }
+        for (pid, alive, at) in &self.runs {
+            let state = if *alive { "running" } else { "ended" };
+            out.push_str(&format!(
+                "run pid {pid}: {state}, started {} ago\n",
+                self.ago(*at)
+            ));
+        }
+        if let Some(c) = &self.board {
+            out.push_str(&format!(
+                "board: {} ready, {} claimed, {} blocked, {} done, {} failed, {} stuck, {} invalid\n",
+                c.ready, c.claimed, c.blocked, c.done, c.failed, c.stuck, c.invalid
+            ));
+        }
+        if !self.agents.is_empty() {
+            out.push_str("\nAGENT            DOING\n");
+            for (name, doing) in &self.agents {
+                let what = match doing {
+                    Doing::Working { task, since } => {
+                        format!("working on `{task}` for {}", self.ago(*since))
+                    }
+                    Doing::Waiting { until, why } => format!(
+                        "waiting ({why}) for {}",
+                        Age(until.duration_since(self.now).unwrap_or_default())
+                    ),
+                    Doing::Idle { since } => format!("idle for {}", self.ago(*since)),
+                };
+                out.push_str(&format!("{name:<16} {what}\n"));
+            }
+        }
+        if !self.claims.is_empty() {
+            out.push_str("\nCLAIM            HELD BY                                AGE\n");
+            for (task, who, age) in &self.claims {
+                out.push_str(&format!("{task:<16} {who:<38} {}\n", Age(*age)));
+            }
+        }
+        if !self.sessions.is_empty() {
+            out.push_str("\nLAST SESSIONS\n");
+            for s in &self.sessions {
+                out.push_str(&format!(
+                    "{:>8} ago  {:<12} {:<14} {:<12} {}\n",
+                    self.ago(time(&s.at)),
+                    s.agent.as_deref().unwrap_or("-"),
+                    s.task.as_deref().unwrap_or("-"),
+                    s.class.as_deref().unwrap_or("-"),
+                    Age(Duration::from_secs_f64(s.secs.unwrap_or(0.0).max(0.0)))
+                ));
+            }
+        }
+        let totals: Vec<String> = self
+            .totals
+            .iter()
+            .map(|(k, v)| format!("{v} {k}"))
+            .collect();
+        if !totals.is_empty() {
+            out.push_str(&format!("\ntotals: {}\n", totals.join(", ")));
+        }
+        out
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let agents: Vec<_> = self
+            .agents
+            .iter()
+            .map(|(name, doing)| match doing {
+                Doing::Working { task, since } => json!({
+                    "agent": name, "state": "working", "task": task,
+                    "since": crate::claim::timestamp(*since),
+                }),
+                Doing::Waiting { until, why } => json!({
+                    "agent": name, "state": "waiting", "why": why,
+                    "until": crate::claim::timestamp(*until),
+                }),
+                Doing::Idle { since } => json!({
+                    "agent": name, "state": "idle",
+                    "since": crate::claim::timestamp(*since),
+                }),
+            })
+            .collect();
+        json!({
+            "journal": self.journal,
+            "runs": self.runs.iter().map(|(pid, alive, at)| json!({
+                "pid": pid, "running": alive, "started": crate::claim::timestamp(*at),
+            })).collect::<Vec<_>>(),
+            "agents": agents,
+            "board": self.board.as_ref().map(|c| json!(c)),
+            "claims": self.claims.iter().map(|(task, who, age)| json!({
+                "task": task, "held_by": who, "age_secs": age.as_secs(),
+            })).collect::<Vec<_>>(),
+            "sessions": self.sessions.iter().map(|s| json!({
+                "at": s.at, "agent": s.agent, "task": s.task, "outcome": s.outcome,
+                "class": s.class, "secs": s.secs,
+            })).collect::<Vec<_>>(),
+            "totals": self.totals,
+        })
+    }
+}

@@ -1,0 +1,143 @@
+//! The run's journal: one JSON line per session and notable event (claim,
+//! lost race, reap, usage-limit wait, conflict, rescue, circuit breaker),
+//! appended to `journal.jsonl` in the state directory. `farm status` reads
+//! it, during a run or after.
+//!
+//! Every line is written with one `write` on a file opened for appending,
+//! so lines of concurrent runs never interleave (they are far below the
+//! size the kernel appends atomically to a local file). A journal that
+//! cannot be written is reported once and otherwise ignored: it records the
+//! run, it must never stop it.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::claim::timestamp;
+
+pub const FILE: &str = "journal.jsonl";
+
+/// An open journal.
+pub struct Journal {
+    path: PathBuf,
+    file: Mutex<Option<File>>,
+}
+
+impl Journal {
+    /// The journal in `state` (created on first write).
+    pub fn open(state: &Path) -> Journal {
+        let path = state.join(FILE);
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| eprintln!("farm: cannot open the journal `{}`: {e}", path.display()))
+            .ok();
+        Journal {
+            path,
+            file: Mutex::new(file),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Append one event of `agent` ("" for the run itself), with `fields`
+    /// (a JSON object) merged in.
+    pub fn log(&self, agent: &str, event: &str, fields: Value) {
+        let mut line = Map::new();
+        line.insert("at".into(), json!(timestamp(SystemTime::now())));
+        line.insert("pid".into(), json!(std::process::id()));
+        if !agent.is_empty() {
+            line.insert("agent".into(), json!(agent));
+        }
+        line.insert("event".into(), json!(event));
+        if let Value::Object(fields) = fields {
+            line.extend(fields);
+        }
+        let mut text = Value::Object(line).to_string();
+        text.push('\n');
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = file.as_mut()
+            && let Err(e) = f.write_all(text.as_bytes())
+        {
+            eprintln!(
+                "farm: cannot write the journal `{}`: {e}",
+                self.path.display()
+            );
+            *file = None;
+        }
+    }
+}
+
+/// One journal line as `farm status` reads it; fields an event lacks are
+/// `None`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Entry {
+    pub at: String,
+    #[serde(default)]
+    pub pid: u32,
+    #[serde(default)]
+    pub agent: Option<String>,
+    pub event: String,
+    #[serde(default)]
+    pub task: Option<String>,
+    #[serde(default)]
+    pub outcome: Option<String>,
+    #[serde(default)]
+    pub class: Option<String>,
+    #[serde(default)]
+    pub secs: Option<f64>,
+    #[serde(default)]
+    pub until: Option<String>,
+    #[serde(default)]
+    pub why: Option<String>,
+    #[serde(default)]
+    pub host: Option<String>,
+}
+
+/// Every readable line of the journal in `state`, oldest first (lines that
+/// do not parse — a line cut by a crash — are skipped).
+pub fn read(state: &Path) -> std::io::Result<Vec<Entry>> {
+    let text = match std::fs::read_to_string(state.join(FILE)) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    Ok(text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_round_trip_and_a_cut_line_is_skipped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let j = Journal::open(tmp.path());
+        j.log("a-1", "claim", json!({"task": "t1", "attempt": 1}));
+        j.log("", "run_end", json!({"sessions": 1}));
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(j.path())
+            .unwrap()
+            .write_all(b"{\"at\": \"cut")
+            .unwrap();
+        let entries = read(tmp.path()).unwrap();
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries[0].agent.as_deref(), Some("a-1"));
+        assert_eq!(entries[0].task.as_deref(), Some("t1"));
+        assert_eq!(entries[1].event, "run_end");
+        assert_eq!(entries[1].pid, std::process::id());
+        assert!(read(&tmp.path().join("none")).unwrap().is_empty());
+    }
+}
