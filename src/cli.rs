@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::commands::{
-    agents, claim, demo, demo_agent, init, locks, reap, release, run, status, stop, task, tasks,
+    agents, claim, demo, demo_agent, doctor, init, locks, logs, reap, release, run, status, stop,
+    task, tasks,
 };
 use crate::output::ColorWhen;
 
@@ -93,6 +94,8 @@ pub enum Command {
     Locks(locks::Args),
     Reap(reap::Args),
     Status(status::Args),
+    Logs(logs::Args),
+    Doctor(doctor::Args),
     Stop(stop::Args),
     Agents(agents::Args),
     Demo(demo::Args),

@@ -5,8 +5,10 @@ pub mod agents;
 pub mod claim;
 pub mod demo;
 pub mod demo_agent;
+pub mod doctor;
 pub mod init;
 pub mod locks;
+pub mod logs;
 pub mod reap;
 pub mod release;
 pub mod run;
@@ -32,8 +34,10 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<ExitCode, Error> {
         Command::Claim(args) => claim::run(ctx, args),
         Command::Release(args) => release::run(ctx, args),
         Command::Locks(args) => locks::run(ctx, args),
+        Command::Logs(args) => logs::run(ctx, args),
         Command::Reap(args) => reap::run(ctx, args),
         Command::Demo(args) => demo::run(ctx, args),
+        Command::Doctor(args) => doctor::run(ctx, args),
         Command::DemoAgent(args) => demo_agent::run(ctx, args),
         Command::Init(args) => init::run(ctx, args),
         Command::Run(args) => run::run(ctx, args),

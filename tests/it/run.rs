@@ -1198,3 +1198,105 @@ fn status_shows_the_run_while_it_goes_and_after() {
     assert!(text.contains("2 done") && text.contains("solo"), "{text}");
     assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
 }
+
+/// `farm doctor` on a healthy setup: every check passes, the agent answers
+/// --version; on a broken one (agent missing, an invalid task file) it
+/// names each failure with its fix and exits 1.
+#[test]
+fn doctor_passes_a_healthy_setup_and_names_what_is_broken() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["d", "-m", "Anything"]);
+    let agent = env.tmp.path().join("fake-agent");
+    std::fs::write(
+        &agent,
+        "#!/bin/sh\n[ \"$1\" = --version ] && echo 'fake-agent 1.0' && exit 0\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let state = env.tmp.path().join("state");
+    let doctor = |agent: &str| {
+        env.farm_git([
+            "doctor",
+            "--agent",
+            agent,
+            "--state-dir",
+            state.to_str().unwrap(),
+        ])
+        .run()
+    };
+    let ok = doctor(agent.to_str().unwrap()).success();
+    for check in ["git", "hub", "claims", "board", "agent", "disk"] {
+        assert!(
+            ok.stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("ok {check}"))),
+            "{check}: {ok:#?}"
+        );
+    }
+    assert!(ok.stdout.contains("fake-agent 1.0"), "{ok:#?}");
+    assert!(
+        ok.stdout.contains("claimed and released a probe"),
+        "{ok:#?}"
+    );
+    assert!(
+        env.farm(["locks", "--json"]).run().success().json()["claims"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    // Broken: an invalid task file on the branch, and no such agent.
+    let clone = env.tmp.path().join("breaker");
+    let hub = env.hub.to_str().unwrap().to_owned();
+    env.git(["clone", "--quiet", &hub, clone.to_str().unwrap()]);
+    std::fs::write(clone.join("tasks/bad.md"), "no front matter\n").unwrap();
+    for args in [
+        vec!["add", "tasks/bad.md"],
+        vec!["commit", "--quiet", "-m", "a bad task"],
+        vec!["push", "--quiet", "origin", "HEAD:main"],
+    ] {
+        let mut full = vec!["-C", clone.to_str().unwrap()];
+        full.extend(args);
+        env.git(full);
+    }
+    let bad = doctor("no-such-agent-xyz").code(1);
+    assert!(bad.stdout.contains("!! agent"), "{bad:#?}");
+    assert!(
+        bad.stdout.contains("`no-such-agent-xyz` not found"),
+        "{bad:#?}"
+    );
+    assert!(bad.stdout.contains("!! board"), "{bad:#?}");
+    assert!(bad.stdout.contains("fix: farm tasks"), "{bad:#?}");
+    assert!(bad.stderr.contains("2 check(s) failed"), "{bad:#?}");
+}
+
+/// `farm logs TASK` prints the latest session log of that task.
+#[test]
+fn logs_prints_a_tasks_latest_session_log() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["l1", "-m", "Anything"]);
+    let agent = env.agent_script(
+        "talk.sh",
+        "echo \"hello from $FARM_TASK\"\necho x > x.txt && git add x.txt && git commit --quiet -m 'work on l1'\n",
+    );
+    farm_run(&env, &agent, &["--name", "talker"]).success();
+    let state = env.tmp.path().join("state");
+    let state = state.to_str().unwrap();
+    for what in ["l1", "talker"] {
+        let out = env
+            .farm(["logs", what, "--state-dir", state])
+            .run()
+            .success();
+        assert!(out.stdout.contains("hello from l1"), "{what}: {out:#?}");
+        assert!(out.stderr.contains("logs/talker/l1-"), "{what}: {out:#?}");
+    }
+    let none = env
+        .farm(["logs", "nothing", "--state-dir", state])
+        .run()
+        .code(2);
+    assert!(
+        none.stderr.contains("no session logs of `nothing`"),
+        "{none:#?}"
+    );
+}

@@ -1,0 +1,325 @@
+//! `farm doctor`: is everything a night of `farm run` needs in place?
+
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
+
+use crate::claim::Claim;
+use crate::config::{Ctx, HubSpec};
+use crate::error::Error;
+use crate::hub::Hub;
+use crate::output::Style;
+use crate::session::which;
+use crate::store::Attempt;
+use crate::task::TaskId;
+
+/// Check git, the hub (reachable, writable: a probe claimed and released),
+/// the agent CLI (found, answers --version), the templates, the board
+/// (cycles, invalid files), disk space and inotify limits. One line per
+/// check; each failure comes with its fix. Exit 1 if any check failed.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  farm doctor
+  farm doctor --agent claude
+  farm --hub ssh://host/srv/repo.git doctor")]
+pub struct Args {
+    /// The agent to check (a preset name or a command line); default:
+    /// `agent` in farm.toml.
+    #[arg(long, value_name = "COMMAND")]
+    agent: Option<String>,
+}
+
+/// One check's result: fine, or what is wrong and how to fix it.
+struct Check {
+    name: &'static str,
+    result: Result<String, (String, String)>,
+}
+
+pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
+    let mut checks = vec![git()];
+    let spec = ctx.hub_spec();
+    match &spec {
+        Err(e) => {
+            checks.push(Check {
+                name: "hub",
+                result: Err((e.message.clone(), e.hint.clone().unwrap_or_default())),
+            });
+            checks.push(agent_cli(args.agent.as_deref()));
+        }
+        Ok(spec) => {
+            let settings = spec.settings().ok().unwrap_or_default();
+            let hub = Hub::open(spec, settings.branch.as_deref());
+            checks.push(Check {
+                name: "hub",
+                result: match &hub {
+                    Ok(h) => Ok(format!("`{}` of {}", h.branch, h.url)),
+                    Err(e) => Err((e.message.clone(), e.hint.clone().unwrap_or_default())),
+                },
+            });
+            checks.push(claims(ctx, spec, &settings));
+            if let Ok(hub) = &hub {
+                checks.extend(board(hub));
+            }
+            let agent = args.agent.clone().or(settings.agent.clone());
+            checks.push(agent_cli(agent.as_deref()));
+            checks.push(disk(&ctx.state_dir(spec)));
+        }
+    }
+    checks.push(inotify());
+    let mut failed = 0;
+    for c in &checks {
+        let line = match &c.result {
+            Ok(what) => format!("{} {:<9} {what}", ctx.out.paint(Style::Good, "ok"), c.name),
+            Err((what, fix)) => {
+                failed += 1;
+                let mut l = format!("{} {:<9} {what}", ctx.out.paint(Style::Bad, "!!"), c.name);
+                if !fix.is_empty() {
+                    l.push_str(&format!("\n             fix: {fix}"));
+                }
+                l
+            }
+        };
+        ctx.out.data(&format!("{line}\n"))?;
+    }
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ctx.out.note(&format!("{failed} check(s) failed"));
+        ExitCode::FAILURE
+    })
+}
+
+fn git() -> Check {
+    let out = Command::new("git").arg("--version").output();
+    let result = match out {
+        Ok(o) if o.status.success() => {
+            let v = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+            let nums: Vec<u32> = v
+                .split_whitespace()
+                .nth(2)
+                .unwrap_or("")
+                .split('.')
+                .filter_map(|n| n.parse().ok())
+                .collect();
+            if nums.as_slice() >= [2, 41].as_slice() {
+                Ok(v)
+            } else {
+                Err((
+                    format!("{v}: hubs reached by URL need git 2.41 or later"),
+                    "install a newer git (a local hub works with older ones)".into(),
+                ))
+            }
+        }
+        _ => Err((
+            "git not found".into(),
+            "install git and put it on PATH".into(),
+        )),
+    };
+    Check {
+        name: "git",
+        result,
+    }
+}
+
+/// Claim and release a probe task: the store can be written.
+fn claims(ctx: &Ctx, spec: &HubSpec, settings: &crate::settings::Settings) -> Check {
+    let result = (|| -> Result<String, (String, String)> {
+        let store = ctx
+            .store_of(spec, settings)
+            .map_err(|e| (e.message.clone(), e.hint.clone().unwrap_or_default()))?;
+        let probe = TaskId::parse("farm-doctor-probe").expect("a valid id");
+        let claim = Claim::new(probe, "farm-doctor", None, 1, std::time::SystemTime::now());
+        let fail = |e: crate::store::StoreError| {
+            let e: Error = e.into();
+            (e.message, e.hint.unwrap_or_default())
+        };
+        match store.try_claim(claim, false).map_err(fail)? {
+            Attempt::Won(held) => {
+                store.release_held(held).map_err(fail)?;
+                Ok(format!(
+                    "{} store at {}: claimed and released a probe",
+                    store.kind(),
+                    store.location()
+                ))
+            }
+            Attempt::Lost(_) => Err((
+                "the probe task is held by another farm doctor".into(),
+                "run farm doctor again in a moment".into(),
+            )),
+        }
+    })();
+    Check {
+        name: "claims",
+        result,
+    }
+}
+
+fn board(hub: &Hub) -> Vec<Check> {
+    let read = (|| {
+        let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let dir = hub.extract_board(tmp.path()).map_err(|e| e.message)?;
+        let templates = ["prompt.md", "merge.md"]
+            .iter()
+            .filter(|t| dir.join("templates").join(t).is_file())
+            .count();
+        let snapshot = crate::board::load(&dir).map_err(|e| e.to_string())?;
+        Ok::<_, String>((snapshot, templates))
+    })();
+    match read {
+        Err(e) => vec![Check {
+            name: "board",
+            result: Err((e, "look at the hub's tasks/ directory".into())),
+        }],
+        Ok((snapshot, templates)) => {
+            let c = crate::board::counts(&snapshot);
+            let board = if c.invalid > 0 || c.stuck > 0 {
+                Err((
+                    format!("{} invalid file(s), {} stuck task(s)", c.invalid, c.stuck),
+                    "farm tasks names each, with the parse error or the cycle".into(),
+                ))
+            } else {
+                Ok(format!(
+                    "{} ready, {} blocked, {} done, {} failed",
+                    c.ready, c.blocked, c.done, c.failed
+                ))
+            };
+            vec![
+                Check {
+                    name: "board",
+                    result: board,
+                },
+                Check {
+                    name: "templates",
+                    result: Ok(match templates {
+                        0 => "farm's built-in prompt.md and merge.md".to_owned(),
+                        n => format!("{n} of the hub's own (templates/), the rest built in"),
+                    }),
+                },
+            ]
+        }
+    }
+}
+
+fn agent_cli(agent: Option<&str>) -> Check {
+    let result = (|| {
+        let Some(agent) = agent else {
+            return Err((
+                "no agent to check".into(),
+                "pass --agent NAME, or set agent = \"...\" in farm.toml".into(),
+            ));
+        };
+        let command = crate::presets::find(agent)
+            .ok()
+            .flatten()
+            .map_or(agent.to_owned(), |p| p.command);
+        let words = shell_words::split(&command)
+            .map_err(|e| (format!("cannot split `{command}`: {e}"), String::new()))?;
+        let program = words.first().cloned().unwrap_or_default();
+        let Some(path) = which(&program) else {
+            return Err((
+                format!("`{program}` not found on PATH"),
+                format!("install it, or give its full path in --agent (`{command}`)"),
+            ));
+        };
+        let version = version_of(&path);
+        Ok(format!(
+            "{} ({})",
+            path.display(),
+            version.unwrap_or_else(|| "it did not say its version".into())
+        ))
+    })();
+    Check {
+        name: "agent",
+        result,
+    }
+}
+
+/// The first line `PROGRAM --version` prints, waiting at most 10 s. It
+/// runs in an empty scratch directory: a script that ignores `--version`
+/// must not touch anything.
+fn version_of(path: &std::path::Path) -> Option<String> {
+    let scratch = tempfile::tempdir().ok()?;
+    let mut child = Command::new(path)
+        .arg("--version")
+        .current_dir(scratch.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            let out = child.wait_with_output().ok()?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            return text.lines().next().map(|l| l.trim().to_owned());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// At least 1 GiB free where the clones and logs go.
+fn disk(state: &std::path::Path) -> Check {
+    let probe = state
+        .ancestors()
+        .find(|p| p.exists())
+        .unwrap_or(std::path::Path::new("/"));
+    let result = match free_bytes(probe) {
+        Some(free) if free >= 1 << 30 => Ok(format!(
+            "{:.1} GiB free at {}",
+            free as f64 / f64::from(1u32 << 30),
+            probe.display()
+        )),
+        Some(free) => Err((
+            format!("only {} MiB free at {}", free >> 20, probe.display()),
+            "free some space, or pass --state-dir on a bigger disk".into(),
+        )),
+        None => Err((
+            format!("cannot read the free space at {}", probe.display()),
+            String::new(),
+        )),
+    };
+    Check {
+        name: "disk",
+        result,
+    }
+}
+
+fn free_bytes(path: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: `st` is a plain C struct, valid zeroed; statvfs only writes it.
+    unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        (libc::statvfs(c.as_ptr(), &mut st) == 0).then(|| st.f_bavail * st.f_frsize)
+    }
+}
+
+/// Idle agents wait on inotify; without it they poll (and say so).
+fn inotify() -> Check {
+    let read = |f: &str| {
+        std::fs::read_to_string(format!("/proc/sys/fs/inotify/{f}"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+    };
+    let result = match (read("max_user_watches"), read("max_user_instances")) {
+        (Some(w), Some(i)) if w >= 1024 && i >= 16 => {
+            Ok(format!("{w} watches, {i} instances per user"))
+        }
+        (Some(w), Some(i)) => Err((
+            format!("{w} watches, {i} instances per user: idle agents will poll"),
+            "sysctl fs.inotify.max_user_watches=65536 fs.inotify.max_user_instances=256".into(),
+        )),
+        _ => Err((
+            "no inotify here: idle agents will poll".into(),
+            String::new(),
+        )),
+    };
+    Check {
+        name: "inotify",
+        result,
+    }
+}
