@@ -19,6 +19,10 @@ Examples:
   farm locks                             who holds what, and are they alive
   farm reap --older-than 2h              take back dead and stale claims
   farm release parse-if                  give your claim back
+  farm run --agent claude -j 4           four agents on the board until it is done
+  farm status                            what the run is doing (or did)
+  farm stop                              every run on the hub drains
+  farm doctor --agent claude             is everything in place for a night
   farm demo                              the whole cycle on a scratch hub
 
 Exit codes: 0 ok, 1 failure, 2 bad usage, 3 held by someone else, 4 not claimed.";

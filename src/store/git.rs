@@ -697,9 +697,24 @@ impl ClaimStore for GitStore {
                 release.commit.as_deref().expect("a commit was made")
             ));
             let say = |l: &str| (self.say)(l);
-            let updates = patiently("publishing work", &say, || {
+            let updates = match patiently("publishing work", &say, || {
                 repo.push_refs(remote, &specs, true)
-            })?;
+            }) {
+                Ok(updates) => updates,
+                // Seen once after the hub came back from an outage ("could
+                // not parse commit" for a claims commit): try again on a
+                // freshly fetched tip before calling it an error.
+                Err(e) if !e.transient && round + 1 < 3 => {
+                    say(&format!(
+                        "publishing work failed ({}); fetching the claims and trying again",
+                        e.said
+                    ));
+                    fresh = true;
+                    back_off(round);
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
             if updates.iter().all(|u| !u.rejected()) {
                 Self::guard(held)?.released.store(true, Ordering::SeqCst);
                 self.state().tip = Some(release);
