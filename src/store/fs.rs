@@ -117,26 +117,28 @@ impl FsStore {
             seen: None,
             identity: m.ino(),
         };
-        let meta = match fs::symlink_metadata(path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(StoreError::io("read", path)(e)),
-        };
-        if meta.file_type().is_symlink() {
-            let why = "a symlink, which farm never follows; remove it".to_owned();
-            return Ok(Some(corrupt(why, &meta)));
-        }
-        if !meta.is_file() {
-            return Ok(Some(corrupt("not a regular file".into(), &meta)));
-        }
+        // Open first (never following a link, never blocking on a FIFO),
+        // then look at what was opened: four system calls a claim.
         let mut file = match open_nofollow(path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            // Replaced by a symlink between the two calls: report it next time.
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return match fs::symlink_metadata(path) {
+                    Ok(m) => {
+                        let why = "a symlink, which farm never follows; remove it".to_owned();
+                        Ok(Some(corrupt(why, &m)))
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+                    Err(e) => Err(StoreError::io("read", path)(e)),
+                };
+            }
             Err(e) => return Err(StoreError::io("open", path)(e)),
         };
-        let (bytes, meta) = read_capped(&mut file).map_err(StoreError::io("read", path))?;
+        let meta = file.metadata().map_err(StoreError::io("read", path))?;
+        if !meta.is_file() {
+            return Ok(Some(corrupt("not a regular file".into(), &meta)));
+        }
+        let bytes = read_sized(&mut file, &meta).map_err(StoreError::io("read", path))?;
         Ok(Some(listed(name, &bytes, &meta)))
     }
 
@@ -425,7 +427,7 @@ impl ClaimStore for FsStore {
         if !self.check_dir(false)? {
             return Ok(Vec::new());
         }
-        let mut out = Vec::new();
+        let mut names = Vec::new();
         for entry in fs::read_dir(&self.dir).map_err(StoreError::io("read", &self.dir))? {
             let entry = entry.map_err(StoreError::io("read", &self.dir))?;
             let file_name = entry.file_name();
@@ -440,9 +442,42 @@ impl ClaimStore for FsStore {
             if name.starts_with('.') {
                 continue;
             }
-            if let Some(listed) = self.read_entry(name, &entry.path())? {
-                out.push(listed);
+            names.push(name.to_owned());
+        }
+        // Reading and parsing is most of a long listing's time: with
+        // thousands of claims, spread it over the cores.
+        let threads = if names.len() < 512 {
+            1
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+        };
+        let chunk = names.len().div_ceil(threads).max(1);
+        let read = |part: &[String]| -> Result<Vec<Listed>, StoreError> {
+            let mut out = Vec::with_capacity(part.len());
+            for name in part {
+                if let Some(listed) = self.read_entry(name, &self.path_of(name))? {
+                    out.push(listed);
+                }
             }
+            Ok(out)
+        };
+        let parts: Vec<Result<Vec<Listed>, StoreError>> = if threads == 1 {
+            vec![read(&names)]
+        } else {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = names
+                    .chunks(chunk)
+                    .map(|part| s.spawn(move || read(part)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|_| Ok(Vec::new())))
+                    .collect()
+            })
+        };
+        let mut out = Vec::with_capacity(names.len());
+        for part in parts {
+            out.extend(part?);
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
@@ -531,7 +566,7 @@ impl ClaimStore for FsStore {
 fn open_nofollow(path: &Path) -> io::Result<File> {
     OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(path)
 }
 
@@ -539,9 +574,28 @@ fn open_nofollow(path: &Path) -> io::Result<File> {
 /// recognised without reading it whole.
 fn read_capped(file: &mut File) -> io::Result<(Vec<u8>, fs::Metadata)> {
     let meta = file.metadata()?;
-    let mut bytes = Vec::with_capacity(512);
-    file.take(MAX_CLAIM_BYTES + 1).read_to_end(&mut bytes)?;
+    let bytes = read_sized(file, &meta)?;
     Ok((bytes, meta))
+}
+
+/// The file's bytes, at most one past the size limit, read by its size: a
+/// claim is written whole before its name appears and never rewritten, so
+/// one read usually takes it all (a file that shrank reads short; one that
+/// grew is read to its size when opened).
+fn read_sized(file: &mut File, meta: &fs::Metadata) -> io::Result<Vec<u8>> {
+    let want = usize::try_from(meta.len().min(MAX_CLAIM_BYTES + 1)).unwrap_or(0);
+    let mut bytes = vec![0; want];
+    let mut got = 0;
+    while got < want {
+        match file.read(&mut bytes[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    bytes.truncate(got);
+    Ok(bytes)
 }
 
 fn listed(name: &str, bytes: &[u8], meta: &fs::Metadata) -> Listed {
