@@ -50,12 +50,14 @@
 //! depend on the machine and on what else runs on it, so the load average
 //! is printed at the start and at the end.
 
+#[path = "common/process.rs"]
+mod process;
 #[path = "common/stats.rs"]
 mod stats;
+use process::{Res, command, git, output};
 use stats::{max, median, min};
 use std::collections::{BTreeMap, HashSet};
 use std::env;
-use std::ffi::OsStr;
 use std::fs::{self, File};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -66,18 +68,6 @@ use serde_json::{Map, Value, json};
 
 const FARM: &str = env!("CARGO_BIN_EXE_farm");
 const TIME: &str = "/usr/bin/time";
-
-/// Every process the bench starts gets these: no user or system git config,
-/// and an identity for commits.
-const GIT_ENV: [(&str, &str); 7] = [
-    ("GIT_CONFIG_GLOBAL", "/dev/null"),
-    ("GIT_CONFIG_NOSYSTEM", "1"),
-    ("GIT_AUTHOR_NAME", "Farm Bench"),
-    ("GIT_AUTHOR_EMAIL", "bench@farm.invalid"),
-    ("GIT_COMMITTER_NAME", "Farm Bench"),
-    ("GIT_COMMITTER_EMAIL", "bench@farm.invalid"),
-    ("LC_ALL", "C"),
-];
 
 /// Part 1.
 const JOBS: usize = 16;
@@ -118,8 +108,6 @@ echo "$FARM_TASK" >> "work-$FARM_TASK.txt"
 git add "work-$FARM_TASK.txt"
 git commit --quiet -m "work on $FARM_TASK"
 "#;
-
-type Res<T> = Result<T, String>;
 
 fn main() -> ExitCode {
     // Arguments (`--bench`, filters) are cargo's; there is nothing to select.
@@ -200,40 +188,6 @@ fn thousands(n: usize) -> String {
 // ---------------------------------------------------------------------------
 // Processes and hubs
 // ---------------------------------------------------------------------------
-
-/// A command in the bench's hermetic environment.
-fn command(program: impl AsRef<OsStr>) -> Command {
-    let mut cmd = Command::new(program);
-    cmd.envs(GIT_ENV)
-        .env("NO_COLOR", "1")
-        .env_remove("FARM_HUB")
-        .env_remove("FARM_TASK")
-        .env_remove("FARM_AGENT")
-        .env_remove("FARM_CLAIMS")
-        .env_remove("FARM_STATE_DIR")
-        .stdin(Stdio::null());
-    cmd
-}
-
-/// Run `cmd` to its end; its stdout if it succeeded.
-fn output(cmd: &mut Command, what: &str) -> Res<String> {
-    let out = cmd.output().map_err(|e| format!("{what}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{what}: {}: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-fn git(dir: &Path, args: &[&str]) -> Res<String> {
-    output(
-        command("git").arg("-C").arg(dir).args(args),
-        &format!("git {} in {}", args.join(" "), dir.display()),
-    )
-}
 
 /// The last `n` lines of a log, for failure messages.
 fn tail(log: &Path, n: usize) -> String {

@@ -61,18 +61,20 @@
 //! machine, and on what else runs on it, so the load average is printed at
 //! the start and at the end.
 
+#[path = "common/process.rs"]
+mod process;
 #[path = "common/stats.rs"]
 mod stats;
+use process::{FARM_ENV, GIT_ENV, Res, command, git, output};
 use stats::{max, median, min};
 use std::collections::{BTreeMap, HashMap};
 use std::env;
-use std::ffi::OsStr;
 use std::fs;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Child, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use farm::claim::Claim;
@@ -81,27 +83,6 @@ use farm::store::{Attempt, ClaimStore};
 use farm::task::TaskId;
 
 const FARM: &str = env!("CARGO_BIN_EXE_farm");
-
-/// The bench's own environment, and so every process it starts: no user or
-/// system git config, and an identity for commits.
-const GIT_ENV: [(&str, &str); 7] = [
-    ("GIT_CONFIG_GLOBAL", "/dev/null"),
-    ("GIT_CONFIG_NOSYSTEM", "1"),
-    ("GIT_AUTHOR_NAME", "Farm Bench"),
-    ("GIT_AUTHOR_EMAIL", "bench@farm.invalid"),
-    ("GIT_COMMITTER_NAME", "Farm Bench"),
-    ("GIT_COMMITTER_EMAIL", "bench@farm.invalid"),
-    ("LC_ALL", "C"),
-];
-/// farm's own settings, which must not leak in from the caller.
-const FARM_ENV: [&str; 6] = [
-    "FARM_HUB",
-    "FARM_CLAIMS",
-    "FARM_STATE_DIR",
-    "FARM_AGENT",
-    "FARM_TASK",
-    "FARM_HOST",
-];
 
 /// Set in a worker's environment to the hub's URL.
 const WORKER_ENV: &str = "FARM_BENCH_REMOTE_WORKER";
@@ -128,8 +109,6 @@ const RUNS: usize = 2;
 /// The store's compare-and-swap rounds before it gives up (`Busy`):
 /// `ROUNDS` in src/store/git.rs, private there.
 const STORE_ROUNDS: usize = 64;
-
-type Res<T> = Result<T, String>;
 
 fn main() -> ExitCode {
     // SAFETY: the first thing the bench does, before any thread exists.
@@ -217,37 +196,6 @@ fn load() -> String {
 // ---------------------------------------------------------------------------
 // Processes, hubs, the daemon
 // ---------------------------------------------------------------------------
-
-/// A command with farm's settings cleared (the environment is hermetic
-/// already: see `main`).
-fn command(program: impl AsRef<OsStr>) -> Command {
-    let mut cmd = Command::new(program);
-    cmd.env("NO_COLOR", "1").stdin(Stdio::null());
-    for key in FARM_ENV {
-        cmd.env_remove(key);
-    }
-    cmd
-}
-
-/// Run `cmd` to its end; its stdout if it succeeded.
-fn output(cmd: &mut Command, what: &str) -> Res<String> {
-    let out = cmd.output().map_err(|e| format!("{what}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{what}: {}: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-fn git(dir: &Path, args: &[&str]) -> Res<String> {
-    output(
-        command("git").arg("-C").arg(dir).args(args),
-        &format!("git {} in {}", args.join(" "), dir.display()),
-    )
-}
 
 /// `git init --bare -b main <base>/<name>.git` for each name, each given the
 /// same first commit on `main`, pushed from a scratch repository.

@@ -51,8 +51,11 @@
 //! machine, and on what else runs on it, so the load average is printed at
 //! the start and at the end.
 
+#[path = "common/process.rs"]
+mod process;
 #[path = "common/stats.rs"]
 mod stats;
+use process::{Res, git, output};
 use stats::{max, median, min};
 use std::collections::{BTreeMap, HashMap};
 use std::env;
@@ -65,18 +68,6 @@ use std::time::{Duration, Instant};
 
 const FARM: &str = env!("CARGO_BIN_EXE_farm");
 const REFERENCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/reference_loop.sh");
-
-/// Every process the bench starts gets these: no user or system git config,
-/// and an identity for commits.
-const GIT_ENV: [(&str, &str); 7] = [
-    ("GIT_CONFIG_GLOBAL", "/dev/null"),
-    ("GIT_CONFIG_NOSYSTEM", "1"),
-    ("GIT_AUTHOR_NAME", "Farm Bench"),
-    ("GIT_AUTHOR_EMAIL", "bench@farm.invalid"),
-    ("GIT_COMMITTER_NAME", "Farm Bench"),
-    ("GIT_COMMITTER_EMAIL", "bench@farm.invalid"),
-    ("LC_ALL", "C"),
-];
 
 /// Part 1: independent tasks per run, and runs of each variant.
 const TASKS: usize = 40;
@@ -112,8 +103,6 @@ echo "$FARM_TASK" >> "work-$FARM_TASK.txt"
 git add "work-$FARM_TASK.txt"
 git commit --quiet -m "work on $FARM_TASK"
 "#;
-
-type Res<T> = Result<T, String>;
 
 fn main() -> ExitCode {
     // Arguments (`--bench`, filters) are cargo's; there is nothing to select.
@@ -162,34 +151,9 @@ fn load() -> String {
 
 /// A command in the bench's hermetic environment.
 fn command(program: impl AsRef<OsStr>) -> Command {
-    let mut cmd = Command::new(program);
-    cmd.envs(GIT_ENV)
-        .env("NO_COLOR", "1")
-        .env_remove("FARM_HUB")
-        .env_remove("FARM_TASK")
-        .env_remove(GIT_LOG_ENV)
-        .stdin(Stdio::null());
+    let mut cmd = process::command(program);
+    cmd.env_remove(GIT_LOG_ENV);
     cmd
-}
-
-/// Run `cmd` to its end; its stdout if it succeeded.
-fn output(cmd: &mut Command, what: &str) -> Res<String> {
-    let out = cmd.output().map_err(|e| format!("{what}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{what}: {}: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-fn git(dir: &Path, args: &[&str]) -> Res<String> {
-    output(
-        command("git").arg("-C").arg(dir).args(args),
-        &format!("git {} in {}", args.join(" "), dir.display()),
-    )
 }
 
 /// Run `cmd` with stdout and stderr in `log`; how long it took. A failure
