@@ -51,6 +51,7 @@ use crate::prompt;
 use crate::retry::patiently;
 use crate::session::{self, Outcome, PromptVia, Tick};
 use crate::store::{Attempt, ClaimStore, Held, Listed, Published, Reap, StoreError};
+use crate::usage::{self, Usage};
 
 /// How far a run has been asked to stop.
 #[derive(Debug, Default)]
@@ -95,6 +96,8 @@ pub struct Run {
     limits: Limits,
     /// Every session and notable event, for `farm status`.
     pub journal: Journal,
+    /// What the sessions cost, as far as the CLI reported it.
+    spent: Mutex<Usage>,
     /// `--wrap`: the words every session runs inside; empty for none.
     pub wrap: Vec<String>,
     /// `--until`: no new claims after this.
@@ -105,11 +108,47 @@ pub struct Run {
     pub trip_pause: Duration,
     /// At least this long between two session starts of this run.
     pub stagger: Duration,
+    /// A config directory of its own for each agent (`--config-per-agent`).
+    pub agent_config: Option<AgentConfig>,
     last_start: Mutex<Option<Instant>>,
     started: AtomicUsize,
     wake: Arc<Wake>,
     /// Whether a file watcher wakes idle loops (else they poll faster).
     watched: std::sync::atomic::AtomicBool,
+}
+
+/// `--config-per-agent`: each agent's CLI gets a config directory of its
+/// own through `var` (`CLAUDE_CONFIG_DIR`, say), made on first use under the
+/// state directory (`config/<agent>/`) and seeded with copies of the user's
+/// own config files (`seed`), so that parallel starts never rewrite one
+/// shared file.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub var: &'static str,
+    pub seed: Vec<PathBuf>,
+}
+
+impl AgentConfig {
+    /// `agent`'s directory, made and seeded the first time.
+    fn dir_for(&self, state: &Path, agent: &str) -> Result<PathBuf, Error> {
+        let dir = state.join("config").join(agent);
+        if dir.is_dir() {
+            return Ok(dir);
+        }
+        let fail =
+            |e: std::io::Error| Error::failure(format!("cannot make `{}`: {e}", dir.display()));
+        let tmp = state.join("config").join(format!(".{agent}.tmp"));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).map_err(fail)?;
+        for file in &self.seed {
+            if let (true, Some(name)) = (file.is_file(), file.file_name()) {
+                std::fs::copy(file, tmp.join(name)).map_err(fail)?;
+            }
+        }
+        // Whole or not at all: a crash mid-seed leaves only the temp dir.
+        std::fs::rename(&tmp, &dir).map_err(fail)?;
+        Ok(dir)
+    }
 }
 
 /// What idle loops wait on: bumped by the hub watcher and by loops that
@@ -202,11 +241,13 @@ impl Run {
             out,
             limits: Limits::default(),
             journal,
+            spent: Mutex::default(),
             wrap: Vec::new(),
             until: None,
             trip_after: 0,
             trip_pause: Duration::from_secs(60),
             stagger: Duration::ZERO,
+            agent_config: None,
             last_start: Mutex::new(None),
             started: AtomicUsize::new(0),
             wake: Arc::default(),
@@ -216,6 +257,27 @@ impl Run {
 
     fn say(&self, agent: &str, what: &str) {
         self.out.note(&format!("{agent}: {what}"));
+    }
+
+    /// Add a session's cost to the run's.
+    fn spend(&self, u: &Usage) {
+        let mut total = self.spent.lock().unwrap_or_else(|e| e.into_inner());
+        let add_f = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
+        let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
+        total.cost_usd = add_f(total.cost_usd, u.cost_usd);
+        total.input_tokens = add(total.input_tokens, u.input_tokens);
+        total.output_tokens = add(total.output_tokens, u.output_tokens);
+    }
+
+    /// What the run's sessions cost so far, as reported.
+    pub fn spent(&self) -> Usage {
+        *self.spent.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Wait for this session's turn to start: `stagger` after the last one,
@@ -713,12 +775,10 @@ fn settle(
     );
 
     // What the session's end means, from its exit and its log's last lines.
-    let class = classify::classify(
-        &outcome,
-        started.elapsed(),
-        &std::fs::read_to_string(&log).unwrap_or_default(),
-        SystemTime::now(),
-    );
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let class = classify::classify(&outcome, started.elapsed(), &text, SystemTime::now());
+    let spent = usage::read(&text);
+    run.spend(&spent);
     run.journal.log(
         name,
         "session_end",
@@ -729,6 +789,9 @@ fn settle(
             "class": class.label(),
             "secs": started.elapsed().as_secs_f64(),
             "log": log.display().to_string(),
+            "cost_usd": spent.cost_usd,
+            "input_tokens": spent.input_tokens,
+            "output_tokens": spent.output_tokens,
         }),
     );
     // What the agent left uncommitted is committed: with the move to done
@@ -870,13 +933,19 @@ fn supervise(
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
     }
-    let env = [
+    let mut env = vec![
         ("FARM_TASK", held.claim().task.to_string()),
         ("FARM_AGENT", name.to_owned()),
         ("FARM_HUB", run.hub.url.clone()),
         ("FARM_CLAIM", run.store.claim_location(&held.claim().task)),
         ("FARM_ATTEMPT", held.claim().attempt.to_string()),
     ];
+    if let Some(config) = &run.agent_config {
+        env.push((
+            config.var,
+            config.dir_for(&run.state, name)?.display().to_string(),
+        ));
+    }
     run.stagger_start();
     let spec = session::Spec {
         argv: &run.argv,

@@ -100,6 +100,12 @@ pub struct Entry {
     pub why: Option<String>,
     #[serde(default)]
     pub host: Option<String>,
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+    #[serde(default)]
+    pub input_tokens: Option<u64>,
+    #[serde(default)]
+    pub output_tokens: Option<u64>,
 }
 
 /// Every readable line of the journal in `state`, oldest first (lines that

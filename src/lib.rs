@@ -28,6 +28,7 @@ pub mod session;
 pub mod settings;
 pub mod store;
 pub mod task;
+pub mod usage;
 
 use std::process::ExitCode;
 

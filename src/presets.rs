@@ -33,6 +33,14 @@ pub struct Preset {
     /// Where the flags are documented.
     #[serde(default)]
     pub source: String,
+    /// The environment variable that moves the CLI's config directory, for
+    /// `farm run --config-per-agent`.
+    #[serde(default)]
+    pub config_env: String,
+    /// The user's config files (`~/` allowed) copied into each agent's own
+    /// config directory when it is made.
+    #[serde(default)]
+    pub config_seed: Vec<String>,
 }
 
 /// Where a preset came from.
@@ -137,5 +145,13 @@ mod tests {
         assert!(find("claude -p --model x").unwrap().is_none());
         assert!(find("/usr/bin/claude").unwrap().is_none());
         assert!(find("").unwrap().is_none());
+    }
+}
+
+/// `path` with a leading `~/` replaced by the home directory.
+pub fn expand_home(path: &str) -> PathBuf {
+    match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => PathBuf::from(path),
     }
 }

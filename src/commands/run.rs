@@ -8,7 +8,7 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::age::parse_duration;
-use crate::agent::{Run, Summary, run_loop};
+use crate::agent::{AgentConfig, Run, Summary, run_loop};
 use crate::config::Ctx;
 use crate::error::Error;
 use crate::host::Here;
@@ -89,6 +89,13 @@ pub struct Args {
     /// again, up to 30m.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION", default_value = "1m")]
     trip_pause: Duration,
+
+    /// Give each agent's CLI a config directory of its own (STATE/config/
+    /// AGENT), through the preset's variable (claude: CLAUDE_CONFIG_DIR,
+    /// codex: CODEX_HOME) or VAR, seeded with copies of your config files:
+    /// parallel starts then never rewrite one shared file.
+    #[arg(long, value_name = "VAR", num_args = 0..=1, default_missing_value = "")]
+    config_per_agent: Option<String>,
 
     /// At least this long between two session starts (CLIs that rewrite a
     /// shared config at start-up break when launched together). Default:
@@ -172,7 +179,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     let via = args
         .prompt_via
         .or(settings.prompt_via)
-        .or(preset.map(|p| p.prompt_via))
+        .or(preset.as_ref().map(|p| p.prompt_via))
         .unwrap_or(PromptVia::Arg);
     let hub = Hub::open(&spec, args.branch.as_deref().or(settings.branch.as_deref()))?;
     let state = ctx.state_dir(&spec);
@@ -241,6 +248,29 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             Duration::ZERO
         }
     });
+    let agent_config = match args.config_per_agent.as_deref() {
+        None => None,
+        Some("") => {
+            let Some(p) = preset.as_ref().filter(|p| !p.config_env.is_empty()) else {
+                return Err(Error::usage(
+                    "--config-per-agent: this agent names no config variable",
+                )
+                .hint("say which: --config-per-agent VAR (e.g. CLAUDE_CONFIG_DIR)"));
+            };
+            Some(AgentConfig {
+                var: Box::leak(p.config_env.clone().into_boxed_str()),
+                seed: p
+                    .config_seed
+                    .iter()
+                    .map(|s| crate::presets::expand_home(s))
+                    .collect(),
+            })
+        }
+        Some(var) => Some(AgentConfig {
+            var: Box::leak(var.to_owned().into_boxed_str()),
+            seed: Vec::new(),
+        }),
+    };
     let mut run = Run::new(
         hub,
         store,
@@ -260,6 +290,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     run.trip_after = args.trip_after;
     run.trip_pause = args.trip_pause;
     run.stagger = stagger;
+    run.agent_config = agent_config;
     ctx.out.note(&format!(
         "farm run: {jobs} agent(s) on `{}` of {} ({} claims)",
         run.hub.branch,
@@ -347,8 +378,16 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             }
         }
     }
+    let spent = run.spent();
+    let mut cost = String::new();
+    if let Some(usd) = spent.cost_usd {
+        cost.push_str(&format!(", ${usd:.2}"));
+    }
+    if let (Some(i), Some(o)) = (spent.input_tokens, spent.output_tokens) {
+        cost.push_str(&format!(", {i} tokens in, {o} out"));
+    }
     ctx.out.note(&format!(
-        "farm run: {} session(s): {} done, {} failed attempt(s), {} rescued",
+        "farm run: {} session(s): {} done, {} failed attempt(s), {} rescued{cost}",
         total.sessions, total.done, total.failed, total.rescued
     ));
     run.journal.log(
@@ -359,6 +398,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             "done": total.done,
             "failed": total.failed,
             "rescued": total.rescued,
+            "cost_usd": spent.cost_usd,
+            "input_tokens": spent.input_tokens,
+            "output_tokens": spent.output_tokens,
         }),
     );
     Ok(if run.stop.killing() {

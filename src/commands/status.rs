@@ -75,6 +75,8 @@ struct Report {
     claims: Vec<(String, String, Duration)>,
     sessions: Vec<Entry>,
     totals: BTreeMap<&'static str, usize>,
+    /// What the sessions cost, where the CLI said.
+    spent: crate::usage::Usage,
     now: SystemTime,
 }
 
@@ -124,7 +126,21 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
     let mut agents: BTreeMap<String, Doing> = BTreeMap::new();
     let mut totals: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut sessions = Vec::new();
+    let mut spent = crate::usage::Usage::default();
     for e in &in_scope {
+        if e.event == "session_end" {
+            for (total, add) in [
+                (&mut spent.input_tokens, e.input_tokens),
+                (&mut spent.output_tokens, e.output_tokens),
+            ] {
+                if let Some(n) = add {
+                    *total.get_or_insert(0) += n;
+                }
+            }
+            if let Some(usd) = e.cost_usd {
+                *spent.cost_usd.get_or_insert(0.0) += usd;
+            }
+        }
         let at = time(&e.at);
         let key = match e.event.as_str() {
             "session_end" => {
@@ -203,6 +219,7 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
         claims,
         sessions,
         totals,
+        spent,
         now,
     })
 }
@@ -273,6 +290,20 @@ impl Report {
         if !totals.is_empty() {
             out.push_str(&format!("\ntotals: {}\n", totals.join(", ")));
         }
+        if let Some(usd) = self.spent.cost_usd {
+            out.push_str(&format!("cost: ${usd:.2}"));
+        }
+        if let (Some(i), Some(o)) = (self.spent.input_tokens, self.spent.output_tokens) {
+            let sep = if self.spent.cost_usd.is_some() {
+                ", "
+            } else {
+                ""
+            };
+            out.push_str(&format!("{sep}tokens: {i} in, {o} out"));
+        }
+        if !self.spent.is_empty() {
+            out.push('\n');
+        }
         out
     }
 
@@ -307,9 +338,13 @@ impl Report {
             })).collect::<Vec<_>>(),
             "sessions": self.sessions.iter().map(|s| json!({
                 "at": s.at, "agent": s.agent, "task": s.task, "outcome": s.outcome,
-                "class": s.class, "secs": s.secs,
+                "class": s.class, "secs": s.secs, "cost_usd": s.cost_usd,
+                "input_tokens": s.input_tokens, "output_tokens": s.output_tokens,
             })).collect::<Vec<_>>(),
             "totals": self.totals,
+            "cost_usd": self.spent.cost_usd,
+            "input_tokens": self.spent.input_tokens,
+            "output_tokens": self.spent.output_tokens,
         })
     }
 }

@@ -1302,3 +1302,97 @@ fn logs_prints_a_tasks_latest_session_log() {
         "{none:#?}"
     );
 }
+
+/// Where the CLI reports its cost (Claude's `result` event), the journal
+/// keeps it per session, and `farm status` and the run's last line sum it.
+#[test]
+fn session_costs_are_summed_for_the_run() {
+    let env = Env::git_hub(&[]);
+    for id in ["c1", "c2"] {
+        add_task(&env, &[id, "-m", "Anything"]);
+    }
+    let agent = env.agent_script(
+        "costly.sh",
+        r#"echo x > "$FARM_TASK.txt" && git add . && git commit --quiet -m "work on $FARM_TASK"
+echo '{"type":"result","subtype":"success","is_error":false,"total_cost_usd":0.25,"usage":{"input_tokens":1000,"output_tokens":200}}'
+"#,
+    );
+    let out = farm_run(&env, &agent, &[]).success();
+    assert!(
+        out.stderr.contains("$0.50, 2000 tokens in, 400 out"),
+        "{out:#?}"
+    );
+    let state = env.tmp.path().join("state");
+    let status = env
+        .farm(["status", "--json", "--state-dir", state.to_str().unwrap()])
+        .run()
+        .success()
+        .json();
+    assert_eq!(status["cost_usd"], 0.5, "{status:#}");
+    assert_eq!(status["input_tokens"], 2000, "{status:#}");
+    assert_eq!(status["sessions"][0]["cost_usd"], 0.25, "{status:#}");
+}
+
+/// `--config-per-agent`: each agent's CLI gets a config directory of its own
+/// through the preset's variable, seeded with a copy of the user's file.
+#[test]
+fn each_agent_gets_a_config_directory_of_its_own() {
+    let env = Env::git_hub(&[]);
+    for id in ["k1", "k2", "k3", "k4"] {
+        add_task(&env, &[id, "-m", "Anything"]);
+    }
+    let config = env.tmp.path().join("config");
+    std::fs::create_dir_all(config.join("farm")).unwrap();
+    let seed = env.tmp.path().join("seed.json");
+    std::fs::write(&seed, "{\"theme\": \"dark\"}\n").unwrap();
+    let agent = env.agent_script(
+        "conf.sh",
+        r#"test -f "$MYCONF/seed.json" || exit 9
+echo "$FARM_AGENT" >> "$MYCONF/who"
+echo x > "$FARM_TASK.txt" && git add . && git commit --quiet -m "work on $FARM_TASK"
+"#,
+    );
+    std::fs::write(
+        config.join("farm/agents.toml"),
+        format!(
+            "[conf]\ncommand = \"{}\"\nprompt_via = \"stdin\"\nconfig_env = \"MYCONF\"\nconfig_seed = [\"{}\"]\n",
+            agent.replace('"', "\\\""),
+            seed.display()
+        ),
+    )
+    .unwrap();
+    let state = env.tmp.path().join("state");
+    env.farm_git([
+        "run",
+        "--agent",
+        "conf",
+        "-j",
+        "2",
+        "--name",
+        "cfg",
+        "--config-per-agent",
+        "--state-dir",
+        state.to_str().unwrap(),
+    ])
+    .env("XDG_CONFIG_HOME", &config)
+    .run_within(LIMIT)
+    .success();
+    assert_eq!(board(&env, "tasks/done").len(), 4);
+    let mut seen = 0;
+    for agent in ["cfg-1", "cfg-2"] {
+        let dir = state.join("config").join(agent);
+        let Ok(who) = std::fs::read_to_string(dir.join("who")) else {
+            continue; // this agent may not have won any claim
+        };
+        assert!(who.lines().all(|l| l == agent), "{agent}: {who}");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("seed.json")).unwrap(),
+            "{\"theme\": \"dark\"}\n"
+        );
+        seen += who.lines().count();
+    }
+    assert_eq!(
+        seen, 4,
+        "every session wrote into its agent's own directory"
+    );
+}
