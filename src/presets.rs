@@ -111,6 +111,14 @@ pub fn find(agent: &str) -> Result<Option<Preset>, Error> {
     Ok(all()?.remove(name).map(|(p, _)| p))
 }
 
+/// `path` with a leading `~/` replaced by the home directory.
+pub fn expand_home(path: &str) -> PathBuf {
+    match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => PathBuf::from(path),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,13 +153,5 @@ mod tests {
         assert!(find("claude -p --model x").unwrap().is_none());
         assert!(find("/usr/bin/claude").unwrap().is_none());
         assert!(find("").unwrap().is_none());
-    }
-}
-
-/// `path` with a leading `~/` replaced by the home directory.
-pub fn expand_home(path: &str) -> PathBuf {
-    match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
-        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
-        _ => PathBuf::from(path),
     }
 }
