@@ -110,6 +110,11 @@ pub struct Run {
     pub stagger: Duration,
     /// A config directory of its own for each agent (`--config-per-agent`).
     pub agent_config: Option<AgentConfig>,
+    /// The agent CLI's own words for limits and errors (its preset's).
+    pub patterns: classify::Patterns,
+    /// How many loops the run has, and how many the breaker has paused.
+    pub loops: usize,
+    tripped: AtomicUsize,
     last_start: Mutex<Option<Instant>>,
     started: AtomicUsize,
     wake: Arc<Wake>,
@@ -248,6 +253,9 @@ impl Run {
             trip_pause: Duration::from_secs(60),
             stagger: Duration::ZERO,
             agent_config: None,
+            patterns: classify::Patterns::default(),
+            loops: 1,
+            tripped: AtomicUsize::new(0),
             last_start: Mutex::new(None),
             started: AtomicUsize::new(0),
             wake: Arc::default(),
@@ -577,7 +585,14 @@ pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Erro
                             "why": format!("{fails} failed sessions in a row"),
                         }),
                     );
+                    if run.tripped.fetch_add(1, Ordering::SeqCst) + 1 == run.loops {
+                        run.out.note(&format!(
+                            "farm run: all {} agents tripped the circuit breaker: the run pauses",
+                            run.loops
+                        ));
+                    }
                     run.pause(pause);
+                    run.tripped.fetch_sub(1, Ordering::SeqCst);
                     fails = run.trip_after - 1;
                     trips += 1;
                 }
@@ -776,7 +791,13 @@ fn settle(
 
     // What the session's end means, from its exit and its log's last lines.
     let text = std::fs::read_to_string(&log).unwrap_or_default();
-    let class = classify::classify(&outcome, started.elapsed(), &text, SystemTime::now());
+    let class = classify::classify_with(
+        &run.patterns,
+        &outcome,
+        started.elapsed(),
+        &text,
+        SystemTime::now(),
+    );
     let spent = usage::read(&text);
     run.spend(&spent);
     run.journal.log(

@@ -54,9 +54,33 @@ impl Class {
     }
 }
 
+/// A CLI's own words for its limits, API errors and setup errors, on top of
+/// the common ones below (from its preset; lower case).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Patterns {
+    #[serde(default)]
+    pub limited: Vec<String>,
+    #[serde(default)]
+    pub transient: Vec<String>,
+    #[serde(default)]
+    pub fatal: Vec<String>,
+}
+
 /// Classify a session that ended with `outcome` after running for `ran`
-/// and wrote `log`, at `now`.
+/// and wrote `log`, at `now`, with the common patterns only.
 pub fn classify(outcome: &Outcome, ran: Duration, log: &str, now: SystemTime) -> Class {
+    classify_with(&Patterns::default(), outcome, ran, log, now)
+}
+
+/// [`classify`], with a CLI's own `extra` patterns too.
+pub fn classify_with(
+    extra: &Patterns,
+    outcome: &Outcome,
+    ran: Duration,
+    log: &str,
+    now: SystemTime,
+) -> Class {
     let tail = tail(log, TAIL_LINES);
     let json_error = json_is_error(&tail);
     match outcome {
@@ -67,17 +91,23 @@ pub fn classify(outcome: &Outcome, ran: Duration, log: &str, now: SystemTime) ->
         }
     }
     let lower = tail.to_lowercase();
-    if ran < SETUP_WITHIN
-        && let Some(line) = fatal_line(&tail, &lower)
-    {
-        return Class::Fatal(line);
+    let has = |common: &[&str], own: &[String]| {
+        common.iter().any(|p| lower.contains(p)) || own.iter().any(|p| lower.contains(p.as_str()))
+    };
+    if ran < SETUP_WITHIN {
+        if let Some(line) = fatal_line(&tail, &lower) {
+            return Class::Fatal(line);
+        }
+        if let Some(p) = extra.fatal.iter().find(|p| lower.contains(p.as_str())) {
+            return Class::Fatal(format!("the agent CLI reported a setup error: {p}"));
+        }
     }
-    if LIMITED.iter().any(|p| lower.contains(p)) {
+    if has(&LIMITED, &extra.limited) {
         return Class::Limited {
             reset: reset_time(&tail, now),
         };
     }
-    if TRANSIENT.iter().any(|p| lower.contains(p)) {
+    if has(&TRANSIENT, &extra.transient) {
         return Class::Transient;
     }
     Class::TaskFailed
@@ -433,6 +463,25 @@ mod tests {
             classify(&FAILED, SHORT, "test failed: 3 of 10\n", now()),
             Class::TaskFailed
         );
+    }
+
+    #[test]
+    fn a_presets_own_words_count_too() {
+        let own = Patterns {
+            limited: vec!["credit balance is too low".into()],
+            transient: vec![],
+            fatal: vec!["workspace not trusted".into()],
+        };
+        let log = "Error: Credit balance is too low\n";
+        assert_eq!(classify(&FAILED, SHORT, log, now()), Class::TaskFailed);
+        assert_eq!(
+            classify_with(&own, &FAILED, SHORT, log, now()),
+            Class::Limited { reset: None }
+        );
+        assert!(matches!(
+            classify_with(&own, &FAILED, SHORT, "Workspace not trusted\n", now()),
+            Class::Fatal(_)
+        ));
     }
 
     #[test]

@@ -41,6 +41,11 @@ pub struct Preset {
     /// config directory when it is made.
     #[serde(default)]
     pub config_seed: Vec<String>,
+    /// The CLI's own words for its limits, API errors and setup errors
+    /// (`[NAME.patterns]`: `limited`, `transient`, `fatal`, lower case), on
+    /// top of the common ones.
+    #[serde(default)]
+    pub patterns: crate::classify::Patterns,
 }
 
 /// Where a preset came from.

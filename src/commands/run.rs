@@ -291,6 +291,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     run.trip_pause = args.trip_pause;
     run.stagger = stagger;
     run.agent_config = agent_config;
+    run.patterns = preset.map(|p| p.patterns).unwrap_or_default();
+    run.loops = names.len();
     ctx.out.note(&format!(
         "farm run: {jobs} agent(s) on `{}` of {} ({} claims)",
         run.hub.branch,

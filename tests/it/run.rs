@@ -1051,6 +1051,11 @@ fn failing_sessions_in_a_row_trip_the_circuit_breaker() {
         .unwrap_or_else(|| panic!("never tripped: {out:#?}"));
     assert_eq!(claimed.len(), 3, "{out:#?}");
     assert!(
+        out.stderr
+            .contains("all 1 agents tripped the circuit breaker: the run pauses"),
+        "{out:#?}"
+    );
+    assert!(
         claimed[1] < tripped && tripped < claimed[2],
         "the pause comes after the second failure, before the third session: {out:#?}"
     );
