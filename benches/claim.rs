@@ -28,6 +28,11 @@
 //! every task must be won exactly once, and the directory must then hold
 //! the 2,000 claims and nothing else. Any duplicate fails the bench.
 
+#[path = "common/process.rs"]
+mod process;
+use process::Workers;
+#[path = "common/report.rs"]
+mod report;
 #[path = "common/stats.rs"]
 mod stats;
 use stats::{max, median, min};
@@ -36,7 +41,7 @@ use std::env;
 use std::fs::{self, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdout, Command, ExitCode, Stdio};
+use std::process::{ChildStdout, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use farm::claim::{Claim, Holder};
@@ -75,14 +80,7 @@ fn main() -> ExitCode {
         };
     }
     // Arguments (`--bench`, filters) are cargo's; there is nothing to select.
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!();
-            eprintln!("!!!!!!!! BENCH FAILED: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    report::finish(run())
 }
 
 fn run() -> Res<()> {
@@ -301,18 +299,6 @@ struct Contention {
 impl Contention {
     fn duplicates(&self) -> usize {
         self.wins - self.distinct
-    }
-}
-
-/// Workers still running; killed if the parent bails out early.
-struct Workers(Vec<Child>);
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
     }
 }
 

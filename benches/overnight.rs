@@ -52,14 +52,16 @@
 
 #[path = "common/process.rs"]
 mod process;
+#[path = "common/report.rs"]
+mod report;
 #[path = "common/stats.rs"]
 mod stats;
-use process::{Res, command, git, output};
+use process::{Res, command, git, output, tail, write_executable, write_file};
+use report::{Lcg, load, verdict};
 use stats::{max, median, min};
 use std::collections::{BTreeMap, HashSet};
 use std::env;
 use std::fs::{self, File};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime};
@@ -111,14 +113,7 @@ git commit --quiet -m "work on $FARM_TASK"
 
 fn main() -> ExitCode {
     // Arguments (`--bench`, filters) are cargo's; there is nothing to select.
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!();
-            eprintln!("!!!!!!!! BENCH FAILED: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    report::finish(run())
 }
 
 fn run() -> Res<()> {
@@ -159,19 +154,6 @@ fn run() -> Res<()> {
     Ok(())
 }
 
-/// The 1, 5 and 15 minute load averages: other work on the machine skews
-/// every figure here.
-fn load() -> String {
-    fs::read_to_string("/proc/loadavg").map_or_else(
-        |_| "unknown".to_owned(),
-        |s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
-    )
-}
-
-fn verdict(met: bool) -> &'static str {
-    if met { "meets" } else { "MISSES" }
-}
-
 /// 10000 as "10,000".
 fn thousands(n: usize) -> String {
     let digits = n.to_string();
@@ -189,49 +171,6 @@ fn thousands(n: usize) -> String {
 // Processes and hubs
 // ---------------------------------------------------------------------------
 
-/// The last `n` lines of a log, for failure messages.
-fn tail(log: &Path, n: usize) -> String {
-    let text = fs::read_to_string(log).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    let from = lines.len().saturating_sub(n);
-    format!(
-        "--- {} (last {n} lines)\n{}",
-        log.display(),
-        lines[from..].join("\n")
-    )
-}
-
-fn write_file(path: &Path, text: &str) -> Res<()> {
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
-    }
-    fs::write(path, text).map_err(|e| format!("write {}: {e}", path.display()))
-}
-
-fn write_executable(path: &Path, text: &str) -> Res<()> {
-    write_file(path, text)?;
-    fs::set_permissions(path, fs::Permissions::from_mode(0o755))
-        .map_err(|e| format!("chmod {}: {e}", path.display()))
-}
-
-/// A hub: `git init -b main`, an empty commit, `farm init`, then `files`
-/// (path, text) in one commit.
-fn make_hub(dir: &Path, files: &[(String, String)]) -> Res<()> {
-    fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
-    git(dir, &["init", "-q", "-b", "main"])?;
-    git(dir, &["commit", "-q", "--allow-empty", "-m", "root"])?;
-    output(
-        command(FARM).args(["-q", "init", "--hub"]).arg(dir),
-        "farm init",
-    )?;
-    for (rel, text) in files {
-        write_file(&dir.join(rel), text)?;
-    }
-    git(dir, &["add", "--all"])?;
-    git(dir, &["commit", "-q", "--allow-empty", "-m", "the board"])?;
-    Ok(())
-}
-
 /// `n` independent tasks `t01`.., as (path, text).
 fn tasks(n: usize) -> Vec<(String, String)> {
     (1..=n)
@@ -243,24 +182,6 @@ fn tasks(n: usize) -> Vec<(String, String)> {
             )
         })
         .collect()
-}
-
-/// A 64-bit LCG (Knuth's MMIX constants): the same journal and nonces on
-/// every machine.
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        self.0 >> 33
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -332,7 +253,7 @@ fn markers(dir: &Path) -> (usize, usize) {
 /// Part 1.
 fn memory(scratch: &Path, summary: &mut Vec<[String; 3]>) -> Res<()> {
     let hub = scratch.join("hub-memory");
-    make_hub(&hub, &tasks(JOBS))?;
+    process::make_hub(FARM, &hub, &tasks(JOBS))?;
     let state = scratch.join("state-memory");
     let marks = scratch.join("markers");
     let release = scratch.join("release");
@@ -802,7 +723,7 @@ fn night(state: &Path, pid: u32) -> String {
 /// Part 2.
 fn status(scratch: &Path, summary: &mut Vec<[String; 3]>) -> Res<()> {
     let hub = scratch.join("hub-status");
-    make_hub(&hub, &tasks(4))?;
+    process::make_hub(FARM, &hub, &tasks(4))?;
     let full = scratch.join("state-10k");
     let empty = scratch.join("state-empty");
     let pid = dead_pid()?;
@@ -918,8 +839,8 @@ fn status(scratch: &Path, summary: &mut Vec<[String; 3]>) -> Res<()> {
 fn locks(scratch: &Path, summary: &mut Vec<[String; 3]>) -> Res<()> {
     let hub = scratch.join("hub-locks");
     let bare = scratch.join("hub-locks-empty");
-    make_hub(&hub, &[])?;
-    make_hub(&bare, &[])?;
+    process::make_hub(FARM, &hub, &[])?;
+    process::make_hub(FARM, &bare, &[])?;
     let dir = hub.join("current_tasks");
 
     // One real claim, then 9,999 more in its format.

@@ -63,9 +63,12 @@
 
 #[path = "common/process.rs"]
 mod process;
+#[path = "common/report.rs"]
+mod report;
 #[path = "common/stats.rs"]
 mod stats;
-use process::{FARM_ENV, GIT_ENV, Res, command, git, output};
+use process::{FARM_ENV, GIT_ENV, Res, Workers, command, git, output};
+use report::{load, verdict};
 use stats::{max, median, min};
 use std::collections::{BTreeMap, HashMap};
 use std::env;
@@ -131,14 +134,7 @@ fn main() -> ExitCode {
         };
     }
     // Arguments (`--bench`, filters) are cargo's; there is nothing to select.
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!();
-            eprintln!("!!!!!!!! BENCH FAILED: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    report::finish(run())
 }
 
 fn run() -> Res<()> {
@@ -182,15 +178,6 @@ fn run() -> Res<()> {
     } else {
         Err(format!("CLAIMS WRONG — {}", failures.join("; ")))
     }
-}
-
-/// The 1, 5 and 15 minute load averages: other work on the machine skews
-/// every figure here.
-fn load() -> String {
-    fs::read_to_string("/proc/loadavg").map_or_else(
-        |_| "unknown".to_owned(),
-        |s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
-    )
 }
 
 // ---------------------------------------------------------------------------
@@ -527,10 +514,6 @@ fn p90(v: &[f64]) -> f64 {
     v[(v.len() * 9).div_ceil(10).saturating_sub(1)]
 }
 
-fn verdict(met: bool) -> &'static str {
-    if met { "meets" } else { "MISSES" }
-}
-
 // ---------------------------------------------------------------------------
 // 2. Claims under contention
 // ---------------------------------------------------------------------------
@@ -600,18 +583,6 @@ fn worker(url: &str) -> Res<()> {
     out.write_all(report.as_bytes())
         .and_then(|()| out.flush())
         .map_err(|e| format!("stdout: {e}"))
-}
-
-/// Workers still running; killed if the parent bails out early.
-struct Workers(Vec<Child>);
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
 
 /// One race: its figures and what went wrong.

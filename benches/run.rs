@@ -53,9 +53,12 @@
 
 #[path = "common/process.rs"]
 mod process;
+#[path = "common/report.rs"]
+mod report;
 #[path = "common/stats.rs"]
 mod stats;
-use process::{Res, git, output};
+use process::{Res, git, output, tail, write_executable};
+use report::{Lcg, load, verdict};
 use stats::{max, median, min};
 use std::collections::{BTreeMap, HashMap};
 use std::env;
@@ -106,14 +109,7 @@ git commit --quiet -m "work on $FARM_TASK"
 
 fn main() -> ExitCode {
     // Arguments (`--bench`, filters) are cargo's; there is nothing to select.
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!();
-            eprintln!("!!!!!!!! BENCH FAILED: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    report::finish(run())
 }
 
 fn run() -> Res<()> {
@@ -134,15 +130,6 @@ fn run() -> Res<()> {
     println!();
     println!("load average at the end: {}", load());
     Ok(())
-}
-
-/// The 1, 5 and 15 minute load averages: other work on the machine skews
-/// every figure here.
-fn load() -> String {
-    fs::read_to_string("/proc/loadavg").map_or_else(
-        |_| "unknown".to_owned(),
-        |s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
-    )
 }
 
 // ---------------------------------------------------------------------------
@@ -178,18 +165,6 @@ fn timed_status(cmd: &mut Command, log: &Path, what: &str) -> Res<(Duration, Exi
     Ok((start.elapsed(), status))
 }
 
-/// The last `n` lines of a log, for failure messages.
-fn tail(log: &Path, n: usize) -> String {
-    let text = fs::read_to_string(log).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    let from = lines.len().saturating_sub(n);
-    format!(
-        "--- {} (last {n} lines)\n{}",
-        log.display(),
-        lines[from..].join("\n")
-    )
-}
-
 /// The bench's temp dir: agents, the git wrapper, hubs and their copies.
 struct Scratch {
     tmp: tempfile::TempDir,
@@ -213,37 +188,6 @@ impl Scratch {
     fn path(&self, name: &str) -> PathBuf {
         self.tmp.path().join(name)
     }
-}
-
-fn write_executable(path: &Path, text: &str) -> Res<()> {
-    fs::write(path, text).map_err(|e| format!("write {}: {e}", path.display()))?;
-    fs::set_permissions(path, fs::Permissions::from_mode(0o755))
-        .map_err(|e| format!("chmod {}: {e}", path.display()))
-}
-
-fn write_file(path: &Path, text: &str) -> Res<()> {
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
-    }
-    fs::write(path, text).map_err(|e| format!("write {}: {e}", path.display()))
-}
-
-/// A hub: `git init -b main`, an empty commit, `farm init`, then `files`
-/// (path, text) in one commit.
-fn make_hub(dir: &Path, files: &[(String, String)]) -> Res<()> {
-    fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
-    git(dir, &["init", "-q", "-b", "main"])?;
-    git(dir, &["commit", "-q", "--allow-empty", "-m", "root"])?;
-    output(
-        command(FARM).args(["-q", "init", "--hub"]).arg(dir),
-        "farm init",
-    )?;
-    for (rel, text) in files {
-        write_file(&dir.join(rel), text)?;
-    }
-    git(dir, &["add", "--all"])?;
-    git(dir, &["commit", "-q", "-m", "the board"])?;
-    Ok(())
 }
 
 /// A fresh copy of a template hub.
@@ -349,7 +293,7 @@ fn independent_hub(scratch: &Scratch) -> Res<PathBuf> {
             (format!("tasks/{id}.md"), task_file(&id, &[], ""))
         })
         .collect();
-    make_hub(&dir, &files)?;
+    process::make_hub(FARM, &dir, &files)?;
     Ok(dir)
 }
 
@@ -496,30 +440,9 @@ fn overhead(scratch: &Scratch) -> Res<Duration> {
     Ok(Duration::from_secs_f64(farm.max(0.0) / 1e3))
 }
 
-fn verdict(met: bool) -> &'static str {
-    if met { "meets" } else { "MISSES" }
-}
-
 // ---------------------------------------------------------------------------
 // 2. Makespan on a DAG
 // ---------------------------------------------------------------------------
-
-/// A 64-bit LCG (Knuth's MMIX constants): the same DAG on every machine.
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        self.0 >> 33
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 struct Dag {
     /// For each task, the earlier tasks it depends on, sorted.
@@ -624,7 +547,7 @@ impl Dag {
 fn makespan(scratch: &Scratch, cores: usize, overhead: Duration) -> Res<()> {
     let dag = Dag::generate();
     let hub = scratch.path("hub-dag");
-    make_hub(&hub, &dag.files())?;
+    process::make_hub(FARM, &hub, &dag.files())?;
     let log = scratch.path("log-dag.txt");
     let (wall, status) = timed_status(
         command(FARM)

@@ -64,3 +64,60 @@ pub fn git(dir: &Path, args: &[&str]) -> Res<String> {
         &format!("git {} in {}", args.join(" "), dir.display()),
     )
 }
+
+pub fn write_file(path: &Path, text: &str) -> Res<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    }
+    std::fs::write(path, text).map_err(|e| format!("write {}: {e}", path.display()))
+}
+
+pub fn write_executable(path: &Path, text: &str) -> Res<()> {
+    use std::os::unix::fs::PermissionsExt;
+    write_file(path, text)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| format!("chmod {}: {e}", path.display()))
+}
+
+/// The last `n` lines of a log, for failure messages.
+pub fn tail(log: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let from = lines.len().saturating_sub(n);
+    format!(
+        "--- {} (last {n} lines)\n{}",
+        log.display(),
+        lines[from..].join("\n")
+    )
+}
+
+/// A hub: `git init -b main`, an empty commit, `farm init` (by the `farm`
+/// binary given), then `files` (path, text) in one commit.
+pub fn make_hub(farm: &str, dir: &Path, files: &[(String, String)]) -> Res<()> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    git(dir, &["init", "-q", "-b", "main"])?;
+    git(dir, &["commit", "-q", "--allow-empty", "-m", "root"])?;
+    output(
+        command(farm).args(["-q", "init", "--hub"]).arg(dir),
+        "farm init",
+    )?;
+    for (rel, text) in files {
+        write_file(&dir.join(rel), text)?;
+    }
+    git(dir, &["add", "--all"])?;
+    git(dir, &["commit", "-q", "--allow-empty", "-m", "the board"])?;
+    Ok(())
+}
+
+/// Child processes killed (and reaped) when the bench lets go of them,
+/// on failure too.
+pub struct Workers(pub Vec<std::process::Child>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
