@@ -302,22 +302,7 @@ impl Env {
         I: IntoIterator<Item = S>,
         S: AsRef<std::ffi::OsStr>,
     {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(&self.hub)
-            .args(args)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.tmp.path())
-            .envs(GIT_ENV)
-            .stdin(Stdio::null())
-            .output()
-            .expect("git runs");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        git_in(&self.hub, self.tmp.path(), args)
     }
 
     /// `git ARGS...` in the hub; its stdout, trimmed. Fails the test if git fails.
@@ -425,4 +410,29 @@ pub fn patch_ids(dir: &Path, log: &str) -> std::collections::BTreeSet<String> {
         .filter_map(|l| l.split_whitespace().next())
         .map(str::to_owned)
         .collect()
+}
+
+/// `git -C dir ARGS...`, hermetic (only PATH, HOME and [`GIT_ENV`]): its
+/// status, stdout and stderr.
+pub fn git_in<I, S>(dir: &Path, home: &Path, args: I) -> (bool, String, String)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .envs(GIT_ENV)
+        .stdin(Stdio::null())
+        .output()
+        .expect("git runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }

@@ -296,22 +296,7 @@ impl Repo {
         I: IntoIterator<Item = S>,
         S: AsRef<std::ffi::OsStr>,
     {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(&self.dir)
-            .args(args)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .envs(GIT_ENV)
-            .stdin(Stdio::null())
-            .output()
-            .expect("git runs");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        crate::common::git_in(&self.dir, &self.home, args)
     }
 
     /// `git ARGS...` here; stdout, trimmed. Fails the test if git fails.

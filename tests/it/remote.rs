@@ -107,6 +107,39 @@ fn done_commits(hub: &Repo, rev: &str) -> (BTreeMap<String, String>, BTreeMap<St
 }
 
 /// How many commits on `rev` have the subject farm gives a finished task.
+/// Every task of `all` is in `tasks/done/` on main and none is pending or
+/// failed; each was added to done once, by one done commit, and its work
+/// file has one line. Returns the commit that moved each task to done.
+#[track_caller]
+fn assert_each_done_once(
+    hub: &Repo,
+    all: &BTreeSet<String>,
+    outs: &[Output],
+) -> BTreeMap<String, String> {
+    assert_eq!(&hub.board("main", "tasks/done"), all, "{outs:#?}");
+    assert!(
+        hub.board("main", "tasks").is_empty(),
+        "pending left: {outs:#?}"
+    );
+    assert!(
+        hub.board("main", "tasks/failed").is_empty(),
+        "failed: {outs:#?}"
+    );
+    let (marker, added) = done_commits(hub, "main");
+    for id in all {
+        assert_eq!(
+            added.get(id),
+            Some(&1),
+            "{id}: tasks/done/{id}.md added {:?} times",
+            added.get(id)
+        );
+        assert_eq!(done_subjects(hub, "main", id), 1, "{id}: done commits");
+        let work = hub.show(&format!("main:work/{id}.txt")).unwrap();
+        assert_eq!(work.lines().count(), 1, "work/{id}.txt: {work:?}");
+    }
+    marker
+}
+
 fn done_subjects(hub: &Repo, rev: &str, id: &str) -> usize {
     let prefix = format!("farm: `{id}` done");
     hub.git(["log", "--format=%s", rev])
@@ -475,23 +508,8 @@ git commit -q -m "work on $FARM_TASK by $FARM_AGENT"
     // What the remote holds, fetched through the daemon as any machine would.
     let hub = Repo::mirror(&daemon.url(), &daemon.base.path().join("mirror.git"));
     let all: BTreeSet<String> = ids.iter().cloned().collect();
-    assert_eq!(hub.board("main", "tasks/done"), all, "{outs:#?}");
-    assert_eq!(hub.board("main", "tasks"), BTreeSet::new(), "pending left");
-    assert_eq!(hub.board("main", "tasks/failed"), BTreeSet::new(), "failed");
-
     // Done exactly once: one done commit, one done subject, one session.
-    let (marker, added) = done_commits(&hub, "main");
-    for id in &all {
-        assert_eq!(
-            added.get(id),
-            Some(&1),
-            "{id}: tasks/done/{id}.md added {:?} times",
-            added.get(id)
-        );
-        assert_eq!(done_subjects(&hub, "main", id), 1, "{id}: done commits");
-        let work = hub.show(&format!("main:work/{id}.txt")).unwrap();
-        assert_eq!(work.lines().count(), 1, "work/{id}.txt: {work:?}");
-    }
+    let marker = assert_each_done_once(&hub, &all, &outs);
     let starts = log_lines(&daemon, "starts.log");
     let mut started_at: BTreeMap<String, String> = BTreeMap::new();
     for line in &starts {
@@ -856,21 +874,7 @@ git commit -q -m "work on $FARM_TASK by $FARM_AGENT"
 
     let all: BTreeSet<String> = ids.iter().cloned().collect();
     assert!(done_at_cut < N, "everything was done before the outage");
-    assert_eq!(hub.board("main", "tasks/done"), all, "{outs:#?}");
-    assert!(hub.board("main", "tasks").is_empty(), "{outs:#?}");
-    assert!(hub.board("main", "tasks/failed").is_empty(), "{outs:#?}");
-    let (_, added) = done_commits(&hub, "main");
-    for id in &all {
-        assert_eq!(
-            added.get(id),
-            Some(&1),
-            "{id} added to tasks/done/ {:?} times",
-            added.get(id)
-        );
-        assert_eq!(done_subjects(&hub, "main", id), 1, "{id}: done commits");
-        let work = hub.show(&format!("main:work/{id}.txt")).unwrap();
-        assert_eq!(work.lines().count(), 1, "work/{id}.txt: {work:?}");
-    }
+    assert_each_done_once(&hub, &all, &outs);
     let commits = log_lines(&daemon, "commits.log");
     assert!(commits.len() >= N, "{commits:#?}");
     assert_agent_commits_on_hub(&hub, &commits);
