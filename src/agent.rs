@@ -791,7 +791,7 @@ fn settle(
 
     // What the session's end means, from its exit and its log's last lines.
     let text = std::fs::read_to_string(&log).unwrap_or_default();
-    let class = classify::classify_with(
+    let class = classify::classify(
         &run.patterns,
         &outcome,
         started.elapsed(),

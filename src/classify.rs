@@ -68,13 +68,9 @@ pub struct Patterns {
 }
 
 /// Classify a session that ended with `outcome` after running for `ran`
-/// and wrote `log`, at `now`, with the common patterns only.
-pub fn classify(outcome: &Outcome, ran: Duration, log: &str, now: SystemTime) -> Class {
-    classify_with(&Patterns::default(), outcome, ran, log, now)
-}
-
-/// [`classify`], with a CLI's own `extra` patterns too.
-pub fn classify_with(
+/// and wrote `log`, at `now`, by the common patterns and the CLI's own
+/// `extra` ones.
+pub fn classify(
     extra: &Patterns,
     outcome: &Outcome,
     ran: Duration,
@@ -332,6 +328,11 @@ mod tests {
     use super::*;
 
     const FAILED: Outcome = Outcome::Failed { code: 1 };
+
+    /// With the common patterns only.
+    fn classify(outcome: &Outcome, ran: Duration, log: &str, now: SystemTime) -> Class {
+        super::classify(&Patterns::default(), outcome, ran, log, now)
+    }
     const SHORT: Duration = Duration::from_secs(3);
 
     fn now() -> SystemTime {
@@ -475,11 +476,11 @@ mod tests {
         let log = "Error: Credit balance is too low\n";
         assert_eq!(classify(&FAILED, SHORT, log, now()), Class::TaskFailed);
         assert_eq!(
-            classify_with(&own, &FAILED, SHORT, log, now()),
+            super::classify(&own, &FAILED, SHORT, log, now()),
             Class::Limited { reset: None }
         );
         assert!(matches!(
-            classify_with(&own, &FAILED, SHORT, "Workspace not trusted\n", now()),
+            super::classify(&own, &FAILED, SHORT, "Workspace not trusted\n", now()),
             Class::Fatal(_)
         ));
     }

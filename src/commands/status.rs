@@ -68,7 +68,7 @@ enum Doing {
 
 struct Report {
     journal: String,
-    /// Runs in the journal's scope: (pid, running, started, agents).
+    /// Runs in the journal's scope: (pid, running, started).
     runs: Vec<(u32, bool, SystemTime)>,
     agents: BTreeMap<String, Doing>,
     board: Option<board::Counts>,
@@ -189,8 +189,11 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
 
     let store = ctx.store_of(&spec, &spec.settings()?)?;
     let judge = super::judge_now(None);
-    let claims = store
-        .list()?
+    // One listing for the claims table and the board (with the git store,
+    // each listing is a fetch).
+    let listed = store.list()?;
+    let holders = crate::store::holders(&listed);
+    let claims = listed
         .into_iter()
         .map(|l| {
             let age = l.record.as_ref().map_or(Duration::ZERO, |c| {
@@ -204,7 +207,7 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
         let tmp = tempfile::tempdir().ok()?;
         let dir = hub.extract_board(tmp.path()).ok()?;
         let mut snapshot = board::load(&dir).ok()?;
-        snapshot.claimed = crate::store::holders(&store.list().ok()?);
+        snapshot.claimed = holders;
         Some(board::counts(&snapshot))
     });
     Ok(Report {
