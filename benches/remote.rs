@@ -48,7 +48,7 @@
 //! made in its cache: the store makes one (with a random operation id) for
 //! each push it tries, so this is how many compare-and-swap rounds every
 //! `try_claim` pushed in — 1 a claim uncontended; the store gives up with
-//! `Busy` after 64 rounds.
+//! `Busy` after 256 rounds.
 //!
 //! Correctness fails the bench: every task must be won by exactly one
 //! worker, and `farm locks --json --hub URL` (a process with a state dir of
@@ -111,7 +111,7 @@ const TASKS: usize = 200;
 const RUNS: usize = 2;
 /// The store's compare-and-swap rounds before it gives up (`Busy`):
 /// `ROUNDS` in src/store/git.rs, private there.
-const STORE_ROUNDS: usize = 64;
+const STORE_ROUNDS: usize = 256;
 
 fn main() -> ExitCode {
     // SAFETY: the first thing the bench does, before any thread exists.

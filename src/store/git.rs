@@ -63,7 +63,10 @@ pub const BRANCH: &str = "farm/claims";
 const REF: &str = "refs/heads/farm/claims";
 const DIR: &str = super::fs::DIR;
 /// Compare-and-swap rounds before a task is called too busy.
-const ROUNDS: u32 = 64;
+/// Generous: every agent on every machine moves the one claims branch, and
+/// a holder that gives up on its own release or publish ends its loop.
+/// With [`back_off`] growing to ~0.5 s, this is a minute or two of trying.
+const ROUNDS: u32 = 256;
 /// Where first sightings are kept between processes, inside the cache.
 const SEEN_FILE: &str = "farm-seen";
 
@@ -149,10 +152,6 @@ impl GitStore {
     pub fn on_retry(mut self, say: impl Fn(&str) + Send + Sync + 'static) -> GitStore {
         self.say = Arc::new(say);
         self
-    }
-
-    pub fn remote(&self) -> &str {
-        &self.remote
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -441,7 +440,7 @@ fn lost(task: &TaskId, why: &str) -> StoreError {
 
 /// A short pause after a lost compare-and-swap, growing with the rounds.
 fn back_off(round: u32) {
-    std::thread::sleep(jitter(Duration::from_millis(2 << round.min(7))));
+    std::thread::sleep(jitter(Duration::from_millis(2 << round.min(8))));
 }
 
 impl ClaimStore for GitStore {
