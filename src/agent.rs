@@ -39,8 +39,8 @@ use serde_json::json;
 
 use crate::claim::{Claim, Holder, Nonce, timestamp};
 use crate::classify::{self, Class};
+use crate::clone::{PrivateClone, ensure_newline, io_error};
 use crate::error::Error;
-use crate::git::{GitError, Pushed, Repo};
 use crate::host::{self, Here};
 use crate::hub::Hub;
 use crate::journal::Journal;
@@ -48,7 +48,6 @@ use crate::limits::Limits;
 use crate::liveness::Judge;
 use crate::output::Out;
 use crate::prompt;
-use crate::retry::patiently;
 use crate::session::{self, Outcome, PromptVia, Tick};
 use crate::store::{Attempt, ClaimStore, Held, Listed, Published, Reap, StoreError};
 use crate::usage::{self, Usage};
@@ -423,7 +422,7 @@ impl Run {
 /// Run one agent's loop until the board is settled, a stop is asked, or
 /// `--once`/`--max-sessions` says so, counting what it did in `summary`.
 pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Error> {
-    let clone = PrivateClone::prepare(run, name)?;
+    let clone = PrivateClone::prepare(&run.state, &run.hub, name, run.out)?;
     // The circuit breaker: failed sessions in a row, and how often it tripped.
     let (mut fails, mut trips) = (0u32, 0u32);
     // The hub's work tree said a task was ready that the branch does not
@@ -1160,7 +1159,7 @@ fn merge_session(
         Outcome::Interrupted => return Ok(Merge::Interrupted),
         _ => return Ok(Merge::Unresolved),
     }
-    if !clone.repo.conflicted().map_err(git_error)?.is_empty() || clone.has_markers(files) {
+    if !clone.repo.conflicted()?.is_empty() || clone.has_markers(files) {
         return Ok(Merge::Unresolved);
     }
     clone.git(["add", "--all"])?;
@@ -1242,7 +1241,7 @@ fn record_attempt(
             std::fs::write(&pending, t.render()).map_err(io_error)?;
             format!("farm: attempt {attempt} of `{id}` failed")
         };
-        clone.repo.commit_all(&message).map_err(git_error)?;
+        clone.repo.commit_all(&message)?;
         // Fencing, as for the work: a holder whose claim was taken away
         // leaves the task file to its new holder.
         match publish_branch(run, clone, held)? {
@@ -1293,371 +1292,10 @@ fn publish_branch(run: &Run, clone: &PrivateClone, held: &Held) -> Result<Publis
         })
 }
 
-fn ensure_newline(s: &str) -> String {
-    if s.is_empty() || s.ends_with('\n') {
-        s.to_owned()
-    } else {
-        format!("{s}\n")
-    }
-}
-
 /// The last non-empty line of a session log, shortened, for attempt notes.
 fn last_line(log: &Path) -> Option<String> {
     let text = std::fs::read_to_string(log).ok()?;
     let line = text.lines().rev().find(|l| !l.trim().is_empty())?.trim();
     let cut: String = line.chars().take(200).collect();
     Some(format!("`{}`", cut.replace('`', "'")))
-}
-
-fn git_error(e: GitError) -> Error {
-    Error::failure(e.to_string())
-}
-
-fn io_error(e: std::io::Error) -> Error {
-    Error::failure(format!("cannot write a task file: {e}"))
-}
-
-fn lock_clone(dir: &Path, name: &str) -> Result<std::fs::File, Error> {
-    let parent = dir.parent().unwrap_or(dir);
-    std::fs::create_dir_all(parent)
-        .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", parent.display())))?;
-    let path = parent.join(format!("{name}.lock"));
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| Error::failure(format!("cannot open `{}`: {e}", path.display())))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::usage(format!(
-            "agent `{name}` is already running in another farm run on this host"
-        ))
-        .hint("give this run other agent names: farm run --name NAME")),
-        Err(std::fs::TryLockError::Error(e)) => Err(Error::failure(format!(
-            "cannot lock `{}`: {e}",
-            path.display()
-        ))),
-    }
-}
-
-/// An agent's private clone of the hub.
-pub struct PrivateClone {
-    repo: Repo,
-    /// Held for the loop's life: this clone is this loop's alone.
-    _lock: std::fs::File,
-    /// True when the work tree is known to equal HEAD with nothing else in
-    /// it: a sync may then skip the checkout.
-    clean: std::cell::Cell<bool>,
-    name: String,
-    out: Out,
-}
-
-impl PrivateClone {
-    fn prepare(run: &Run, name: &str) -> Result<PrivateClone, Error> {
-        let dir = run.state.join("clones").join(name);
-        // One loop per clone: two farm runs on this host with the same agent
-        // names would otherwise reset each other's work away.
-        let lock = lock_clone(&dir, name)?;
-        let repo = if dir.join(".git").is_dir() {
-            let repo = Repo::new(&dir);
-            repo.run(["remote", "set-url", "origin", &run.hub.url])
-                .map_err(git_error)?;
-            repo
-        } else {
-            if dir.exists()
-                && std::fs::read_dir(&dir)
-                    .map(|mut d| d.next().is_some())
-                    .unwrap_or(true)
-            {
-                return Err(Error::failure(format!(
-                    "`{}` exists but is not a clone",
-                    dir.display()
-                ))
-                .hint("move it away; farm makes its clones itself"));
-            }
-            std::fs::create_dir_all(dir.parent().unwrap_or(&dir))
-                .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
-            let say = |l: &str| run.say(name, l);
-            patiently("cloning the hub", &say, || {
-                let _ = std::fs::remove_dir_all(&dir);
-                Repo::clone_from(&run.hub.url, &dir)
-            })
-            .map_err(git_error)?
-        };
-        // farm's own commits need an identity even where none is configured.
-        if repo.config_get("user.email").map_err(git_error)?.is_none() {
-            repo.run(["config", "user.email", &format!("{name}@farm.invalid")])
-                .map_err(git_error)?;
-        }
-        if repo.config_get("user.name").map_err(git_error)?.is_none() {
-            repo.run(["config", "user.name", &format!("farm agent {name}")])
-                .map_err(git_error)?;
-        }
-        // Background gc in a clone only competes with the agents for CPU.
-        repo.run(["config", "maintenance.auto", "false"])
-            .map_err(git_error)?;
-        repo.run(["config", "gc.auto", "0"]).map_err(git_error)?;
-        let clone = PrivateClone {
-            repo,
-            clean: std::cell::Cell::new(false),
-            _lock: lock,
-            name: name.to_owned(),
-            out: run.out,
-        };
-        clone.recover(run, name)?;
-        Ok(clone)
-    }
-
-    /// Where the running session's process group is noted.
-    fn session_record(&self) -> PathBuf {
-        self.dir().join(".git/farm-session")
-    }
-
-    /// Make good what an earlier farm killed mid-session left in this clone:
-    /// end its session's surviving processes, and push any commit it had not
-    /// integrated to `farm/rescue/orphan/<agent>-<commit>` — the next sync
-    /// would otherwise reset it away.
-    fn recover(&self, run: &Run, name: &str) -> Result<(), Error> {
-        if session::kill_leftover(&self.session_record()) {
-            run.say(
-                name,
-                "killed what was left of a session an earlier farm was running here",
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let git_dir = self.dir().join(".git");
-        if git_dir.join("MERGE_HEAD").exists() {
-            self.repo.check(["merge", "--abort"])?;
-        }
-        if git_dir.join("rebase-merge").exists() || git_dir.join("rebase-apply").exists() {
-            self.repo.check(["rebase", "--abort"])?;
-        }
-        if self.repo.rev("HEAD")?.is_none() {
-            return Ok(());
-        }
-        self.repo.commit_all(&format!(
-            "farm: work left in {name}'s clone by an earlier run"
-        ))?;
-        self.fetch(&run.hub.branch)?;
-        let upstream = format!("origin/{}", run.hub.branch);
-        if self.count_since(&upstream)? == 0 {
-            return Ok(());
-        }
-        let head = self.head()?;
-        let branch = format!("farm/rescue/orphan/{name}-{}", &head[..12.min(head.len())]);
-        self.push_ref(&head, &branch)?;
-        run.say(
-            name,
-            &format!("an earlier run left commits in this clone; they are on `{branch}`"),
-        );
-        Ok(())
-    }
-
-    fn dir(&self) -> &Path {
-        self.repo.dir()
-    }
-
-    fn git<const N: usize>(&self, args: [&str; N]) -> Result<String, Error> {
-        self.repo.run(args).map_err(git_error)
-    }
-
-    /// Talk to the hub, patiently: a hub that does not answer is tried
-    /// again with backoff, a line said each time.
-    fn net<T>(&self, what: &str, op: impl FnMut() -> Result<T, GitError>) -> Result<T, Error> {
-        let say = |l: &str| self.out.note(&format!("{}: {l}", self.name));
-        patiently(what, &say, op).map_err(git_error)
-    }
-
-    fn fetch(&self, branch: &str) -> Result<(), Error> {
-        self.net("fetching", || {
-            self.repo.run(["fetch", "--quiet", "origin", branch])
-        })?;
-        Ok(())
-    }
-
-    /// HEAD's commit, from the clone's files when it is on a branch.
-    fn head(&self) -> Result<String, Error> {
-        let git_dir = self.dir().join(".git");
-        let head = std::fs::read_to_string(git_dir.join("HEAD")).unwrap_or_default();
-        if let Some(sha) = head
-            .trim()
-            .strip_prefix("ref: ")
-            .and_then(|r| crate::git::read_ref(&git_dir, r))
-        {
-            return Ok(sha);
-        }
-        self.git(["rev-parse", "HEAD"])
-    }
-
-    /// `origin/<branch>` as this clone last fetched it.
-    fn origin(&self, branch: &str) -> Option<String> {
-        crate::git::read_ref(
-            &self.dir().join(".git"),
-            &format!("refs/remotes/origin/{branch}"),
-        )
-    }
-
-    /// Fetch the hub's branch unless `origin/<branch>` is already its commit
-    /// (a local hub's refs are read directly: most fetches are skipped).
-    /// Returns the commit `origin/<branch>` now names.
-    fn fetch_if_moved(&self, hub: &Hub) -> Result<String, Error> {
-        let branch = &hub.branch;
-        let now = hub.branch_rev();
-        if now.is_none() || self.origin(branch) != now {
-            self.fetch(branch)?;
-        }
-        match self.origin(branch) {
-            Some(sha) => Ok(sha),
-            None => self.git(["rev-parse", &format!("origin/{branch}")]),
-        }
-    }
-
-    /// Reset to the hub's branch: a clean slate for every session.
-    /// Returns the commit it reset to.
-    fn sync(&self, hub: &Hub) -> Result<String, Error> {
-        for state in ["rebase-merge", "rebase-apply"] {
-            if self.dir().join(".git").join(state).exists() {
-                self.repo.check(["rebase", "--abort"]).map_err(git_error)?;
-            }
-        }
-        let target = self.fetch_if_moved(hub)?;
-        if !(self.clean.get() && self.head()? == target) {
-            let upstream = format!("origin/{}", hub.branch);
-            self.git([
-                "checkout",
-                "--quiet",
-                "--force",
-                "-B",
-                "farm-work",
-                &upstream,
-            ])?;
-        }
-        self.git(["clean", "-ffdxq"])?;
-        self.clean.set(true);
-        Ok(target)
-    }
-
-    fn commit_leftovers(&self, name: &str, id: &str) -> Result<bool, Error> {
-        self.repo
-            .commit_all(&format!("farm: work {name} left uncommitted on `{id}`"))
-            .map_err(git_error)
-    }
-
-    /// An agent must not change `current_tasks/`; if its commits did, put
-    /// the directory back as it was (claims live in the hub, not here).
-    fn undo_claim_tampering(&self, base: &str, name: &str) -> Result<(), Error> {
-        let dir = crate::store::fs::DIR;
-        let touched = self.git(["diff", "--name-only", base, "HEAD", "--", dir])?;
-        if touched.is_empty() {
-            return Ok(());
-        }
-        self.git([
-            "rm",
-            "-r",
-            "--quiet",
-            "--cached",
-            "--ignore-unmatch",
-            "--",
-            dir,
-        ])?;
-        let _ = std::fs::remove_dir_all(self.dir().join(dir));
-        if self
-            .repo
-            .check(["cat-file", "-e", &format!("{base}:{dir}")])
-            .map_err(git_error)?
-        {
-            self.git(["checkout", base, "--", dir])?;
-        }
-        self.repo
-            .commit_all(&format!("farm: undo {name}'s changes to {dir}/"))
-            .map_err(git_error)?;
-        Ok(())
-    }
-
-    /// The task as it is on the hub's branch now, with the clone reset to
-    /// it — a clean slate for the session; `None` when it is no longer
-    /// pending there.
-    fn fresh_task(&self, hub: &Hub, id: &crate::task::TaskId) -> Result<Option<Task>, Error> {
-        self.sync(hub)?;
-        let Ok(text) = std::fs::read_to_string(self.dir().join("tasks").join(format!("{id}.md")))
-        else {
-            return Ok(None);
-        };
-        Ok(board::parse(id.clone(), &text).ok())
-    }
-
-    /// Merge `upstream` into HEAD; false when it stopped on conflicts.
-    fn merge(&self, upstream: &str, branch: &str, id: &str) -> Result<bool, Error> {
-        let message = format!("farm: merge `{branch}` into the work on `{id}`");
-        Ok(self
-            .repo
-            .check(["merge", "--quiet", "--no-edit", "-m", &message, upstream])?)
-    }
-
-    fn count_since(&self, upstream: &str) -> Result<usize, Error> {
-        Ok(self
-            .git(["rev-list", "--count", &format!("{upstream}..HEAD")])?
-            .parse()
-            .unwrap_or(0))
-    }
-
-    /// Move `tasks/<id>.md` to `tasks/done/<id>.md` with a short result.
-    fn mark_done(&self, task: &Task, name: &str, attempt: u32, log: &Path) -> Result<(), Error> {
-        let id = task.id.as_str();
-        let pending = self.dir().join("tasks").join(format!("{id}.md"));
-        let text = std::fs::read_to_string(&pending).unwrap_or_else(|_| task.render());
-        let result = format!(
-            "{}\n## Result\n\nDone by {name}@{} on attempt {attempt}, {}. Session log: {}\n",
-            ensure_newline(&text),
-            Here::current().host,
-            timestamp(SystemTime::now()),
-            log.display()
-        );
-        let done = self.dir().join("tasks/done");
-        std::fs::create_dir_all(&done).map_err(io_error)?;
-        std::fs::write(done.join(format!("{id}.md")), result).map_err(io_error)?;
-        let _ = std::fs::remove_file(&pending);
-        // `--verbose` names what it stages (`add 'path'`, `remove 'path'`),
-        // which saves asking git again which files the agent left behind.
-        let staged = self.git(["add", "--all", "--verbose"])?;
-        let task_files = [format!("'tasks/{id}.md'"), format!("'tasks/done/{id}.md'")];
-        let leftovers: Vec<&str> = staged
-            .lines()
-            .filter_map(|l| l.split_once(' ').map(|(_, path)| path))
-            .filter(|f| !task_files.iter().any(|t| t == f))
-            .collect();
-        let message = if leftovers.is_empty() {
-            format!("farm: `{id}` done")
-        } else {
-            format!(
-                "farm: `{id}` done, with the work {name} left uncommitted\n\n{}\n",
-                leftovers.join("\n")
-            )
-        };
-        self.git(["commit", "--quiet", "--no-verify", "-m", &message])?;
-        Ok(())
-    }
-
-    fn has_markers(&self, files: &[String]) -> bool {
-        files.iter().any(|f| {
-            std::fs::read_to_string(self.dir().join(f)).is_ok_and(|t| {
-                t.lines()
-                    .any(|l| l.starts_with("<<<<<<< ") || l.starts_with(">>>>>>> "))
-            })
-        })
-    }
-
-    /// Push a commit to a new branch on the hub (a rescue branch).
-    fn push_ref(&self, commit: &str, branch: &str) -> Result<(), Error> {
-        let spec = [format!("{commit}:refs/heads/{branch}")];
-        match self.net("pushing a rescue branch", || {
-            self.repo.push("origin", &spec)
-        })? {
-            Pushed::Ok => Ok(()),
-            Pushed::Rejected(r) => {
-                Err(Error::failure(format!("the hub refused `{branch}`: {r:?}")))
-            }
-        }
-    }
 }

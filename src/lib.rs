@@ -10,6 +10,7 @@ pub mod board;
 pub mod claim;
 pub mod classify;
 pub mod cli;
+pub mod clone;
 pub mod commands;
 pub mod config;
 pub mod error;

@@ -1,0 +1,387 @@
+//! An agent's private clone of the hub: made once under the state
+//! directory, reset to the hub's branch before every session, and where the
+//! agent's work is committed, rebased and pushed from.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use crate::board::{self, Task};
+use crate::claim::timestamp;
+use crate::error::Error;
+use crate::git::{GitError, Pushed, Repo};
+use crate::host::Here;
+use crate::hub::Hub;
+use crate::output::Out;
+use crate::retry::patiently;
+use crate::session;
+
+fn lock_clone(dir: &Path, name: &str) -> Result<std::fs::File, Error> {
+    let parent = dir.parent().unwrap_or(dir);
+    std::fs::create_dir_all(parent)
+        .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", parent.display())))?;
+    let path = parent.join(format!("{name}.lock"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::failure(format!("cannot open `{}`: {e}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::usage(format!(
+            "agent `{name}` is already running in another farm run on this host"
+        ))
+        .hint("give this run other agent names: farm run --name NAME")),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::failure(format!(
+            "cannot lock `{}`: {e}",
+            path.display()
+        ))),
+    }
+}
+
+/// An agent's private clone of the hub.
+pub struct PrivateClone {
+    pub repo: Repo,
+    /// Held for the loop's life: this clone is this loop's alone.
+    _lock: std::fs::File,
+    /// True when the work tree is known to equal HEAD with nothing else in
+    /// it: a sync may then skip the checkout.
+    pub clean: std::cell::Cell<bool>,
+    name: String,
+    out: Out,
+}
+
+impl PrivateClone {
+    /// The clone for agent `name` under `state`, made on first use; what an
+    /// earlier run killed mid-session left in it is recovered first.
+    pub fn prepare(state: &Path, hub: &Hub, name: &str, out: Out) -> Result<PrivateClone, Error> {
+        let dir = state.join("clones").join(name);
+        // One loop per clone: two farm runs on this host with the same agent
+        // names would otherwise reset each other's work away.
+        let lock = lock_clone(&dir, name)?;
+        let repo = if dir.join(".git").is_dir() {
+            let repo = Repo::new(&dir);
+            repo.run(["remote", "set-url", "origin", &hub.url])
+                .map_err(Error::from)?;
+            repo
+        } else {
+            if dir.exists()
+                && std::fs::read_dir(&dir)
+                    .map(|mut d| d.next().is_some())
+                    .unwrap_or(true)
+            {
+                return Err(Error::failure(format!(
+                    "`{}` exists but is not a clone",
+                    dir.display()
+                ))
+                .hint("move it away; farm makes its clones itself"));
+            }
+            std::fs::create_dir_all(dir.parent().unwrap_or(&dir))
+                .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
+            let say = |l: &str| out.note(&format!("{name}: {l}"));
+            patiently("cloning the hub", &say, || {
+                let _ = std::fs::remove_dir_all(&dir);
+                Repo::clone_from(&hub.url, &dir)
+            })
+            .map_err(Error::from)?
+        };
+        // farm's own commits need an identity even where none is configured.
+        if repo
+            .config_get("user.email")
+            .map_err(Error::from)?
+            .is_none()
+        {
+            repo.run(["config", "user.email", &format!("{name}@farm.invalid")])
+                .map_err(Error::from)?;
+        }
+        if repo.config_get("user.name").map_err(Error::from)?.is_none() {
+            repo.run(["config", "user.name", &format!("farm agent {name}")])
+                .map_err(Error::from)?;
+        }
+        // Background gc in a clone only competes with the agents for CPU.
+        repo.run(["config", "maintenance.auto", "false"])
+            .map_err(Error::from)?;
+        repo.run(["config", "gc.auto", "0"]).map_err(Error::from)?;
+        let clone = PrivateClone {
+            repo,
+            clean: std::cell::Cell::new(false),
+            _lock: lock,
+            name: name.to_owned(),
+            out,
+        };
+        clone.recover(hub)?;
+        Ok(clone)
+    }
+
+    /// Where the running session's process group is noted.
+    pub fn session_record(&self) -> PathBuf {
+        self.dir().join(".git/farm-session")
+    }
+
+    /// Make good what an earlier farm killed mid-session left in this clone:
+    /// end its session's surviving processes, and push any commit it had not
+    /// integrated to `farm/rescue/orphan/<agent>-<commit>` — the next sync
+    /// would otherwise reset it away.
+    fn recover(&self, hub: &Hub) -> Result<(), Error> {
+        let name = &self.name;
+        if session::kill_leftover(&self.session_record()) {
+            self.say("killed what was left of a session an earlier farm was running here");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let git_dir = self.dir().join(".git");
+        if git_dir.join("MERGE_HEAD").exists() {
+            self.repo.check(["merge", "--abort"])?;
+        }
+        if git_dir.join("rebase-merge").exists() || git_dir.join("rebase-apply").exists() {
+            self.repo.check(["rebase", "--abort"])?;
+        }
+        if self.repo.rev("HEAD")?.is_none() {
+            return Ok(());
+        }
+        self.repo.commit_all(&format!(
+            "farm: work left in {name}'s clone by an earlier run"
+        ))?;
+        self.fetch(&hub.branch)?;
+        let upstream = format!("origin/{}", hub.branch);
+        if self.count_since(&upstream)? == 0 {
+            return Ok(());
+        }
+        let head = self.head()?;
+        let branch = format!("farm/rescue/orphan/{name}-{}", &head[..12.min(head.len())]);
+        self.push_ref(&head, &branch)?;
+        self.say(&format!(
+            "an earlier run left commits in this clone; they are on `{branch}`"
+        ));
+        Ok(())
+    }
+
+    fn say(&self, what: &str) {
+        self.out.note(&format!("{}: {what}", self.name));
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.repo.dir()
+    }
+
+    pub fn git<const N: usize>(&self, args: [&str; N]) -> Result<String, Error> {
+        self.repo.run(args).map_err(Error::from)
+    }
+
+    /// Talk to the hub, patiently: a hub that does not answer is tried
+    /// again with backoff, a line said each time.
+    fn net<T>(&self, what: &str, op: impl FnMut() -> Result<T, GitError>) -> Result<T, Error> {
+        patiently(what, &|l: &str| self.say(l), op).map_err(Error::from)
+    }
+
+    pub fn fetch(&self, branch: &str) -> Result<(), Error> {
+        self.net("fetching", || {
+            self.repo.run(["fetch", "--quiet", "origin", branch])
+        })?;
+        Ok(())
+    }
+
+    /// HEAD's commit, from the clone's files when it is on a branch.
+    pub fn head(&self) -> Result<String, Error> {
+        let git_dir = self.dir().join(".git");
+        let head = std::fs::read_to_string(git_dir.join("HEAD")).unwrap_or_default();
+        if let Some(sha) = head
+            .trim()
+            .strip_prefix("ref: ")
+            .and_then(|r| crate::git::read_ref(&git_dir, r))
+        {
+            return Ok(sha);
+        }
+        self.git(["rev-parse", "HEAD"])
+    }
+
+    /// `origin/<branch>` as this clone last fetched it.
+    fn origin(&self, branch: &str) -> Option<String> {
+        crate::git::read_ref(
+            &self.dir().join(".git"),
+            &format!("refs/remotes/origin/{branch}"),
+        )
+    }
+
+    /// Fetch the hub's branch unless `origin/<branch>` is already its commit
+    /// (a local hub's refs are read directly: most fetches are skipped).
+    /// Returns the commit `origin/<branch>` now names.
+    pub fn fetch_if_moved(&self, hub: &Hub) -> Result<String, Error> {
+        let branch = &hub.branch;
+        let now = hub.branch_rev();
+        if now.is_none() || self.origin(branch) != now {
+            self.fetch(branch)?;
+        }
+        match self.origin(branch) {
+            Some(sha) => Ok(sha),
+            None => self.git(["rev-parse", &format!("origin/{branch}")]),
+        }
+    }
+
+    /// Reset to the hub's branch: a clean slate for every session.
+    /// Returns the commit it reset to.
+    pub fn sync(&self, hub: &Hub) -> Result<String, Error> {
+        for state in ["rebase-merge", "rebase-apply"] {
+            if self.dir().join(".git").join(state).exists() {
+                self.repo
+                    .check(["rebase", "--abort"])
+                    .map_err(Error::from)?;
+            }
+        }
+        let target = self.fetch_if_moved(hub)?;
+        if !(self.clean.get() && self.head()? == target) {
+            let upstream = format!("origin/{}", hub.branch);
+            self.git([
+                "checkout",
+                "--quiet",
+                "--force",
+                "-B",
+                "farm-work",
+                &upstream,
+            ])?;
+        }
+        self.git(["clean", "-ffdxq"])?;
+        self.clean.set(true);
+        Ok(target)
+    }
+
+    pub fn commit_leftovers(&self, name: &str, id: &str) -> Result<bool, Error> {
+        self.repo
+            .commit_all(&format!("farm: work {name} left uncommitted on `{id}`"))
+            .map_err(Error::from)
+    }
+
+    /// An agent must not change `current_tasks/`; if its commits did, put
+    /// the directory back as it was (claims live in the hub, not here).
+    pub fn undo_claim_tampering(&self, base: &str, name: &str) -> Result<(), Error> {
+        let dir = crate::store::fs::DIR;
+        let touched = self.git(["diff", "--name-only", base, "HEAD", "--", dir])?;
+        if touched.is_empty() {
+            return Ok(());
+        }
+        self.git([
+            "rm",
+            "-r",
+            "--quiet",
+            "--cached",
+            "--ignore-unmatch",
+            "--",
+            dir,
+        ])?;
+        let _ = std::fs::remove_dir_all(self.dir().join(dir));
+        if self
+            .repo
+            .check(["cat-file", "-e", &format!("{base}:{dir}")])
+            .map_err(Error::from)?
+        {
+            self.git(["checkout", base, "--", dir])?;
+        }
+        self.repo
+            .commit_all(&format!("farm: undo {name}'s changes to {dir}/"))
+            .map_err(Error::from)?;
+        Ok(())
+    }
+
+    /// The task as it is on the hub's branch now, with the clone reset to
+    /// it — a clean slate for the session; `None` when it is no longer
+    /// pending there.
+    pub fn fresh_task(&self, hub: &Hub, id: &crate::task::TaskId) -> Result<Option<Task>, Error> {
+        self.sync(hub)?;
+        let Ok(text) = std::fs::read_to_string(self.dir().join("tasks").join(format!("{id}.md")))
+        else {
+            return Ok(None);
+        };
+        Ok(board::parse(id.clone(), &text).ok())
+    }
+
+    /// Merge `upstream` into HEAD; false when it stopped on conflicts.
+    pub fn merge(&self, upstream: &str, branch: &str, id: &str) -> Result<bool, Error> {
+        let message = format!("farm: merge `{branch}` into the work on `{id}`");
+        Ok(self
+            .repo
+            .check(["merge", "--quiet", "--no-edit", "-m", &message, upstream])?)
+    }
+
+    pub fn count_since(&self, upstream: &str) -> Result<usize, Error> {
+        Ok(self
+            .git(["rev-list", "--count", &format!("{upstream}..HEAD")])?
+            .parse()
+            .unwrap_or(0))
+    }
+
+    /// Move `tasks/<id>.md` to `tasks/done/<id>.md` with a short result.
+    pub fn mark_done(
+        &self,
+        task: &Task,
+        name: &str,
+        attempt: u32,
+        log: &Path,
+    ) -> Result<(), Error> {
+        let id = task.id.as_str();
+        let pending = self.dir().join("tasks").join(format!("{id}.md"));
+        let text = std::fs::read_to_string(&pending).unwrap_or_else(|_| task.render());
+        let result = format!(
+            "{}\n## Result\n\nDone by {name}@{} on attempt {attempt}, {}. Session log: {}\n",
+            ensure_newline(&text),
+            Here::current().host,
+            timestamp(SystemTime::now()),
+            log.display()
+        );
+        let done = self.dir().join("tasks/done");
+        std::fs::create_dir_all(&done).map_err(io_error)?;
+        std::fs::write(done.join(format!("{id}.md")), result).map_err(io_error)?;
+        let _ = std::fs::remove_file(&pending);
+        // `--verbose` names what it stages (`add 'path'`, `remove 'path'`),
+        // which saves asking git again which files the agent left behind.
+        let staged = self.git(["add", "--all", "--verbose"])?;
+        let task_files = [format!("'tasks/{id}.md'"), format!("'tasks/done/{id}.md'")];
+        let leftovers: Vec<&str> = staged
+            .lines()
+            .filter_map(|l| l.split_once(' ').map(|(_, path)| path))
+            .filter(|f| !task_files.iter().any(|t| t == f))
+            .collect();
+        let message = if leftovers.is_empty() {
+            format!("farm: `{id}` done")
+        } else {
+            format!(
+                "farm: `{id}` done, with the work {name} left uncommitted\n\n{}\n",
+                leftovers.join("\n")
+            )
+        };
+        self.git(["commit", "--quiet", "--no-verify", "-m", &message])?;
+        Ok(())
+    }
+
+    pub fn has_markers(&self, files: &[String]) -> bool {
+        files.iter().any(|f| {
+            std::fs::read_to_string(self.dir().join(f)).is_ok_and(|t| {
+                t.lines()
+                    .any(|l| l.starts_with("<<<<<<< ") || l.starts_with(">>>>>>> "))
+            })
+        })
+    }
+
+    /// Push a commit to a new branch on the hub (a rescue branch).
+    pub fn push_ref(&self, commit: &str, branch: &str) -> Result<(), Error> {
+        let spec = [format!("{commit}:refs/heads/{branch}")];
+        match self.net("pushing a rescue branch", || {
+            self.repo.push("origin", &spec)
+        })? {
+            Pushed::Ok => Ok(()),
+            Pushed::Rejected(r) => {
+                Err(Error::failure(format!("the hub refused `{branch}`: {r:?}")))
+            }
+        }
+    }
+}
+
+pub(crate) fn ensure_newline(s: &str) -> String {
+    if s.is_empty() || s.ends_with('\n') {
+        s.to_owned()
+    } else {
+        format!("{s}\n")
+    }
+}
+
+pub(crate) fn io_error(e: std::io::Error) -> Error {
+    Error::failure(format!("cannot write a task file: {e}"))
+}
