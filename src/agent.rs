@@ -778,7 +778,7 @@ fn settle(
     );
     let timeout = task.timeout.unwrap_or(run.timeout);
     let started = Instant::now();
-    clone.clean.set(false);
+    clone.dirty();
     let (outcome, lost) = supervise(run, clone, held, name, &text, &log, &prompt_file, timeout)?;
     run.say(
         name,
@@ -1046,10 +1046,9 @@ fn integrate(
         }
         let clean = if *merged {
             clone.merge(&upstream, branch, id)?
-        } else if clone.repo.check(["rebase", "--quiet", &upstream])? {
+        } else if clone.rebase(&upstream)? {
             true
         } else {
-            clone.repo.check(["rebase", "--abort"])?;
             *merged = true;
             clone.merge(&upstream, branch, id)?
         };
@@ -1100,7 +1099,7 @@ fn integrate(
         // Fencing: the store publishes only while the claim is still ours.
         match publish_branch(run, clone, held)? {
             Published::Pushed => {
-                clone.clean.set(true);
+                clone.pushed();
                 return Ok(Integrated::Pushed);
             }
             Published::Lost(why) => {
@@ -1241,7 +1240,7 @@ fn record_attempt(
             std::fs::write(&pending, t.render()).map_err(io_error)?;
             format!("farm: attempt {attempt} of `{id}` failed")
         };
-        clone.repo.commit_all(&message)?;
+        clone.commit_all(&message)?;
         // Fencing, as for the work: a holder whose claim was taken away
         // leaves the task file to its new holder.
         match publish_branch(run, clone, held)? {

@@ -2,6 +2,7 @@
 //! directory, reset to the hub's branch before every session, and where the
 //! agent's work is committed, rebased and pushed from.
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -14,6 +15,7 @@ use crate::hub::Hub;
 use crate::output::Out;
 use crate::retry::patiently;
 use crate::session;
+use crate::workdir::Workdir;
 
 fn lock_clone(dir: &Path, name: &str) -> Result<std::fs::File, Error> {
     let parent = dir.parent().unwrap_or(dir);
@@ -44,9 +46,15 @@ pub struct PrivateClone {
     pub repo: Repo,
     /// Held for the loop's life: this clone is this loop's alone.
     _lock: std::fs::File,
+    /// The same repository in-process, for what needs no hub (`None`: the
+    /// clone's commits go through the `git` command, see workdir.rs).
+    work: Option<Workdir>,
     /// True when the work tree is known to equal HEAD with nothing else in
     /// it: a sync may then skip the checkout.
-    pub clean: std::cell::Cell<bool>,
+    clean: Cell<bool>,
+    /// True when HEAD was moved by an in-memory rebase: the index and the
+    /// work tree still show the commit before it.
+    behind: Cell<bool>,
     name: String,
     out: Out,
 }
@@ -102,9 +110,17 @@ impl PrivateClone {
         repo.run(["config", "maintenance.auto", "false"])
             .map_err(Error::from)?;
         repo.run(["config", "gc.auto", "0"]).map_err(Error::from)?;
+        if let Some(local) = &hub.local {
+            borrow_objects(&dir, &local.git_dir)?;
+        }
+        let work = Workdir::open(&dir).map_err(|e| {
+            Error::failure(format!("cannot open the clone `{}`: {e}", dir.display()))
+        })?;
         let clone = PrivateClone {
             repo,
-            clean: std::cell::Cell::new(false),
+            work,
+            clean: Cell::new(false),
+            behind: Cell::new(false),
             _lock: lock,
             name: name.to_owned(),
             out,
@@ -138,7 +154,7 @@ impl PrivateClone {
         if self.repo.rev("HEAD")?.is_none() {
             return Ok(());
         }
-        self.repo.commit_all(&format!(
+        self.commit_all(&format!(
             "farm: work left in {name}'s clone by an earlier run"
         ))?;
         self.fetch(&hub.branch)?;
@@ -228,7 +244,7 @@ impl PrivateClone {
             }
         }
         let target = self.fetch_if_moved(hub)?;
-        if !(self.clean.get() && self.head()? == target) {
+        if !(self.clean.get() && !self.behind.get() && self.head()? == target) {
             let upstream = format!("origin/{}", hub.branch);
             self.git([
                 "checkout",
@@ -239,23 +255,79 @@ impl PrivateClone {
                 &upstream,
             ])?;
         }
-        self.git(["clean", "-ffdxq"])?;
+        self.behind.set(false);
+        match self.work.as_ref().map(Workdir::clean) {
+            Some(Ok(())) => {}
+            _ => drop(self.git(["clean", "-ffdxq"])?),
+        }
         self.clean.set(true);
         Ok(target)
     }
 
+    /// A session is about to change the work tree.
+    pub fn dirty(&self) {
+        self.clean.set(false);
+    }
+
+    /// HEAD was pushed: unless an in-memory rebase left the work tree behind
+    /// it, the next sync to that same commit needs no checkout.
+    pub fn pushed(&self) {
+        self.clean.set(!self.behind.get());
+    }
+
+    /// Stage and commit everything; `false` when there was nothing.
+    pub fn commit_all(&self, message: &str) -> Result<bool, Error> {
+        if let Some(Ok(committed)) = self.work.as_ref().map(|w| w.commit_all(message)) {
+            return Ok(committed);
+        }
+        Ok(self.repo.commit_all(message)?)
+    }
+
     pub fn commit_leftovers(&self, name: &str, id: &str) -> Result<bool, Error> {
-        self.repo
-            .commit_all(&format!("farm: work {name} left uncommitted on `{id}`"))
-            .map_err(Error::from)
+        self.commit_all(&format!("farm: work {name} left uncommitted on `{id}`"))
+    }
+
+    /// Rebase HEAD onto `upstream`: in memory when it can be, else with
+    /// `git rebase` (aborted on conflict). False on conflict.
+    pub fn rebase(&self, upstream: &str) -> Result<bool, Error> {
+        let before = self.head()?;
+        if let Some(Ok(Some(after))) = self.work.as_ref().map(|w| w.rebase(upstream)) {
+            if after.to_string() != before {
+                self.behind.set(true);
+                self.clean.set(false);
+            }
+            return Ok(true);
+        }
+        self.catch_up_worktree()?;
+        if self.repo.check(["rebase", "--quiet", upstream])? {
+            return Ok(true);
+        }
+        self.repo.check(["rebase", "--abort"])?;
+        Ok(false)
+    }
+
+    /// Bring the index and the work tree up to HEAD after an in-memory
+    /// rebase, for the `git` commands that work in them.
+    fn catch_up_worktree(&self) -> Result<(), Error> {
+        if self.behind.get() {
+            self.git(["reset", "--quiet", "--hard"])?;
+            self.behind.set(false);
+        }
+        Ok(())
     }
 
     /// An agent must not change `current_tasks/`; if its commits did, put
     /// the directory back as it was (claims live in the hub, not here).
     pub fn undo_claim_tampering(&self, base: &str, name: &str) -> Result<(), Error> {
         let dir = crate::store::fs::DIR;
-        let touched = self.git(["diff", "--name-only", base, "HEAD", "--", dir])?;
-        if touched.is_empty() {
+        let head = self.head()?;
+        let same = match self.work.as_ref().map(|w| w.same_at(base, &head, dir)) {
+            Some(Ok(same)) => same,
+            _ => self
+                .git(["diff", "--name-only", base, &head, "--", dir])?
+                .is_empty(),
+        };
+        if same {
             return Ok(());
         }
         self.git([
@@ -275,9 +347,7 @@ impl PrivateClone {
         {
             self.git(["checkout", base, "--", dir])?;
         }
-        self.repo
-            .commit_all(&format!("farm: undo {name}'s changes to {dir}/"))
-            .map_err(Error::from)?;
+        self.commit_all(&format!("farm: undo {name}'s changes to {dir}/"))?;
         Ok(())
     }
 
@@ -295,6 +365,7 @@ impl PrivateClone {
 
     /// Merge `upstream` into HEAD; false when it stopped on conflicts.
     pub fn merge(&self, upstream: &str, branch: &str, id: &str) -> Result<bool, Error> {
+        self.catch_up_worktree()?;
         let message = format!("farm: merge `{branch}` into the work on `{id}`");
         Ok(self
             .repo
@@ -330,14 +401,11 @@ impl PrivateClone {
         std::fs::create_dir_all(&done).map_err(io_error)?;
         std::fs::write(done.join(format!("{id}.md")), result).map_err(io_error)?;
         let _ = std::fs::remove_file(&pending);
-        // `--verbose` names what it stages (`add 'path'`, `remove 'path'`),
-        // which saves asking git again which files the agent left behind.
-        let staged = self.git(["add", "--all", "--verbose"])?;
-        let task_files = [format!("'tasks/{id}.md'"), format!("'tasks/done/{id}.md'")];
-        let leftovers: Vec<&str> = staged
-            .lines()
-            .filter_map(|l| l.split_once(' ').map(|(_, path)| path))
-            .filter(|f| !task_files.iter().any(|t| t == f))
+        let task_files = [format!("tasks/{id}.md"), format!("tasks/done/{id}.md")];
+        let leftovers: Vec<String> = self
+            .stage_all()?
+            .into_iter()
+            .filter(|f| !task_files.contains(f))
             .collect();
         let message = if leftovers.is_empty() {
             format!("farm: `{id}` done")
@@ -347,8 +415,24 @@ impl PrivateClone {
                 leftovers.join("\n")
             )
         };
+        if let Some(Ok(_)) = self.work.as_ref().map(|w| w.commit(&message)) {
+            return Ok(());
+        }
         self.git(["commit", "--quiet", "--no-verify", "-m", &message])?;
         Ok(())
+    }
+
+    /// Stage everything (`git add --all`); the paths that differ from HEAD.
+    fn stage_all(&self) -> Result<Vec<String>, Error> {
+        if let Some(Ok(paths)) = self.work.as_ref().map(Workdir::stage_all) {
+            return Ok(paths);
+        }
+        self.git(["add", "--all"])?;
+        Ok(self
+            .git(["diff", "--cached", "--name-only", "--no-renames", "HEAD"])?
+            .lines()
+            .map(str::to_owned)
+            .collect())
     }
 
     pub fn has_markers(&self, files: &[String]) -> bool {
@@ -384,4 +468,92 @@ pub(crate) fn ensure_newline(s: &str) -> String {
 
 pub(crate) fn io_error(e: std::io::Error) -> Error {
     Error::failure(format!("cannot write a task file: {e}"))
+}
+
+/// Let the clone read the hub's objects where they are (git's alternates),
+/// so fetching from a hub on this machine copies no object: with 8 agents
+/// every task's objects were otherwise written once more into each clone.
+/// Safe because the clone only ever fetches the hub's branch, which never
+/// loses a commit (farm never forces a push). Written on every start, so a
+/// hub that moved is followed.
+fn borrow_objects(clone: &Path, hub_git_dir: &Path) -> Result<(), Error> {
+    let info = clone.join(".git/objects/info");
+    let objects = hub_git_dir.join("objects");
+    std::fs::create_dir_all(&info)
+        .and_then(|()| std::fs::write(info.join("alternates"), format!("{}\n", objects.display())))
+        .map_err(|e| {
+            Error::failure(format!(
+                "cannot point `{}` at the hub's objects: {e}",
+                clone.display()
+            ))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::HubSpec;
+    use crate::output::ColorWhen;
+
+    fn write(dir: &Path, rel: &str, text: &str) {
+        std::fs::write(dir.join(rel), text).unwrap();
+    }
+
+    /// After an in-memory rebase the work tree lags HEAD; when the next
+    /// catch-up conflicts, `git rebase` and `git merge` must still start
+    /// from HEAD itself, not from the files of the commit before.
+    #[test]
+    fn a_conflict_after_an_in_memory_rebase_merges_from_head() {
+        let tmp = tempfile::tempdir().unwrap();
+        let hub_dir = tmp.path().join("hub");
+        std::fs::create_dir(&hub_dir).unwrap();
+        let hub_git = Repo::new(&hub_dir);
+        hub_git.run(["init", "--quiet", "-b", "main"]).unwrap();
+        for (k, v) in [
+            ("user.email", "hub@example.com"),
+            ("user.name", "hub"),
+            ("receive.denyCurrentBranch", "updateInstead"),
+        ] {
+            hub_git.run(["config", k, v]).unwrap();
+        }
+        write(&hub_dir, "a.txt", "one\ntwo\nthree\n");
+        hub_git.commit_all("start").unwrap();
+        let hub = Hub::open(&HubSpec::Local(hub_dir.clone()), None).unwrap();
+        let out = Out::new(ColorWhen::Never, true, 0);
+        let clone = PrivateClone::prepare(&tmp.path().join("state"), &hub, "a", out).unwrap();
+        assert!(clone.work.is_some(), "the in-process path is under test");
+        clone.sync(&hub).unwrap();
+        let d = clone.dir().to_path_buf();
+
+        write(&d, "a.txt", "ONE\ntwo\nthree\n");
+        assert!(clone.commit_all("mine").unwrap());
+        write(&hub_dir, "a.txt", "one\ntwo\nTHREE\n");
+        hub_git.commit_all("theirs, elsewhere").unwrap();
+        clone.fetch_if_moved(&hub).unwrap();
+        assert!(clone.rebase("origin/main").unwrap());
+        assert!(clone.behind.get(), "rebased in memory");
+        assert_eq!(
+            clone.git(["show", "HEAD:a.txt"]).unwrap(),
+            "ONE\ntwo\nTHREE"
+        );
+
+        write(&hub_dir, "a.txt", "uno\ntwo\nTHREE\n");
+        hub_git.commit_all("theirs, the same line").unwrap();
+        clone.fetch_if_moved(&hub).unwrap();
+        assert!(!clone.rebase("origin/main").unwrap(), "a conflict");
+        assert!(
+            !clone.merge("origin/main", "main", "t").unwrap(),
+            "a conflict"
+        );
+        assert_eq!(clone.repo.conflicted().unwrap(), ["a.txt"]);
+        let text = std::fs::read_to_string(d.join("a.txt")).unwrap();
+        assert!(
+            text.contains("<<<<<<<") && text.contains("ONE") && text.contains("uno"),
+            "{text}"
+        );
+        assert!(
+            text.contains("THREE"),
+            "merged from HEAD, not the older files: {text}"
+        );
+    }
 }

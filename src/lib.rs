@@ -30,6 +30,7 @@ pub mod settings;
 pub mod store;
 pub mod task;
 pub mod usage;
+pub mod workdir;
 
 use std::process::ExitCode;
 
