@@ -41,6 +41,9 @@ fn lock_clone(dir: &Path, name: &str) -> Result<std::fs::File, Error> {
     }
 }
 
+/// The branch a clone works on, reset to the hub's before every session.
+const WORK_BRANCH: &str = "farm-work";
+
 /// An agent's private clone of the hub.
 pub struct PrivateClone {
     pub repo: Repo,
@@ -219,14 +222,25 @@ impl PrivateClone {
     }
 
     /// Fetch the hub's branch unless `origin/<branch>` is already its commit
-    /// (a local hub's refs are read directly: most fetches are skipped).
+    /// (a local hub's refs are read directly: most fetches are skipped, and
+    /// the others need no git process).
     /// Returns the commit `origin/<branch>` now names.
     pub fn fetch_if_moved(&self, hub: &Hub) -> Result<String, Error> {
         let branch = &hub.branch;
         let now = hub.branch_rev();
-        if now.is_none() || self.origin(branch) != now {
-            self.fetch(branch)?;
+        if now.is_some() && self.origin(branch) == now {
+            return Ok(now.unwrap_or_default());
         }
+        // The clone reads a local hub's objects where they are (see
+        // [`borrow_objects`]): fetching is then only setting the ref, and
+        // a git process saved — two, with the hub's upload-pack.
+        let remote_ref = format!("refs/remotes/origin/{branch}");
+        if let (Some(sha), Some(work), Some(_)) = (&now, &self.work, &hub.local)
+            && work.set_ref(&remote_ref, sha).is_ok()
+        {
+            return Ok(sha.clone());
+        }
+        self.fetch(branch)?;
         match self.origin(branch) {
             Some(sha) => Ok(sha),
             None => self.git(["rev-parse", &format!("origin/{branch}")]),
@@ -245,15 +259,7 @@ impl PrivateClone {
         }
         let target = self.fetch_if_moved(hub)?;
         if !(self.clean.get() && !self.behind.get() && self.head()? == target) {
-            let upstream = format!("origin/{}", hub.branch);
-            self.git([
-                "checkout",
-                "--quiet",
-                "--force",
-                "-B",
-                "farm-work",
-                &upstream,
-            ])?;
+            self.reset_to(&target)?;
         }
         self.behind.set(false);
         match self.work.as_ref().map(Workdir::clean) {
@@ -262,6 +268,36 @@ impl PrivateClone {
         }
         self.clean.set(true);
         Ok(target)
+    }
+
+    /// Put branch `farm-work` at commit `target` and check it out, index and
+    /// work tree, as `git checkout --force -B` does. Once on that branch,
+    /// the ref is moved in-process and `git read-tree` does the files: the
+    /// checkout also rewrote the config and made and removed lock files,
+    /// each an inode freed (see workdir.rs on why that costs here).
+    fn reset_to(&self, target: &str) -> Result<(), Error> {
+        let git_dir = self.dir().join(".git");
+        let on_branch = std::fs::read_to_string(git_dir.join("HEAD"))
+            .is_ok_and(|h| h.trim() == format!("ref: refs/heads/{WORK_BRANCH}"));
+        if on_branch
+            && let Some(work) = &self.work
+            && work
+                .set_ref(&format!("refs/heads/{WORK_BRANCH}"), target)
+                .is_ok()
+        {
+            self.git(["read-tree", "--reset", "-u", target])?;
+            return Ok(());
+        }
+        self.git([
+            "checkout",
+            "--quiet",
+            "--force",
+            "--no-track",
+            "-B",
+            WORK_BRANCH,
+            target,
+        ])?;
+        Ok(())
     }
 
     /// A session is about to change the work tree.

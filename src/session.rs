@@ -264,7 +264,9 @@ impl Drop for Group {
         if !self.done {
             let _ = self.child.wait();
         }
-        let _ = std::fs::remove_file(&self.record);
+        // Emptied, not removed: a file deleted and made again each session
+        // is an inode freed and allocated (see workdir.rs on why that costs).
+        let _ = std::fs::write(&self.record, "");
     }
 }
 
@@ -276,7 +278,7 @@ pub fn kill_leftover(record: &Path) -> bool {
     let Ok(text) = std::fs::read_to_string(record) else {
         return false;
     };
-    let _ = std::fs::remove_file(record);
+    let _ = std::fs::write(record, "");
     let mut words = text.split_whitespace();
     let (Some(Ok(pid)), Some(Ok(start))) = (
         words.next().map(str::parse::<u32>),

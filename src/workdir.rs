@@ -194,6 +194,15 @@ impl Workdir {
         Ok(Some(new_tip.id()))
     }
 
+    /// Point ref `name` at commit `sha`, which must be readable here (from
+    /// the clone's objects or those it borrows).
+    pub fn set_ref(&self, name: &str, sha: &str) -> Result<(), git2::Error> {
+        let commit = self.repo.find_commit(Oid::from_str(sha)?)?;
+        self.repo
+            .reference(name, commit.id(), true, "farm: read from the hub")?;
+        Ok(())
+    }
+
     /// The index as it is on disk now (the agent's `git` may have changed it).
     fn index(&self) -> Result<Index, git2::Error> {
         let mut index = self.repo.index()?;
