@@ -422,9 +422,55 @@ impl Run {
 /// Run one agent's loop until the board is settled, a stop is asked, or
 /// `--once`/`--max-sessions` says so, counting what it did in `summary`.
 pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Error> {
-    let clone = PrivateClone::prepare(&run.state, &run.hub, name, run.out)?;
-    // The circuit breaker: failed sessions in a row, and how often it tripped.
-    let (mut fails, mut trips) = (0u32, 0u32);
+    let slot = Slot::default();
+    std::thread::scope(|scope| {
+        let mut beside = None;
+        let result = turns(run, name, summary, &slot, scope, &mut beside);
+        // Whatever ended the loop, the integration beside it is finished
+        // and counted (it released its claim itself).
+        let rest = match beside {
+            Some(b) => join(b).and_then(|(_, id, end)| {
+                Tally::default().count(run, name, id.as_str(), end, summary)
+            }),
+            None => Ok(()),
+        };
+        result.and(rest)
+    })
+}
+
+/// An integration going on beside the loop: its clone, task and end.
+type Beside<'scope> =
+    std::thread::ScopedJoinHandle<'scope, (PrivateClone, crate::task::TaskId, Result<End, Error>)>;
+
+fn join(b: Beside<'_>) -> Result<(PrivateClone, crate::task::TaskId, End), Error> {
+    let (clone, id, end) = b.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+    end.map(|end| (clone, id, end))
+}
+
+/// The turns of one agent's loop. A session that did its task leaves its
+/// integration (rebase, push, release — merge sessions too, taking turns
+/// with the loop's sessions for the agent's [`Slot`]) to a thread beside the
+/// loop, in the clone the session used, while the loop claims the next
+/// task and runs it in a second clone: the agent waits for no push. At most
+/// one integration goes on beside the loop; it is joined before the next.
+fn turns<'scope, 'env: 'scope>(
+    run: &'env Run,
+    name: &'env str,
+    summary: &mut Summary,
+    slot: &'env Slot,
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    beside: &mut Option<Beside<'scope>>,
+) -> Result<(), Error> {
+    // The agent's clones: the one in use, and the other — made when first
+    // needed, then busy with an integration, or free.
+    let mut clones = [
+        Some(PrivateClone::prepare(
+            &run.state, &run.hub, name, name, run.out,
+        )?),
+        None,
+    ];
+    let mut at = 0;
+    let mut tally = Tally::default();
     // The hub's work tree said a task was ready that the branch does not
     // have pending (an uncommitted draft, say): read the board from the
     // branch until the hub changes, instead of claiming it again and again.
@@ -442,6 +488,7 @@ pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Erro
             run.say(name, "past --until: no new claims");
             break;
         }
+        let clone = clones[at].as_ref().expect("the clone in use is there");
         let claims = reap(run, name)?;
         let seen = run.hub.fingerprint();
         if distrust_worktree
@@ -540,48 +587,105 @@ pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Erro
             run.unreserve_session();
             run.say(
                 name,
-                &format!("`{}` is not pending on the branch; looking again", task.id),
+                &format!("`{}` is not ready on the branch; looking again", task.id),
             );
             distrust_worktree = Some(run.hub.branch_rev());
             continue;
         };
         summary.sessions += 1;
-        let end = work(run, &clone, name, &task, held);
-        run.wake_all();
-        let end = end?;
-        if !matches!(end, End::Limited { .. }) {
+        let ran = {
+            let _turn = slot.take();
+            session(run, clone, name, &task, &held)
+        };
+        if ran.as_ref().is_ok_and(Ran::succeeded) {
             run.limits.ok();
+            // This integration starts before the one beside is joined: an
+            // error there must not leave this claim unsettled.
+            let before = beside.take();
+            let mine = clones[at].take().expect("the clone in use is there");
+            *beside = Some(scope.spawn(move || {
+                let end = work(run, &mine, name, &task, held, slot, ran);
+                run.wake_all();
+                (mine, task.id, end)
+            }));
+            at = 1 - at;
+            if let Some(before) = before {
+                let (free, id, end) = join(before)?;
+                clones[at] = Some(free);
+                tally.count(run, name, id.as_str(), end, summary)?;
+            }
+            if clones[at].is_none() {
+                let dir = format!("{name}@2");
+                clones[at] = Some(PrivateClone::prepare(
+                    &run.state, &run.hub, name, &dir, run.out,
+                )?);
+            }
+        } else {
+            let end = work(run, clone, name, &task, held, slot, ran);
+            run.wake_all();
+            let end = end?;
+            if !matches!(end, End::Limited { .. }) {
+                run.limits.ok();
+            }
+            tally.count(run, name, task.id.as_str(), end, summary)?;
         }
+        if run.once {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// What the loop keeps of the tasks it settled: the circuit breaker's
+/// count of failed sessions in a row, and how often it tripped.
+#[derive(Default)]
+struct Tally {
+    fails: u32,
+    trips: u32,
+}
+
+impl Tally {
+    /// Count how task `id` ended in `summary`; trip the breaker, wait out
+    /// a usage limit, or stop the run, as the end says.
+    fn count(
+        &mut self,
+        run: &Run,
+        name: &str,
+        id: &str,
+        end: End,
+        summary: &mut Summary,
+    ) -> Result<(), Error> {
         match end {
             End::Done => {
                 summary.done += 1;
-                (fails, trips) = (0, 0);
+                (self.fails, self.trips) = (0, 0);
             }
             End::Failed { rescued } => {
                 summary.failed += 1;
                 summary.rescued += usize::from(rescued);
-                fails += 1;
-                if run.trip_after > 0 && fails >= run.trip_after {
+                self.fails += 1;
+                if run.trip_after > 0 && self.fails >= run.trip_after {
                     // Half open after the pause: one more failure trips again,
                     // for twice as long.
                     let pause = crate::retry::jitter(
                         run.trip_pause
-                            .saturating_mul(1 << trips.min(10))
+                            .saturating_mul(1 << self.trips.min(10))
                             .min(TRIP_LONGEST),
                     );
                     run.say(
-                        name,
-                        &format!(
-                            "{fails} failed sessions in a row and nothing done; pausing {} (circuit breaker)",
-                            crate::age::Age(pause)
-                        ),
-                    );
+                            name,
+                            &format!(
+                                "{} failed sessions in a row and nothing done; pausing {} (circuit breaker)",
+                                self.fails,
+                                crate::age::Age(pause)
+                            ),
+                        );
                     run.journal.log(
                         name,
                         "trip",
                         json!({
                             "until": timestamp(SystemTime::now() + pause),
-                            "why": format!("{fails} failed sessions in a row"),
+                            "why": format!("{} failed sessions in a row", self.fails),
                         }),
                     );
                     if run.tripped.fetch_add(1, Ordering::SeqCst) + 1 == run.loops {
@@ -592,8 +696,8 @@ pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Erro
                     }
                     run.pause(pause);
                     run.tripped.fetch_sub(1, Ordering::SeqCst);
-                    fails = run.trip_after - 1;
-                    trips += 1;
+                    self.fails = run.trip_after - 1;
+                    self.trips += 1;
                 }
             }
             End::Rescued | End::Lost => summary.rescued += 1,
@@ -616,7 +720,7 @@ pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Erro
                     name,
                     "limit",
                     json!({
-                        "task": task.id.as_str(),
+                        "task": id,
                         "until": timestamp(until),
                         "why": if transient { "api error" } else { "usage limit" },
                     }),
@@ -625,7 +729,7 @@ pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Erro
                     name,
                     &format!(
                         "`{}`: {what}; no attempt counted; all agents wait {} ({when})",
-                        task.id,
+                        id,
                         crate::age::Age(until.duration_since(now).unwrap_or_default())
                     ),
                 );
@@ -641,11 +745,8 @@ pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Erro
                 );
             }
         }
-        if run.once {
-            break;
-        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Take back dead claims, and claims stale past the run's threshold; the
@@ -701,7 +802,7 @@ enum End {
     Fatal(String),
 }
 
-/// Run the session for `task` and settle its outcome, then release the claim
+/// Settle what the session for `task` left (`ran`), then release the claim
 /// (unless it was lost). If settling fails half-way (git or disk errors),
 /// the clone's commits still go to a rescue branch, best effort, and the
 /// claim is still released: an error must not leave a live-looking claim.
@@ -711,8 +812,10 @@ fn work(
     name: &str,
     task: &Task,
     held: Held,
+    slot: &Slot,
+    ran: Result<Ran, Error>,
 ) -> Result<End, Error> {
-    let result = settle(run, clone, name, task, &held);
+    let result = ran.and_then(|ran| finish(run, clone, name, task, &held, slot, ran));
     if result.is_err() {
         let branch = format!("farm/rescue/{}/{}", task.id, held.claim().nonce);
         let upstream = format!("origin/{}", run.hub.branch);
@@ -734,17 +837,38 @@ fn work(
     result
 }
 
-fn settle(
+/// What a session left to settle.
+struct Ran {
+    attempt: u32,
+    /// The commit the session started from.
+    base: String,
+    log: PathBuf,
+    outcome: Outcome,
+    class: Class,
+    /// The claim was taken away while it ran.
+    lost: bool,
+}
+
+impl Ran {
+    /// The session did its task: what is left is integration alone, which
+    /// needs the agent no more (it can go on to its next session).
+    fn succeeded(&self) -> bool {
+        !self.lost && matches!(self.outcome, Outcome::Success) && self.class == Class::Success
+    }
+}
+
+/// Announce the claim, render the prompt and run the session in `clone`;
+/// what it left, classified.
+fn session(
     run: &Run,
     clone: &PrivateClone,
     name: &str,
     task: &Task,
     held: &Held,
-) -> Result<End, Error> {
+) -> Result<Ran, Error> {
     // From the task file as it is now; the claim's record may be one behind
     // if an attempt was recorded between reading the board and claiming.
     let attempt = task.attempts + 1;
-    let nonce = held.claim().nonce.clone();
     let id = task.id.as_str();
     let base = clone.head()?;
     let (log, prompt_file) = run.session_files(name, id);
@@ -814,6 +938,37 @@ fn settle(
             "output_tokens": spent.output_tokens,
         }),
     );
+    Ok(Ran {
+        attempt,
+        base,
+        log,
+        outcome,
+        class,
+        lost,
+    })
+}
+
+/// Settle what a session left in `clone`: commit it, then integrate it
+/// (success) or rescue it and note the failed attempt.
+fn finish(
+    run: &Run,
+    clone: &PrivateClone,
+    name: &str,
+    task: &Task,
+    held: &Held,
+    slot: &Slot,
+    ran: Ran,
+) -> Result<End, Error> {
+    let Ran {
+        attempt,
+        base,
+        log,
+        outcome,
+        class,
+        lost,
+    } = ran;
+    let id = task.id.as_str();
+    let nonce = held.claim().nonce.clone();
     // What the agent left uncommitted is committed: with the move to done
     // when it succeeded (one commit), on its own otherwise (to be rescued).
     if class == Class::Success && !lost {
@@ -892,41 +1047,42 @@ fn settle(
             rescue("the agent CLI cannot work")?;
             End::Fatal(why)
         }
-        (Outcome::Success, Class::Success) => match integrate(run, clone, name, task, held, &base)?
-        {
-            Integrated::Pushed => {
-                run.say(
-                    name,
-                    &format!("`{id}` done: integrated into `{}`", run.hub.branch),
-                );
-                run.journal.log(name, "done", json!({"task": id}));
-                End::Done
+        (Outcome::Success, Class::Success) => {
+            match integrate(run, clone, name, task, held, slot, &base)? {
+                Integrated::Pushed => {
+                    run.say(
+                        name,
+                        &format!("`{id}` done: integrated into `{}`", run.hub.branch),
+                    );
+                    run.journal.log(name, "done", json!({"task": id}));
+                    End::Done
+                }
+                Integrated::Lost => {
+                    rescue("the claim was taken away before the push")?;
+                    return Ok(End::Lost);
+                }
+                Integrated::Interrupted => {
+                    rescue("the run was stopped during a merge session")?;
+                    End::Rescued
+                }
+                Integrated::Busy => fail(
+                    "could not push: the branch kept moving",
+                    &format!(
+                        "could not push after {} rounds: `{}` kept moving",
+                        push_rounds(run),
+                        run.hub.branch
+                    ),
+                )?,
+                Integrated::Conflict(files) => fail(
+                    &format!("could not merge ({})", files.join(", ")),
+                    &format!(
+                        "its work conflicts with `{}` in {}",
+                        run.hub.branch,
+                        files.join(", ")
+                    ),
+                )?,
             }
-            Integrated::Lost => {
-                rescue("the claim was taken away before the push")?;
-                return Ok(End::Lost);
-            }
-            Integrated::Interrupted => {
-                rescue("the run was stopped during a merge session")?;
-                End::Rescued
-            }
-            Integrated::Busy => fail(
-                "could not push: the branch kept moving",
-                &format!(
-                    "could not push after {} rounds: `{}` kept moving",
-                    push_rounds(run),
-                    run.hub.branch
-                ),
-            )?,
-            Integrated::Conflict(files) => fail(
-                &format!("could not merge ({})", files.join(", ")),
-                &format!(
-                    "its work conflicts with `{}` in {}",
-                    run.hub.branch,
-                    files.join(", ")
-                ),
-            )?,
-        },
+        }
         (Outcome::Success, _) => fail(
             "the session reported an error",
             "the session exited 0 but its result says it failed",
@@ -1021,12 +1177,14 @@ enum Integrated {
 
 /// Bring the work (already committed, task moved to done) onto the hub's
 /// branch and push it. `base` is the commit the session started from.
+#[allow(clippy::too_many_arguments)]
 fn integrate(
     run: &Run,
     clone: &PrivateClone,
     name: &str,
     task: &Task,
     held: &Held,
+    slot: &Slot,
     base: &str,
 ) -> Result<Integrated, Error> {
     let id = task.id.as_str();
@@ -1086,7 +1244,7 @@ fn integrate(
             );
             run.journal
                 .log(name, "conflict", json!({"task": id, "files": files}));
-            match merge_session(run, clone, held, name, task, &files)? {
+            match merge_session(run, clone, held, slot, name, task, &files)? {
                 Merge::Resolved => continue, // catch up with what moved meanwhile, then push
                 Merge::Lost => return Ok(Integrated::Lost),
                 Merge::Interrupted => return Ok(Integrated::Interrupted),
@@ -1125,6 +1283,7 @@ fn merge_session(
     run: &Run,
     clone: &PrivateClone,
     held: &Held,
+    slot: &Slot,
     name: &str,
     task: &Task,
     files: &[String],
@@ -1140,6 +1299,10 @@ fn merge_session(
         ],
     );
     let (log, prompt_file) = run.session_files(name, &format!("{}-merge", task.id));
+    let _turn = match slot.wait(run, held) {
+        Ok(turn) => turn,
+        Err(merge) => return Ok(merge),
+    };
     let (outcome, lost) = supervise(
         run,
         clone,
@@ -1175,6 +1338,41 @@ fn merge_session(
         return Ok(Merge::Unresolved);
     }
     Ok(Merge::Resolved)
+}
+
+/// An agent runs one session at a time. Its loop holds the slot for each
+/// task's session; an integration going on beside it (see [`run_loop`])
+/// waits for the slot before a merge session, heartbeating its claim.
+#[derive(Default)]
+struct Slot(Mutex<()>);
+
+impl Slot {
+    fn take(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wait for the slot while keeping `held` alive; how the merge ends
+    /// instead when the claim is lost or the run is killed meanwhile.
+    fn wait(&self, run: &Run, held: &Held) -> Result<std::sync::MutexGuard<'_, ()>, Merge> {
+        let mut last_beat = Instant::now();
+        loop {
+            match self.0.try_lock() {
+                Ok(turn) => return Ok(turn),
+                Err(std::sync::TryLockError::Poisoned(e)) => return Ok(e.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => {}
+            }
+            if run.stop.killing() {
+                return Err(Merge::Interrupted);
+            }
+            if last_beat.elapsed() >= run.heartbeat {
+                last_beat = Instant::now();
+                if let Err(StoreError::Lost { .. }) = run.store.heartbeat(held, SystemTime::now()) {
+                    return Err(Merge::Lost);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 /// How a merge session ended.

@@ -21,7 +21,9 @@ fn lock_clone(dir: &Path, name: &str) -> Result<std::fs::File, Error> {
     let parent = dir.parent().unwrap_or(dir);
     std::fs::create_dir_all(parent)
         .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", parent.display())))?;
-    let path = parent.join(format!("{name}.lock"));
+    let mut lock_name = dir.file_name().unwrap_or_default().to_owned();
+    lock_name.push(".lock");
+    let path = parent.join(lock_name);
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -65,16 +67,21 @@ pub struct PrivateClone {
 impl PrivateClone {
     /// The clone for agent `name` under `state`, made on first use; what an
     /// earlier run killed mid-session left in it is recovered first.
-    pub fn prepare(state: &Path, hub: &Hub, name: &str, out: Out) -> Result<PrivateClone, Error> {
-        let dir = state.join("clones").join(name);
+    pub fn prepare(
+        state: &Path,
+        hub: &Hub,
+        name: &str,
+        dir_name: &str,
+        out: Out,
+    ) -> Result<PrivateClone, Error> {
+        let dir = state.join("clones").join(dir_name);
         // One loop per clone: two farm runs on this host with the same agent
         // names would otherwise reset each other's work away.
         let lock = lock_clone(&dir, name)?;
+        // Background gc in a clone only competes with the agents for CPU.
+        const SETTINGS: [(&str, &str); 2] = [("maintenance.auto", "false"), ("gc.auto", "0")];
         let repo = if dir.join(".git").is_dir() {
-            let repo = Repo::new(&dir);
-            repo.run(["remote", "set-url", "origin", &hub.url])
-                .map_err(Error::from)?;
-            repo
+            Repo::new(&dir)
         } else {
             if dir.exists()
                 && std::fs::read_dir(&dir)
@@ -90,35 +97,47 @@ impl PrivateClone {
             std::fs::create_dir_all(dir.parent().unwrap_or(&dir))
                 .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
             let say = |l: &str| out.note(&format!("{name}: {l}"));
+            let settings = SETTINGS.map(|(k, v)| format!("{k}={v}"));
+            let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+            // A hub on this machine is cloned `--shared`: its objects are
+            // borrowed (see [`borrow_objects`]), not copied — copying them
+            // while a push is being received failed on the push's
+            // quarantine directory vanishing mid-copy.
+            let shared = hub.local.is_some();
             patiently("cloning the hub", &say, || {
                 let _ = std::fs::remove_dir_all(&dir);
-                Repo::clone_from(&hub.url, &dir)
+                Repo::clone_from(&hub.url, &dir, &hub.branch, shared, &settings)
             })
             .map_err(Error::from)?
         };
-        // farm's own commits need an identity even where none is configured.
-        if repo
-            .config_get("user.email")
-            .map_err(Error::from)?
-            .is_none()
-        {
-            repo.run(["config", "user.email", &format!("{name}@farm.invalid")])
-                .map_err(Error::from)?;
-        }
-        if repo.config_get("user.name").map_err(Error::from)?.is_none() {
-            repo.run(["config", "user.name", &format!("farm agent {name}")])
-                .map_err(Error::from)?;
-        }
-        // Background gc in a clone only competes with the agents for CPU.
-        repo.run(["config", "maintenance.auto", "false"])
-            .map_err(Error::from)?;
-        repo.run(["config", "gc.auto", "0"]).map_err(Error::from)?;
         if let Some(local) = &hub.local {
             borrow_objects(&dir, &local.git_dir)?;
         }
         let work = Workdir::open(&dir).map_err(|e| {
             Error::failure(format!("cannot open the clone `{}`: {e}", dir.display()))
         })?;
+        // The clone's own settings, each a git process only when it must
+        // change (a run starts 2 clones per agent: this was 5 processes each).
+        let settings = [("remote.origin.url", hub.url.as_str())]
+            .into_iter()
+            .chain(SETTINGS);
+        for (key, value) in settings {
+            let now = work.as_ref().and_then(|w| w.local_config(key));
+            if now.as_deref() != Some(value) {
+                repo.run(["config", key, value])?;
+            }
+        }
+        // farm's own commits need an identity even where none is configured
+        // (asked of git itself: the user's files and environment count).
+        let known = repo.config_matching(r"^user\.(name|email)$")?;
+        for (key, value) in [
+            ("user.email", format!("{name}@farm.invalid")),
+            ("user.name", format!("farm agent {name}")),
+        ] {
+            if !known.iter().any(|(k, _)| k == key) {
+                repo.run(["config", key, &value])?;
+            }
+        }
         let clone = PrivateClone {
             repo,
             work,
@@ -154,13 +173,13 @@ impl PrivateClone {
         if git_dir.join("rebase-merge").exists() || git_dir.join("rebase-apply").exists() {
             self.repo.check(["rebase", "--abort"])?;
         }
-        if self.repo.rev("HEAD")?.is_none() {
-            return Ok(());
+        if self.head().is_err() {
+            return Ok(()); // no commit yet: nothing to recover
         }
         self.commit_all(&format!(
             "farm: work left in {name}'s clone by an earlier run"
         ))?;
-        self.fetch(&hub.branch)?;
+        self.fetch_if_moved(hub)?;
         let upstream = format!("origin/{}", hub.branch);
         if self.count_since(&upstream)? == 0 {
             return Ok(());
@@ -388,15 +407,24 @@ impl PrivateClone {
     }
 
     /// The task as it is on the hub's branch now, with the clone reset to
-    /// it — a clean slate for the session; `None` when it is no longer
-    /// pending there.
+    /// it — a clean slate for the session; `None` when it is not ready
+    /// there: no longer pending, or waiting for a task that is not done on
+    /// the branch yet. (A hub's work tree shows a push before its branch
+    /// does: receive-pack updates the files, then the ref.)
     pub fn fresh_task(&self, hub: &Hub, id: &crate::task::TaskId) -> Result<Option<Task>, Error> {
         self.sync(hub)?;
-        let Ok(text) = std::fs::read_to_string(self.dir().join("tasks").join(format!("{id}.md")))
-        else {
+        let tasks = self.dir().join("tasks");
+        let Ok(text) = std::fs::read_to_string(tasks.join(format!("{id}.md"))) else {
             return Ok(None);
         };
-        Ok(board::parse(id.clone(), &text).ok())
+        let Ok(task) = board::parse(id.clone(), &text) else {
+            return Ok(None);
+        };
+        let ready = task
+            .after
+            .iter()
+            .all(|dep| tasks.join("done").join(format!("{dep}.md")).is_file());
+        Ok(ready.then_some(task))
     }
 
     /// Merge `upstream` into HEAD; false when it stopped on conflicts.
@@ -409,6 +437,9 @@ impl PrivateClone {
     }
 
     pub fn count_since(&self, upstream: &str) -> Result<usize, Error> {
+        if let Some(Ok(n)) = self.work.as_ref().map(|w| w.count_since(upstream)) {
+            return Ok(n);
+        }
         Ok(self
             .git(["rev-list", "--count", &format!("{upstream}..HEAD")])?
             .parse()
@@ -556,7 +587,7 @@ mod tests {
         hub_git.commit_all("start").unwrap();
         let hub = Hub::open(&HubSpec::Local(hub_dir.clone()), None).unwrap();
         let out = Out::new(ColorWhen::Never, true, 0);
-        let clone = PrivateClone::prepare(&tmp.path().join("state"), &hub, "a", out).unwrap();
+        let clone = PrivateClone::prepare(&tmp.path().join("state"), &hub, "a", "a", out).unwrap();
         assert!(clone.work.is_some(), "the in-process path is under test");
         clone.sync(&hub).unwrap();
         let d = clone.dir().to_path_buf();

@@ -26,7 +26,7 @@ pub struct GitError {
 const TRANSIENT: [&str; 21] = [
     "Operation too slow",
     "Could not read from remote repository",
-    "expected flush after ref listing",
+    "expected flush after",
     "protocol error",
     "bad pack header",
     "unexpected disconnect",
@@ -239,15 +239,36 @@ impl Repo {
         Ok(self.output(args)?.status.success())
     }
 
-    /// Clone `hub` (a path or a URL) into `dest` (which must not exist).
-    pub fn clone_from(hub: impl AsRef<OsStr>, dest: &Path) -> Result<Repo, GitError> {
+    /// Clone branch `branch` of `hub` (a path or a URL) into `dest` (which
+    /// must not exist), with `config` (`key=value`) set in the new
+    /// repository; `shared`: a local hub's objects are read where they are
+    /// (`--shared`). Only that branch is fetched, then and later: a
+    /// borrowed object that the hub prunes (a rescue branch deleted) must
+    /// not be named by any ref of the clone.
+    pub fn clone_from(
+        hub: impl AsRef<OsStr>,
+        dest: &Path,
+        branch: &str,
+        shared: bool,
+        config: &[&str],
+    ) -> Result<Repo, GitError> {
         let parent = Repo::new(dest.parent().unwrap_or(Path::new(".")));
-        parent.run([
+        let mut args = vec![
             OsStr::new("clone"),
             OsStr::new("--quiet"),
-            hub.as_ref(),
-            dest.as_os_str(),
-        ])?;
+            OsStr::new("--single-branch"),
+            OsStr::new("--no-tags"),
+            OsStr::new("--branch"),
+            OsStr::new(branch),
+        ];
+        if shared {
+            args.push(OsStr::new("--shared"));
+        }
+        for setting in config {
+            args.extend([OsStr::new("--config"), OsStr::new(setting)]);
+        }
+        args.extend([hub.as_ref(), dest.as_os_str()]);
+        parent.run(args)?;
         Ok(Repo::new(dest))
     }
 
@@ -309,6 +330,22 @@ impl Repo {
             .status
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned()))
+    }
+
+    /// The settings whose names match `regex`, as git sees them (the
+    /// user's files and environment included): `(name, value)` pairs.
+    pub fn config_matching(&self, regex: &str) -> Result<Vec<(String, String)>, GitError> {
+        let out = self.output(["config", "--get-regexp", regex])?;
+        // Exit 1: nothing matched.
+        if !out.status.success() && out.status.code() != Some(1) {
+            let said = String::from_utf8_lossy(&out.stderr).into_owned();
+            return Err(self.error(["config", "--get-regexp", regex], said));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect())
     }
 
     pub fn config_get(&self, key: &str) -> Result<Option<String>, GitError> {
@@ -503,7 +540,15 @@ mod tests {
         ])
         .unwrap();
         let clone = |name: &str| {
-            let r = Repo::clone_from(&hub, &tmp.path().join(name)).unwrap();
+            let dest = tmp.path().join(name);
+            root.run([
+                OsStr::new("clone"),
+                OsStr::new("--quiet"),
+                hub.as_os_str(),
+                dest.as_os_str(),
+            ])
+            .unwrap();
+            let r = Repo::new(dest);
             r.run(["config", "user.email", "t@example.com"]).unwrap();
             r.run(["config", "user.name", "t"]).unwrap();
             r.run(["checkout", "--quiet", "-B", "main"]).unwrap();

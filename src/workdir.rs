@@ -203,6 +203,21 @@ impl Workdir {
         Ok(())
     }
 
+    /// A setting in the clone's own config file (not the user's).
+    pub fn local_config(&self, key: &str) -> Option<String> {
+        let config = self.repo.config().ok()?;
+        let local = config.open_level(git2::ConfigLevel::Local).ok()?;
+        local.get_string(key).ok()
+    }
+
+    /// How many commits HEAD has that `upstream` (a revision) lacks.
+    pub fn count_since(&self, upstream: &str) -> Result<usize, git2::Error> {
+        let mut walk = self.repo.revwalk()?;
+        walk.push_head()?;
+        walk.hide(self.repo.revparse_single(upstream)?.peel_to_commit()?.id())?;
+        Ok(walk.count())
+    }
+
     /// The index as it is on disk now (the agent's `git` may have changed it).
     fn index(&self) -> Result<Index, git2::Error> {
         let mut index = self.repo.index()?;

@@ -327,7 +327,7 @@ fn an_uncommitted_draft_in_the_hub_does_not_spin_the_loop() {
     let stderr = out.stderr.clone();
     assert_eq!(out.code, Some(0), "{stderr}");
     assert!(done(&env, "real"));
-    let retries = stderr.matches("not pending on the branch").count();
+    let retries = stderr.matches("not ready on the branch").count();
     assert!(retries <= 2, "claimed the draft {retries} times: {stderr}");
     eprintln!("ended after {:?}", start.elapsed());
 }
