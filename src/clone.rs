@@ -290,21 +290,15 @@ impl PrivateClone {
     }
 
     /// Put branch `farm-work` at commit `target` and check it out, index and
-    /// work tree, as `git checkout --force -B` does. Once on that branch,
-    /// the ref is moved in-process and `git read-tree` does the files: the
-    /// checkout also rewrote the config and made and removed lock files,
-    /// each an inode freed (see workdir.rs on why that costs here).
+    /// work tree, as `git checkout --force -B` does. Once on that branch it
+    /// is done in-process (`reset --hard`): the checkout was a process, and
+    /// it also rewrote the config and made and removed lock files, each an
+    /// inode freed (see workdir.rs on why that costs here).
     fn reset_to(&self, target: &str) -> Result<(), Error> {
         let git_dir = self.dir().join(".git");
         let on_branch = std::fs::read_to_string(git_dir.join("HEAD"))
             .is_ok_and(|h| h.trim() == format!("ref: refs/heads/{WORK_BRANCH}"));
-        if on_branch
-            && let Some(work) = &self.work
-            && work
-                .set_ref(&format!("refs/heads/{WORK_BRANCH}"), target)
-                .is_ok()
-        {
-            self.git(["read-tree", "--reset", "-u", target])?;
+        if on_branch && let Some(Ok(())) = self.work.as_ref().map(|w| w.reset_hard(target)) {
             return Ok(());
         }
         self.git([
@@ -566,13 +560,9 @@ mod tests {
         std::fs::write(dir.join(rel), text).unwrap();
     }
 
-    /// After an in-memory rebase the work tree lags HEAD; when the next
-    /// catch-up conflicts, `git rebase` and `git merge` must still start
-    /// from HEAD itself, not from the files of the commit before.
-    #[test]
-    fn a_conflict_after_an_in_memory_rebase_merges_from_head() {
-        let tmp = tempfile::tempdir().unwrap();
-        let hub_dir = tmp.path().join("hub");
+    /// A hub with `a.txt` and `b.txt` on `main`, and a clone of it.
+    fn hub_and_clone(tmp: &Path) -> (Repo, Hub, PrivateClone) {
+        let hub_dir = tmp.join("hub");
         std::fs::create_dir(&hub_dir).unwrap();
         let hub_git = Repo::new(&hub_dir);
         hub_git.run(["init", "--quiet", "-b", "main"]).unwrap();
@@ -584,12 +574,60 @@ mod tests {
             hub_git.run(["config", k, v]).unwrap();
         }
         write(&hub_dir, "a.txt", "one\ntwo\nthree\n");
+        write(&hub_dir, "b.txt", "b\n");
         hub_git.commit_all("start").unwrap();
-        let hub = Hub::open(&HubSpec::Local(hub_dir.clone()), None).unwrap();
+        let hub = Hub::open(&HubSpec::Local(hub_dir), None).unwrap();
         let out = Out::new(ColorWhen::Never, true, 0);
-        let clone = PrivateClone::prepare(&tmp.path().join("state"), &hub, "a", "a", out).unwrap();
+        let clone = PrivateClone::prepare(&tmp.join("state"), &hub, "a", "a", out).unwrap();
         assert!(clone.work.is_some(), "the in-process path is under test");
         clone.sync(&hub).unwrap();
+        (hub_git, hub, clone)
+    }
+
+    /// A sync after an in-memory rebase (index and work tree behind HEAD)
+    /// leaves exactly the branch's files: none of the older commit's.
+    #[test]
+    fn a_sync_from_behind_leaves_exactly_the_branch() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (hub_git, hub, clone) = hub_and_clone(tmp.path());
+        let (h, d) = (hub_git.dir().to_path_buf(), clone.dir().to_path_buf());
+        write(&d, "a.txt", "ONE\ntwo\nthree\n");
+        write(&d, "mine.txt", "mine\n");
+        assert!(clone.commit_all("mine").unwrap());
+        std::fs::remove_file(h.join("b.txt")).unwrap();
+        write(&h, "c.txt", "c\n");
+        hub_git.commit_all("theirs: b goes, c comes").unwrap();
+        clone.fetch_if_moved(&hub).unwrap();
+        assert!(clone.rebase("origin/main").unwrap());
+        assert!(clone.behind.get() && d.join("b.txt").exists() && !d.join("c.txt").exists());
+        write(&h, "d.txt", "d\n");
+        hub_git.commit_all("theirs: d").unwrap();
+
+        let target = clone.sync(&hub).unwrap();
+        assert_eq!(target, hub_git.run(["rev-parse", "main"]).unwrap());
+        assert_eq!(clone.head().unwrap(), target);
+        let mut files: Vec<String> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|f| f != ".git")
+            .collect();
+        files.sort();
+        assert_eq!(files, ["a.txt", "c.txt", "d.txt"]);
+        assert_eq!(
+            std::fs::read_to_string(d.join("a.txt")).unwrap(),
+            "one\ntwo\nthree\n"
+        );
+        assert_eq!(clone.git(["status", "--porcelain"]).unwrap(), "");
+    }
+
+    /// After an in-memory rebase the work tree lags HEAD; when the next
+    /// catch-up conflicts, `git rebase` and `git merge` must still start
+    /// from HEAD itself, not from the files of the commit before.
+    #[test]
+    fn a_conflict_after_an_in_memory_rebase_merges_from_head() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (hub_git, hub, clone) = hub_and_clone(tmp.path());
+        let hub_dir = hub_git.dir().to_path_buf();
         let d = clone.dir().to_path_buf();
 
         write(&d, "a.txt", "ONE\ntwo\nthree\n");
