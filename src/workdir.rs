@@ -203,20 +203,6 @@ impl Workdir {
         Ok(())
     }
 
-    /// Point HEAD's branch at commit `target` and make the index and the
-    /// work tree its tree, as `git reset --hard`; files git does not track
-    /// are left to [`Workdir::clean`].
-    pub fn reset_hard(&self, target: &str) -> Result<(), git2::Error> {
-        let commit = self.repo.find_commit(Oid::from_str(target)?)?;
-        let mut checkout = git2::build::CheckoutBuilder::new();
-        checkout.force();
-        self.repo.reset(
-            commit.as_object(),
-            git2::ResetType::Hard,
-            Some(&mut checkout),
-        )
-    }
-
     /// A setting in the clone's own config file (not the user's).
     pub fn local_config(&self, key: &str) -> Option<String> {
         let config = self.repo.config().ok()?;
