@@ -247,8 +247,10 @@ impl PrivateClone {
     pub fn fetch_if_moved(&self, hub: &Hub) -> Result<String, Error> {
         let branch = &hub.branch;
         let now = hub.branch_rev();
-        if now.is_some() && self.origin(branch) == now {
-            return Ok(now.unwrap_or_default());
+        if let Some(sha) = &now
+            && self.origin(branch).as_ref() == Some(sha)
+        {
+            return Ok(sha.clone());
         }
         // The clone reads a local hub's objects where they are (see
         // [`borrow_objects`]): fetching is then only setting the ref, and
