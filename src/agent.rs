@@ -2,8 +2,8 @@
 //!
 //! # Theory of operation
 //!
-//! Each agent has a name and a private clone under the state directory,
-//! reused across sessions. One turn of its loop:
+//! Each agent has a name and two private clones under the state directory,
+//! reused across sessions (see step 5). One turn of its loop:
 //!
 //! 1. reap dead claims (and claims stale past `--stale-after`);
 //! 2. read the board — from the hub's own work tree when it has the branch
@@ -13,14 +13,17 @@
 //!    Nothing ready: wait for the hub to change, or end when the board is
 //!    settled (confirmed on the branch itself);
 //! 3. reset the clone to the branch — every session starts clean — and read
-//!    the task there: if it was finished meanwhile, release and scan again;
+//!    the task there: if it was finished meanwhile, or waits for a task not
+//!    done on the branch yet, release and scan again;
 //! 4. render the prompt and run one fresh session in the clone, heartbeating
 //!    the claim while it runs;
 //! 5. integrate: commit what the agent left together with the move to
 //!    `tasks/done/`, rebase onto the hub's branch (merge on conflict, with a
 //!    merge session for the conflicted files), push under the hub's push
 //!    lock — a rejected push means catch up and push again. Before each push
-//!    the claim must still be ours;
+//!    the claim must still be ours. After a successful session this goes on
+//!    beside the loop, in the clone the session used, while the loop takes
+//!    the next task in the agent's other clone (see [`turns`]);
 //! 6. on failure, the work goes to `farm/rescue/<task>/<nonce>` on the hub
 //!    and the attempt is recorded in the task file (to `tasks/failed/` when
 //!    attempts run out);
@@ -1341,7 +1344,7 @@ fn merge_session(
 }
 
 /// An agent runs one session at a time. Its loop holds the slot for each
-/// task's session; an integration going on beside it (see [`run_loop`])
+/// task's session; an integration going on beside it (see [`turns`])
 /// waits for the slot before a merge session, heartbeating its claim.
 #[derive(Default)]
 struct Slot(Mutex<()>);
