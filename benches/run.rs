@@ -123,8 +123,9 @@ fn run() -> Res<()> {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!("farm run bench: {FARM}");
     println!(
-        "hubs under {}; this machine has {cores} core(s); load average {}",
+        "hubs under {} ({}); this machine has {cores} core(s); load average {}",
         env::temp_dir().display(),
+        filesystem(&env::temp_dir()),
         load()
     );
     println!();
@@ -136,6 +137,38 @@ fn run() -> Res<()> {
     println!();
     println!("load average at the end: {}", load());
     Ok(())
+}
+
+/// The filesystem `dir` is on, as this bench's figures depend on it: its
+/// type, and for ext4 whether it has a journal. Without one (this project's
+/// CI VMs) the inode allocator skips every inode freed in the last 30 s, and
+/// git's churn of lock files and rewritten files makes every new file dearer
+/// (see src/workdir.rs); run with `TMPDIR=DIR` to measure elsewhere.
+fn filesystem(dir: &Path) -> String {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    // The longest mount point that contains `dir`.
+    let Some((source, kind)) = mounts
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 2 && dir.starts_with(f[1])).then(|| (f[1].len(), f[0], f[2]))
+        })
+        .max_by_key(|(len, _, _)| *len)
+        .map(|(_, source, kind)| (source, kind))
+    else {
+        return "filesystem unknown".to_owned();
+    };
+    if kind != "ext4" {
+        return kind.to_owned();
+    }
+    let device = Path::new(source).file_name().unwrap_or_default();
+    let journal = Path::new("/sys/fs/ext4").join(device).join("journal_task");
+    match fs::read_to_string(journal) {
+        Ok(task) if task.trim() == "<none>" => "ext4 without a journal".to_owned(),
+        Ok(_) => "ext4 with a journal".to_owned(),
+        Err(_) => "ext4".to_owned(),
+    }
 }
 
 // ---------------------------------------------------------------------------
