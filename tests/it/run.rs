@@ -1401,3 +1401,63 @@ echo x > "$FARM_TASK.txt" && git add . && git commit --quiet -m "work on $FARM_T
         "every session wrote into its agent's own directory"
     );
 }
+
+/// An agent goes on to its next task while its last one is still being
+/// pushed: the hub's pre-receive hook holds the first push for 2 s, and the
+/// second session starts (in the agent's other clone) before it lets go.
+/// Both tasks still land, once each, and no claim is left.
+#[test]
+fn the_next_session_starts_while_the_last_push_is_received() {
+    let env = Env::git_hub(&[("README", "x\n")]);
+    let l = logs(&env);
+    add_task(&env, &["first", "-m", "One", "--priority", "2"]);
+    add_task(&env, &["second", "-m", "Two", "--priority", "1"]);
+    let hook = env.hub.join(".git/hooks/pre-receive");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\n\
+             # Hold only the push that brings `first` to main.\n\
+             cat > /dev/null\n\
+             if [ ! -e '{l}/held' ]; then touch '{l}/held'; sleep 2; touch '{l}/released'; fi\n",
+            l = l.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let agent = env.agent_script(
+        "agent.sh",
+        &format!(
+            r#"L='{}'
+if [ -e "$L/released" ]; then echo "$FARM_TASK after" >> "$L/starts.log"; else echo "$FARM_TASK before" >> "$L/starts.log"; fi
+echo "$FARM_TASK" > "$FARM_TASK.txt"
+git add "$FARM_TASK.txt" && git commit --quiet -m "work on $FARM_TASK"
+"#,
+            l.display()
+        ),
+    );
+    farm_run(&env, &agent, &["-j", "1"]).success();
+
+    assert_eq!(
+        log_lines(&env, "starts.log"),
+        ["first before", "second before"],
+        "the second session waited for the first push"
+    );
+    assert!(l.join("released").exists(), "the hook held a push");
+    assert_eq!(
+        board(&env, "tasks/done"),
+        BTreeSet::from(["first".into(), "second".into()])
+    );
+    assert_eq!(show(&env, "main:second.txt").as_deref(), Some("second\n"));
+    assert!(
+        env.tmp
+            .path()
+            .join("state/clones")
+            .read_dir()
+            .unwrap()
+            .count()
+            >= 2,
+        "two clones"
+    );
+    assert_hub_sound(&env);
+}
