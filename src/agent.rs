@@ -465,12 +465,17 @@ fn turns<'scope, 'env: 'scope>(
     beside: &mut Option<Beside<'scope>>,
 ) -> Result<(), Error> {
     // The agent's clones: the one in use, and the other — made when first
-    // needed, then busy with an integration, or free.
+    // needed, then busy with an integration, or free. One that exists is
+    // opened now: an earlier farm killed mid-integration left its work
+    // there, and opening a clone rescues that.
+    let second = format!("{name}@2");
+    let open = |dir: &str| PrivateClone::prepare(&run.state, &run.hub, name, dir, run.out);
     let mut clones = [
-        Some(PrivateClone::prepare(
-            &run.state, &run.hub, name, name, run.out,
-        )?),
-        None,
+        Some(open(name)?),
+        match run.state.join("clones").join(&second).is_dir() {
+            true => Some(open(&second)?),
+            false => None,
+        },
     ];
     let mut at = 0;
     let mut tally = Tally::default();
@@ -618,10 +623,7 @@ fn turns<'scope, 'env: 'scope>(
                 tally.count(run, name, id.as_str(), end, summary)?;
             }
             if clones[at].is_none() {
-                let dir = format!("{name}@2");
-                clones[at] = Some(PrivateClone::prepare(
-                    &run.state, &run.hub, name, &dir, run.out,
-                )?);
+                clones[at] = Some(open(&second)?);
             }
         } else {
             let end = work(run, clone, name, &task, held, slot, ran);

@@ -411,3 +411,83 @@ fn farm_stop_drains_every_run_on_the_hub() {
             .all(|t| done(&env, t))
     );
 }
+
+/// A farm SIGKILLed while an integration went on beside its loop, in the
+/// agent's second clone (`clones/<agent>@2`), left that task's work there
+/// unpushed: the next farm opens that clone at once and pushes the work to
+/// a rescue branch — even when its own sessions fail and it never needs a
+/// second clone itself.
+#[test]
+fn a_restarted_farm_rescues_work_left_in_the_agents_second_clone() {
+    let env = Env::new();
+    hub(&env, &["one", "two"]);
+    let l = env.tmp.path();
+    // The hub holds the second push (task `two`, integrated in clone @2)
+    // until the test kills the hook: that push never lands.
+    let hook = env.hub.join(".git/hooks/pre-receive");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\nn=$(cat '{l}/pushes' 2>/dev/null || echo 0)\n\
+             echo $((n + 1)) > '{l}/pushes'\n\
+             if [ \"$n\" = 1 ]; then echo $$ > '{l}/hook.pid'; sleep 60; exit 1; fi\n",
+            l = l.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let agent = agent(
+        &env,
+        "echo \"$FARM_TASK\" > \"$FARM_TASK.txt\"; git add -A; git commit -qm \"work on $FARM_TASK\"",
+    );
+    let mut first = farm(&env, ["run", "--agent", &agent, "--name", "box"]).spawn();
+    let hook_pid = l.join("hook.pid");
+    wait_for(&hook_pid);
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let pid: i32 = std::fs::read_to_string(&hook_pid)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: kill(2) on the hook's shell, a process of this test's tree.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let second_clone = env.hub.join(".farm/clones/box@2");
+    assert!(
+        second_clone.is_dir(),
+        "the integration ran in the second clone"
+    );
+
+    let failing = env.tmp.path().join("fail.sh");
+    std::fs::write(&failing, "#!/bin/sh\nexit 1\n").unwrap();
+    std::fs::set_permissions(
+        &failing,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let out = farm(
+        &env,
+        [
+            "run",
+            "--agent",
+            failing.to_str().unwrap(),
+            "--name",
+            "box",
+            "--max-sessions",
+            "1",
+        ],
+    )
+    .run();
+    let rescue = git(
+        &env.hub,
+        &[
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/heads/farm/rescue/orphan/",
+        ],
+    );
+    assert_eq!(rescue.lines().count(), 1, "{rescue} {out:?}");
+    let log = git(&env.hub, &["log", "--format=%s", rescue.trim()]);
+    assert!(log.lines().any(|l| l == "work on two"), "{log}");
+    assert!(done(&env, "one"), "{out:?}");
+}
