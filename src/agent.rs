@@ -433,7 +433,11 @@ pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Erro
         // and counted (it released its claim itself).
         let rest = match beside {
             Some(b) => join(b).and_then(|(_, id, end)| {
-                Tally::default().count(run, name, id.as_str(), end, summary)
+                let mut last = Tally {
+                    closing: true,
+                    ..Tally::default()
+                };
+                last.count(run, name, id.as_str(), end, summary)
             }),
             None => Ok(()),
         };
@@ -647,6 +651,8 @@ fn turns<'scope, 'env: 'scope>(
 struct Tally {
     fails: u32,
     trips: u32,
+    /// The loop has ended: count, but pause for nothing.
+    closing: bool,
 }
 
 impl Tally {
@@ -669,7 +675,7 @@ impl Tally {
                 summary.failed += 1;
                 summary.rescued += usize::from(rescued);
                 self.fails += 1;
-                if run.trip_after > 0 && self.fails >= run.trip_after {
+                if !self.closing && run.trip_after > 0 && self.fails >= run.trip_after {
                     // Half open after the pause: one more failure trips again,
                     // for twice as long.
                     let pause = crate::retry::jitter(

@@ -61,10 +61,30 @@ fn hub(env: &Env, tasks: &[&str]) {
 }
 
 fn agent(env: &Env, script: &str) -> String {
-    let path = env.tmp.path().join("agent.sh");
+    agent_named(env, "agent.sh", script)
+}
+
+fn agent_named(env: &Env, name: &str, script: &str) -> String {
+    let path = env.tmp.path().join(name);
     std::fs::write(&path, format!("#!/bin/sh\n{script}\n")).unwrap();
     std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     path.display().to_string()
+}
+
+/// The hub has one orphan rescue branch (`farm/rescue/orphan/…`), and a
+/// commit with this subject is on it.
+fn assert_one_orphan_rescue_with(env: &Env, subject: &str, out: &impl std::fmt::Debug) {
+    let rescue = git(
+        &env.hub,
+        &[
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/heads/farm/rescue/orphan/",
+        ],
+    );
+    assert_eq!(rescue.lines().count(), 1, "{rescue} {out:?}");
+    let log = git(&env.hub, &["log", "--format=%s", rescue.trim()]);
+    assert!(log.lines().any(|l| l == subject), "{log}");
 }
 
 fn signal(pid: u32, sig: i32) {
@@ -265,17 +285,7 @@ fn a_restarted_farm_rescues_commits_and_kills_processes_left_in_its_clone() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let rescue = git(
-        &env.hub,
-        &[
-            "for-each-ref",
-            "--format=%(refname)",
-            "refs/heads/farm/rescue/orphan/",
-        ],
-    );
-    assert_eq!(rescue.lines().count(), 1, "{rescue} {out:?}");
-    let log = git(&env.hub, &["log", "--format=%s", rescue.trim()]);
-    assert!(log.lines().any(|l| l == "wip-commit"), "{log}");
+    assert_one_orphan_rescue_with(&env, "wip-commit", &out);
     assert!(done(&env, "job"), "{out:?}");
 }
 
@@ -458,19 +468,13 @@ fn a_restarted_farm_rescues_work_left_in_the_agents_second_clone() {
         "the integration ran in the second clone"
     );
 
-    let failing = env.tmp.path().join("fail.sh");
-    std::fs::write(&failing, "#!/bin/sh\nexit 1\n").unwrap();
-    std::fs::set_permissions(
-        &failing,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    let failing = agent_named(&env, "fail.sh", "exit 1");
     let out = farm(
         &env,
         [
             "run",
             "--agent",
-            failing.to_str().unwrap(),
+            &failing,
             "--name",
             "box",
             "--max-sessions",
@@ -478,16 +482,6 @@ fn a_restarted_farm_rescues_work_left_in_the_agents_second_clone() {
         ],
     )
     .run();
-    let rescue = git(
-        &env.hub,
-        &[
-            "for-each-ref",
-            "--format=%(refname)",
-            "refs/heads/farm/rescue/orphan/",
-        ],
-    );
-    assert_eq!(rescue.lines().count(), 1, "{rescue} {out:?}");
-    let log = git(&env.hub, &["log", "--format=%s", rescue.trim()]);
-    assert!(log.lines().any(|l| l == "work on two"), "{log}");
+    assert_one_orphan_rescue_with(&env, "work on two", &out);
     assert!(done(&env, "one"), "{out:?}");
 }
