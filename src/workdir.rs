@@ -1,7 +1,7 @@
 //! A private clone's own git work, done in-process with git2: stage and
 //! commit what an agent left, replay its commits onto the hub's branch,
-//! clean the work tree. Talking to the hub stays with the `git` command
-//! (git.rs, design note 7).
+//! clean the work tree, move its refs to the hub's branch. Talking to the
+//! hub stays with the `git` command (git.rs, design note 7).
 //!
 //! Why not the `git` command here too: each one is a process, 2–3 ms apiece
 //! on a small VM, several per task. And `git rebase` checks the branch out
@@ -199,7 +199,7 @@ impl Workdir {
     pub fn set_ref(&self, name: &str, sha: &str) -> Result<(), git2::Error> {
         let commit = self.repo.find_commit(Oid::from_str(sha)?)?;
         self.repo
-            .reference(name, commit.id(), true, "farm: read from the hub")?;
+            .reference(name, commit.id(), true, "farm: to the hub's branch")?;
         Ok(())
     }
 
