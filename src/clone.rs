@@ -278,6 +278,12 @@ impl PrivateClone {
                     .map_err(Error::from)?;
             }
         }
+        // read-tree (below) leaves a merge's state alone, where checkout
+        // dropped it: a merge left half-way (an error mid-integration) must
+        // not make the next session's first commit a merge.
+        if self.dir().join(".git/MERGE_HEAD").exists() {
+            self.repo.check(["merge", "--abort"])?;
+        }
         let target = self.fetch_if_moved(hub)?;
         if !(self.clean.get() && !self.behind.get() && self.head()? == target) {
             self.reset_to(&target)?;
@@ -613,7 +619,17 @@ mod tests {
         write(&h, "d.txt", "d\n");
         hub_git.commit_all("theirs: d").unwrap();
 
+        // A merge left half-way does not outlive the sync either.
+        std::fs::write(
+            d.join(".git/MERGE_HEAD"),
+            format!("{}\n", clone.head().unwrap()),
+        )
+        .unwrap();
         let target = clone.sync(&hub).unwrap();
+        assert!(
+            !d.join(".git/MERGE_HEAD").exists(),
+            "the merge state is gone"
+        );
         assert_eq!(target, hub_git.run(["rev-parse", "main"]).unwrap());
         assert_eq!(clone.head().unwrap(), target);
         let mut files: Vec<String> = std::fs::read_dir(&d)
