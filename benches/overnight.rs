@@ -66,7 +66,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 const FARM: &str = env!("CARGO_BIN_EXE_farm");
 const TIME: &str = "/usr/bin/time";
@@ -605,24 +605,6 @@ fn print_timings(names: &[&str], ms: &[Vec<f64>], refs: &[Option<usize>]) {
 // 2. farm status over a 10,000-session journal
 // ---------------------------------------------------------------------------
 
-/// One journal line as `Journal::log` writes it: at, pid, agent (none for
-/// the run itself), event, then the fields.
-fn journal_line(at: SystemTime, pid: u32, agent: &str, event: &str, fields: Value) -> String {
-    let mut line = Map::new();
-    line.insert("at".into(), json!(farm::claim::timestamp(at)));
-    line.insert("pid".into(), json!(pid));
-    if !agent.is_empty() {
-        line.insert("agent".into(), json!(agent));
-    }
-    line.insert("event".into(), json!(event));
-    if let Value::Object(fields) = fields {
-        line.extend(fields);
-    }
-    let mut text = Value::Object(line).to_string();
-    text.push('\n');
-    text
-}
-
 /// The pid of a process that has exited (and whose pid nothing has taken
 /// since).
 fn dead_pid() -> Res<u32> {
@@ -667,7 +649,7 @@ fn night(state: &Path, pid: u32) -> String {
             .join(format!("{task}-{stamp}.log"));
         events.push((
             claim_at,
-            journal_line(
+            farm::journal::line(
                 claim_at,
                 pid,
                 &agent,
@@ -677,7 +659,7 @@ fn night(state: &Path, pid: u32) -> String {
         ));
         events.push((
             end_at,
-            journal_line(
+            farm::journal::line(
                 end_at,
                 pid,
                 &agent,
@@ -694,13 +676,13 @@ fn night(state: &Path, pid: u32) -> String {
         ));
         events.push((
             done_at,
-            journal_line(done_at, pid, &agent, "done", json!({"task": task})),
+            farm::journal::line(done_at, pid, &agent, "done", json!({"task": task})),
         ));
     }
     events.sort_by_key(|(at, _)| *at);
     let agents: Vec<String> = (1..=AGENTS).map(|a| format!("bench-{a}")).collect();
     let end = events.last().map_or(start, |(at, _)| *at) + ms(500);
-    let mut text = journal_line(
+    let mut text = farm::journal::line(
         start,
         pid,
         "",
@@ -710,7 +692,7 @@ fn night(state: &Path, pid: u32) -> String {
     for (_, line) in &events {
         text.push_str(line);
     }
-    text.push_str(&journal_line(
+    text.push_str(&farm::journal::line(
         end,
         pid,
         "",

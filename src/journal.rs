@@ -22,6 +22,24 @@ use crate::claim::timestamp;
 
 pub const FILE: &str = "journal.jsonl";
 
+/// One journal line, newline included: at, pid, agent (none for the run
+/// itself), event, then `fields` (a JSON object) merged in.
+pub fn line(at: SystemTime, pid: u32, agent: &str, event: &str, fields: Value) -> String {
+    let mut line = Map::new();
+    line.insert("at".into(), json!(timestamp(at)));
+    line.insert("pid".into(), json!(pid));
+    if !agent.is_empty() {
+        line.insert("agent".into(), json!(agent));
+    }
+    line.insert("event".into(), json!(event));
+    if let Value::Object(fields) = fields {
+        line.extend(fields);
+    }
+    let mut text = Value::Object(line).to_string();
+    text.push('\n');
+    text
+}
+
 /// An open journal.
 pub struct Journal {
     path: PathBuf,
@@ -51,18 +69,7 @@ impl Journal {
     /// Append one event of `agent` ("" for the run itself), with `fields`
     /// (a JSON object) merged in.
     pub fn log(&self, agent: &str, event: &str, fields: Value) {
-        let mut line = Map::new();
-        line.insert("at".into(), json!(timestamp(SystemTime::now())));
-        line.insert("pid".into(), json!(std::process::id()));
-        if !agent.is_empty() {
-            line.insert("agent".into(), json!(agent));
-        }
-        line.insert("event".into(), json!(event));
-        if let Value::Object(fields) = fields {
-            line.extend(fields);
-        }
-        let mut text = Value::Object(line).to_string();
-        text.push('\n');
+        let text = line(SystemTime::now(), std::process::id(), agent, event, fields);
         let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(f) = file.as_mut()
             && let Err(e) = f.write_all(text.as_bytes())
