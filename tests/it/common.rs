@@ -38,17 +38,11 @@ impl Env {
         I: IntoIterator<Item = S>,
         S: AsRef<std::ffi::OsStr>,
     {
-        let mut cmd = Command::new(FARM);
-        cmd.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.tmp.path())
-            .env("USER", "tester")
-            .env("NO_COLOR", "1")
+        let mut farm = Farm::hermetic(self.tmp.path(), args);
+        farm.cmd
             .env("FARM_HUB", &self.hub)
-            .current_dir(self.tmp.path())
-            .args(args)
-            .stdin(Stdio::null());
-        Farm { cmd }
+            .current_dir(self.tmp.path());
+        farm
     }
 
     /// Write a claim file by hand, as another host or an old claim would look.
@@ -147,6 +141,24 @@ pub struct Farm {
 }
 
 impl Farm {
+    /// `farm ARGS...` with nothing of the caller's environment but `PATH`:
+    /// `HOME` is `home`, no colour, stdin closed.
+    pub fn hermetic<I, S>(home: &Path, args: I) -> Farm
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        let mut cmd = Command::new(FARM);
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", home)
+            .env("USER", "tester")
+            .env("NO_COLOR", "1")
+            .args(args)
+            .stdin(Stdio::null());
+        Farm { cmd }
+    }
+
     pub fn env(mut self, k: &str, v: impl AsRef<std::ffi::OsStr>) -> Farm {
         self.cmd.env(k, v);
         self

@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::common::{FARM, Farm, GIT_ENV, Output};
+use crate::common::{Farm, GIT_ENV, Output};
 
 /// A base directory holding `hub.git` (once made), served by `git daemon`.
 pub struct Daemon {
@@ -393,20 +393,14 @@ impl Machine {
         I: IntoIterator<Item = S>,
         S: AsRef<std::ffi::OsStr>,
     {
-        let mut cmd = Command::new(FARM);
-        cmd.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.tmp.path())
-            .env("USER", "tester")
-            .env("NO_COLOR", "1")
+        let mut farm = Farm::hermetic(self.tmp.path(), args);
+        farm.cmd
             .env("FARM_HUB", &self.url)
             .env("FARM_STATE_DIR", self.state_dir())
             .env("FARM_HOST", &self.host)
             .envs(GIT_ENV)
-            .current_dir(self.cwd())
-            .args(args)
-            .stdin(Stdio::null());
-        Farm { cmd }
+            .current_dir(self.cwd());
+        farm
     }
 
     /// `farm locks --json` on this machine, which must succeed.
