@@ -244,9 +244,10 @@ macro_rules! contract {
 }
 
 contract!(fs, |hub| Box::new(FsStore::new(hub)));
-contract!(git, |dir| {
-    // A bare repository on a path stands in for the remote: the store talks
-    // to it only through `git fetch` and `git push`, as to any URL.
+/// A git store on a fresh bare repository in `dir`. A bare repository on a
+/// path stands in for the remote: the store talks to it only through `git
+/// fetch` and `git push`, as to any URL.
+fn git_store(dir: &std::path::Path, cache: &std::path::Path) -> Box<dyn ClaimStore> {
     let remote = dir.join("hub.git");
     let made = std::process::Command::new("git")
         .args(["init", "--quiet", "--bare", "-b", "main"])
@@ -254,8 +255,10 @@ contract!(git, |dir| {
         .status()
         .unwrap();
     assert!(made.success());
-    Box::new(GitStore::open(remote.to_str().unwrap(), &dir.join("cache/claims.git")).unwrap())
-});
+    Box::new(GitStore::open(remote.to_str().unwrap(), cache).unwrap())
+}
+
+contract!(git, |dir| git_store(dir, &dir.join("cache/claims.git")));
 
 /// `farm stop`'s notice lives beside the claims without being one.
 #[test]
@@ -266,14 +269,7 @@ fn a_stop_notice_is_kept_and_is_no_claim() {
         let store: Box<dyn ClaimStore> = if kind == "fs" {
             Box::new(FsStore::new(tmp.path()))
         } else {
-            let remote = tmp.path().join("hub.git");
-            let made = std::process::Command::new("git")
-                .args(["init", "--quiet", "--bare", "-b", "main"])
-                .arg(&remote)
-                .status()
-                .unwrap();
-            assert!(made.success());
-            Box::new(GitStore::open(remote.to_str().unwrap(), &tmp.path().join("cache")).unwrap())
+            git_store(tmp.path(), &tmp.path().join("cache"))
         };
         assert_eq!(store.stop_notice(true).unwrap(), None, "{kind}");
         won(store.try_claim(claim("t", "alice", None), false).unwrap());
