@@ -54,8 +54,9 @@ pub struct PrivateClone {
     /// The same repository in-process, for what needs no hub (`None`: the
     /// clone's commits go through the `git` command, see workdir.rs).
     work: Option<Workdir>,
-    /// True when the work tree is known to equal HEAD with nothing else in
-    /// it: a sync may then skip the checkout.
+    /// True when the index and the tracked files are known to equal HEAD: a
+    /// sync to that commit may skip the checkout (it still cleans, for what
+    /// git does not track).
     clean: Cell<bool>,
     /// True when HEAD was moved by an in-memory rebase: the index and the
     /// work tree still show the commit before it.
