@@ -7,8 +7,16 @@
 //! no refspec is ever forced.
 
 use std::ffi::OsStr;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a push that ended without a full report may take to settle:
+/// its receive-pack and hooks, left running, may still update the hub's
+/// refs until they exit.
+const PUSH_SETTLES: Duration = Duration::from_secs(600);
 
 /// A failed git command: what was run, and what git said.
 #[derive(Debug, thiserror::Error)]
@@ -388,6 +396,24 @@ impl Repo {
         refspecs: &[String],
         atomic: bool,
     ) -> Result<Vec<RefUpdate>, GitError> {
+        self.push_refs_holding(remote, refspecs, atomic, &[])
+    }
+
+    /// [`Repo::push_refs`], with `hold` — open files carrying OS locks —
+    /// kept open by every process of the push: `git push` itself and, on a
+    /// hub on this machine, the `receive-pack` and hooks it starts. A lock
+    /// so held outlives this process for exactly as long as the push can
+    /// still land (see the fs store's fencing). When the push ends without a
+    /// full report (killed, or the hub hung up), this returns only once
+    /// every process of it is gone: what landed is then final, and pushing
+    /// again tells (a ref already there reports `=`).
+    pub fn push_refs_holding(
+        &self,
+        remote: &str,
+        refspecs: &[String],
+        atomic: bool,
+        hold: &[BorrowedFd<'_>],
+    ) -> Result<Vec<RefUpdate>, GitError> {
         assert!(
             refspecs.iter().all(|r| !r.starts_with('+')),
             "farm never force-pushes"
@@ -398,10 +424,35 @@ impl Repo {
         }
         args.push(remote.to_owned());
         args.extend(refspecs.iter().cloned());
-        let out = self.output(&args)?;
+        // The write end of `alive` goes to the push's processes only; it
+        // reads end-of-file once the last of them has exited.
+        let (alive, alive_w) = std::io::pipe().map_err(|e| self.error(&args, e.to_string()))?;
+        let mut inherit: Vec<RawFd> = hold.iter().map(AsRawFd::as_raw_fd).collect();
+        inherit.push(alive_w.as_raw_fd());
+        let mut cmd = self.command(&args);
+        // SAFETY: only fcntl(2), async-signal-safe, between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                for &fd in &inherit {
+                    let flags = libc::fcntl(fd, libc::F_GETFD);
+                    if flags < 0 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        let out = cmd.output();
+        drop(alive_w);
+        let out = out.map_err(|e| self.error(&args, e.to_string()))?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        match parse_porcelain(&stdout) {
+        let report = parse_porcelain(&stdout);
+        let complete = out.status.success() && report.is_some();
+        if !complete {
+            wait_for_eof(alive, PUSH_SETTLES);
+        }
+        match report {
             // Every ref reported pushed, yet git failed talking to the remote:
             // what landed is unknown, so it counts as a failure to talk to
             // it. (A report with rejections is an answer, even though git
@@ -416,6 +467,34 @@ impl Repo {
             Some(updates) => Ok(updates),
             // No ref lines at all: git failed before talking to the remote.
             None => Err(self.error(&args, stderr.into_owned())),
+        }
+    }
+}
+
+/// Wait until `pipe` reads end-of-file — every holder of its write end has
+/// exited — or `at_most` has passed.
+fn wait_for_eof(mut pipe: std::io::PipeReader, at_most: Duration) {
+    use std::io::Read;
+    let until = Instant::now() + at_most;
+    let mut buf = [0u8; 64];
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        let mut p = libc::pollfd {
+            fd: pipe.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: one valid pollfd for the duration of the call.
+        let ready = unsafe { libc::poll(&mut p, 1, ms) };
+        if ready > 0 && !matches!(pipe.read(&mut buf), Ok(n) if n > 0) {
+            return; // end of file (or an error: nothing more to learn)
+        }
+        if ready < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return;
         }
     }
 }

@@ -29,6 +29,26 @@
 //! it; if it is not (someone forced it away and the task was claimed again),
 //! the newcomer's file is linked back.
 //!
+//! **Fencing** (design notes, MUST 5 and 11). A holder publishes its work
+//! only after checking, under its lock, that the claim is still its own
+//! inode; no other farm process can take a locked claim (reapers need the
+//! lock; only `release --force` does not, by the user's explicit choice).
+//! What remains is the push in flight: `git push`, and on this machine the
+//! hub's `receive-pack` and hooks it starts, may outlive a holder killed
+//! with SIGKILL and still update the branch afterwards — while the claim,
+//! its holder dead, would read as reapable, and a second agent would do the
+//! task again. So the claim's locked file is inherited by every process of
+//! the push (`Repo::push_refs_holding`): `flock` belongs to the open file,
+//! not the process, and stays held until the last process that has it open
+//! exits. A reaper therefore cannot take a claim while any process that
+//! could still land its holder's push is alive; once they are all gone, the
+//! branch shows whatever landed, and a later claimer reads the task from it
+//! (done, or still pending). The same holds while the holder lives but its
+//! `git push` was killed: the push is repeated only after all its processes
+//! are gone, and a push that had landed then reports the ref as up to date.
+//! (A hook that leaves a daemon holding open the files it inherited keeps
+//! a dead holder's claim alive until that daemon exits: safe, not quick.)
+//!
 //! Claims are coordination, not data, and are not fsynced: after a crash of
 //! the machine every claim is from an earlier boot, hence dead.
 
@@ -65,6 +85,12 @@ pub struct FsStore {
 pub(crate) struct FsGuard {
     ino: u64,
     file: Option<File>,
+}
+
+impl FsGuard {
+    pub(crate) fn file(&self) -> Option<&File> {
+        self.file.as_ref()
+    }
 }
 
 impl FsStore {

@@ -72,8 +72,9 @@ pub trait ClaimStore: Send + Sync {
 
     /// Push `refspecs` from `repo` to `remote` only while `held` is still
     /// this process's claim (fencing). The fs store checks the claim, then
-    /// pushes; the git store pushes the work and the claim's release in one
-    /// atomic push, after which releasing `held` is a no-op.
+    /// pushes with the claim's lock held by every process of the push (see
+    /// "Fencing" in fs.rs); the git store pushes the work and the claim's
+    /// release in one atomic push, after which releasing `held` is a no-op.
     fn publish(
         &self,
         held: &Held,
@@ -81,12 +82,24 @@ pub trait ClaimStore: Send + Sync {
         remote: &str,
         refspecs: &[String],
     ) -> Result<Published, StoreError> {
-        match self.heartbeat(held, SystemTime::now()) {
-            Err(StoreError::Lost { why, .. }) => return Ok(Published::Lost(why)),
-            Err(e) => return Err(e),
-            Ok(()) => {}
-        }
-        let updates = repo.push_refs(remote, refspecs, false)?;
+        // A push that ended without a report (its git killed, the hub gone
+        // mid-way) may still have landed; once its processes are gone the
+        // answer is final, and the same push again says what it was.
+        const TRIES: usize = 3;
+        let mut tries = 0;
+        let updates = loop {
+            match self.heartbeat(held, SystemTime::now()) {
+                Err(StoreError::Lost { why, .. }) => return Ok(Published::Lost(why)),
+                Err(e) => return Err(e),
+                Ok(()) => {}
+            }
+            let hold: Vec<_> = held.lock_fd().into_iter().collect();
+            match repo.push_refs_holding(remote, refspecs, false, &hold) {
+                Ok(updates) => break updates,
+                Err(_) if tries + 1 < TRIES => tries += 1,
+                Err(e) => return Err(e.into()),
+            }
+        };
         let rejected: Vec<RefUpdate> = updates.into_iter().filter(|u| u.rejected()).collect();
         if rejected.is_empty() {
             Ok(Published::Pushed)
@@ -198,6 +211,16 @@ pub struct Held {
 impl Held {
     pub fn claim(&self) -> &Claim {
         &self.claim
+    }
+
+    /// The open file that carries the claim's OS lock, when one is held
+    /// (the fs store's, for a holder process).
+    pub(crate) fn lock_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        match &self.guard {
+            Guard::Fs(g) => g.file().map(AsFd::as_fd),
+            Guard::Git(_) => None,
+        }
     }
 }
 

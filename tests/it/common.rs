@@ -355,8 +355,14 @@ impl Farm {
     /// than `limit`: a hung run must not hang the test suite.
     #[track_caller]
     pub fn run_within(self, limit: Duration) -> Output {
+        Farm::wait_within(self.spawn(), limit)
+    }
+
+    /// Wait for a farm started with [`Farm::spawn`] to finish, at most
+    /// `limit` (then kill it and fail the test); its output.
+    #[track_caller]
+    pub fn wait_within(mut child: Child, limit: Duration) -> Output {
         use std::io::Read;
-        let mut child = self.spawn();
         let mut stdout = child.stdout.take().unwrap();
         let mut stderr = child.stderr.take().unwrap();
         let out = std::thread::spawn(move || {

@@ -5,6 +5,7 @@ mod common;
 mod contract;
 mod daemon;
 mod death;
+mod fencing;
 mod hold;
 mod race;
 mod reap;

@@ -1,0 +1,170 @@
+//! Fencing under faults (issue 10, items 1 and 10; DESIGN.md MUST 8 and 11):
+//! a farm killed with SIGKILL while its push waits on the hub must not let
+//! a second agent do the task again, and nothing a session started may
+//! outlive the farm that ran it.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::common::{Env, running, wait_for};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn write_hook(env: &Env, name: &str, body: &str) {
+    let hook = env.hub.join(".git/hooks").join(name);
+    std::fs::write(&hook, format!("#!/bin/sh\n{body}")).unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+/// Wait (bounded) for a file to appear; false when it did not.
+fn appears(path: &Path, within: Duration) -> bool {
+    let start = Instant::now();
+    while !path.exists() {
+        if start.elapsed() > within {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+/// The pids of `pid`'s children whose command name is `comm`.
+fn children_named(pid: u32, comm: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let name = &stat[open + 1..close];
+        let ppid = stat[close + 1..].split_whitespace().nth(1);
+        if name == comm && ppid == Some(&pid.to_string()) {
+            out.push(child);
+        }
+    }
+    out
+}
+
+/// The hub's commits on main whose subject is `subject`.
+fn commits_titled(env: &Env, subject: &str) -> usize {
+    env.git(["log", "--format=%s", "main"])
+        .lines()
+        .filter(|l| *l == subject)
+        .count()
+}
+
+/// Farm `a` is killed with SIGKILL while its push of `t1` waits in the hub's
+/// pre-receive hook (and, with `kill_push`, its `git push` child too, so
+/// that only the hub's receive-pack is left to land it). A second farm `b`
+/// starts at once on the same hub. The push lands after `b` has had every
+/// chance to take the claim; `t1` must be done exactly once on main.
+///
+/// Regression (issue 10, item 1): the claim read dead and was reaped, `b`
+/// did `t1` again, and main held two `do t1` commits.
+fn killed_mid_push(kill_push: bool) {
+    let env = Env::git_hub(&[("README", "x\n")]);
+    let l = env.tmp.path().join("marks");
+    std::fs::create_dir(&l).unwrap();
+    env.farm_git(["task", "add", "t1", "-m", "One"])
+        .run()
+        .success();
+    let m = l.display();
+    // The first push to main waits in the hook until the test says go.
+    write_hook(
+        &env,
+        "pre-receive",
+        &format!(
+            "cat > /dev/null\n\
+             if mkdir '{m}/held' 2>/dev/null; then\n\
+               touch '{m}/in-hook'\n\
+               i=0; while [ ! -e '{m}/go' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n\
+             fi\n"
+        ),
+    );
+    // No keepalives while the hook holds the push: one written to a killed
+    // `git push` would end the receive-pack, and the push would never land.
+    env.git(["config", "receive.keepAlive", "0"]);
+    // A session of `b` on t1 (the bug) lets the push go on and waits for it
+    // to land before committing: the double is then certain. (Not a
+    // post-receive hook: a receive-pack whose `git push` was killed dies
+    // reporting to it, after the ref update and before that hook.)
+    let agent = env.agent_script(
+        "agent.sh",
+        &format!(
+            "set -eu\n\
+             echo \"$FARM_AGENT\" >> \"{m}/sessions-$FARM_TASK\"\n\
+             if [ \"$FARM_AGENT\" = b ]; then\n\
+               touch '{m}/go'\n\
+               i=0; while ! git --git-dir \"$FARM_HUB/.git\" cat-file -e main:tasks/done/t1.md 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done\n\
+             fi\n\
+             echo \"done by $FARM_AGENT\" > \"$FARM_TASK-$FARM_AGENT.txt\"\n\
+             git add -A && git commit -q -m \"do $FARM_TASK\"\n"
+        ),
+    );
+    let run = |name: &str| {
+        env.farm_git([
+            "run",
+            "--agent",
+            &agent,
+            "--name",
+            name,
+            "--state-dir",
+            &env.tmp
+                .path()
+                .join(format!("state-{name}"))
+                .display()
+                .to_string(),
+        ])
+    };
+    let mut a = run("a").spawn();
+    assert!(
+        appears(&l.join("in-hook"), LIMIT),
+        "a's push never reached the hook"
+    );
+    let pushes = children_named(a.id(), "git");
+    a.kill().unwrap(); // SIGKILL: nothing of farm's clean-up runs
+    a.wait().unwrap();
+    if kill_push {
+        assert!(!pushes.is_empty(), "a's git push is a child of farm");
+        for pid in &pushes {
+            // SAFETY: kill(2) on a pid of this test's own process tree.
+            unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+        }
+    }
+
+    let b = run("b").spawn();
+    // Give `b` every chance to reap and claim t1 (its session would say go
+    // itself), then let the push go on.
+    appears(&l.join("go"), Duration::from_secs(3));
+    std::fs::write(l.join("go"), "").unwrap();
+    let out = crate::common::Farm::wait_within(b, LIMIT);
+    assert_eq!(out.code, Some(0), "b: {out:#?}");
+
+    let sessions = std::fs::read_to_string(l.join("sessions-t1")).unwrap();
+    assert_eq!(
+        commits_titled(&env, "do t1"),
+        1,
+        "t1 done once on main; sessions: {sessions}\nb: {out:#?}\n{}",
+        env.git(["log", "--stat", "main"])
+    );
+    assert_eq!(sessions, "a\n", "only a worked t1");
+    assert!(env.git_ok(["cat-file", "-e", "main:tasks/done/t1.md"]));
+    assert!(!env.git_ok(["cat-file", "-e", "main:tasks/t1.md"]));
+    let locks = env.farm_git(["locks", "--json"]).run().success().json();
+    assert_eq!(locks["claims"], serde_json::json!([]), "{locks:#}");
+}
+
+#[test]
+fn a_push_in_flight_when_farm_dies_lands_before_its_claim_can_be_reaped() {
+    killed_mid_push(false);
+}
+
+#[test]
+fn a_receive_pack_left_by_a_killed_push_still_fences_the_claim() {
+    killed_mid_push(true);
+}
