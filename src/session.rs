@@ -151,10 +151,12 @@ pub fn run(spec: &Spec<'_>, mut tick: impl FnMut() -> Tick) -> std::io::Result<O
     let child = cmd.spawn()?;
     let start = crate::host::process_start(child.id()).unwrap_or(0);
     let _ = std::fs::write(spec.record, format!("{} {start}\n", child.id()));
+    let keeper = Keeper::start(child.id());
     let mut group = Group {
         child,
         done: false,
         record: spec.record.to_path_buf(),
+        keeper,
     };
     if spec.via == PromptVia::Stdin
         && let Some(mut stdin) = group.child.stdin.take()
@@ -230,6 +232,43 @@ struct Group {
     child: Child,
     done: bool,
     record: PathBuf,
+    /// Kills the group if farm dies first; `None` if it could not start.
+    keeper: Option<Keeper>,
+}
+
+/// A small process in the session's process group that kills the whole
+/// group when farm dies, whatever killed it. The parent-death signal
+/// reaches only the agent itself (and only when the spawning thread ends),
+/// not what the agent started in the background; those were left running,
+/// re-parented to init, until the next farm in that clone. The keeper
+/// blocks reading a pipe whose only writer is farm: the kernel closes it
+/// when farm dies, SIGKILL included, and the keeper then SIGKILLs its own
+/// group (`kill 0`) — itself last. Being a member, it also keeps the
+/// group's id from being reused while it waits. (A child that leaves the
+/// group with `setsid` escapes it; the next farm's `kill_leftover` and the
+/// clone's recovery are the remaining net.)
+struct Keeper {
+    process: Child,
+    /// Held, never written: its closing is the signal.
+    _farm_alive: std::io::PipeWriter,
+}
+
+impl Keeper {
+    fn start(leader: u32) -> Option<Keeper> {
+        let (read, write) = std::io::pipe().ok()?;
+        let process = Command::new("sh")
+            .args(["-c", "read -r _; kill -KILL 0"])
+            .stdin(read)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(i32::try_from(leader).ok()?)
+            .spawn()
+            .ok()?;
+        Some(Keeper {
+            process,
+            _farm_alive: write,
+        })
+    }
 }
 
 impl Group {
@@ -263,6 +302,11 @@ impl Drop for Group {
         self.signal(libc::SIGKILL);
         if !self.done {
             let _ = self.child.wait();
+        }
+        if let Some(mut keeper) = self.keeper.take() {
+            // Killed with the group just now (or by the grace's SIGTERM).
+            let _ = keeper.process.kill();
+            let _ = keeper.process.wait();
         }
         // Emptied, not removed: a file deleted and made again each session
         // is an inode freed and allocated (see workdir.rs on why that costs).

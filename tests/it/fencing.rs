@@ -168,3 +168,57 @@ fn a_push_in_flight_when_farm_dies_lands_before_its_claim_can_be_reaped() {
 fn a_receive_pack_left_by_a_killed_push_still_fences_the_claim() {
     killed_mid_push(true);
 }
+
+/// Regression (issue 10, item 10): an agent that starts a child in the
+/// background (here `sleep`, in its own process group's reach but not the
+/// parent-death signal's) left it running after farm was SIGKILLed, until
+/// the next farm in that clone. Everything the session started must be gone
+/// within moments of farm's death, with no farm started after it.
+#[test]
+fn a_sessions_children_die_with_a_sigkilled_farm() {
+    let env = Env::git_hub(&[("README", "x\n")]);
+    let l = env.tmp.path().join("marks");
+    std::fs::create_dir(&l).unwrap();
+    env.farm_git(["task", "add", "t1", "-m", "One"])
+        .run()
+        .success();
+    let agent = env.agent_script(
+        "agent.sh",
+        &format!(
+            "sleep 300 &\necho $! > '{m}/child.pid'\nexec sleep 300\n",
+            m = l.display()
+        ),
+    );
+    let state: PathBuf = env.tmp.path().join("state");
+    let mut farm = env
+        .farm_git([
+            "run",
+            "--agent",
+            &agent,
+            "--state-dir",
+            &state.display().to_string(),
+        ])
+        .spawn();
+    wait_for(&l.join("child.pid"));
+    let child: u32 = loop {
+        if let Ok(pid) = std::fs::read_to_string(l.join("child.pid"))
+            .unwrap()
+            .trim()
+            .parse()
+        {
+            break pid;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(running(child));
+    farm.kill().unwrap(); // SIGKILL
+    farm.wait().unwrap();
+    let start = Instant::now();
+    while running(child) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the session's background child {child} outlived the killed farm"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
