@@ -404,8 +404,8 @@ impl Repo {
     /// hub on this machine, the `receive-pack` and hooks it starts. A lock
     /// so held outlives this process for exactly as long as the push can
     /// still land (see the fs store's fencing). When the push ends without a
-    /// full report (killed, or the hub hung up), this returns only once
-    /// every process of it is gone: what landed is then final, and pushing
+    /// report (killed, or the hub hung up), this returns only once every
+    /// process of it is gone (or after `PUSH_SETTLES`): what landed is then final, and pushing
     /// again tells (a ref already there reports `=`).
     pub fn push_refs_holding(
         &self,
@@ -448,8 +448,9 @@ impl Repo {
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         let report = parse_porcelain(&stdout);
-        let complete = out.status.success() && report.is_some();
-        if !complete {
+        // A report comes once the hub has updated (or refused) every ref;
+        // without one, what lands is known only when the push has settled.
+        if report.is_none() {
             wait_for_eof(alive, PUSH_SETTLES);
         }
         match report {

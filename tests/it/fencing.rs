@@ -28,6 +28,17 @@ fn appears(path: &Path, within: Duration) -> bool {
     true
 }
 
+/// The pids of `pid`'s `git push` children.
+fn pushes_of(pid: u32) -> Vec<u32> {
+    children_named(pid, "git")
+        .into_iter()
+        .filter(|child| {
+            std::fs::read(format!("/proc/{child}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|w| w == b"push"))
+        })
+        .collect()
+}
+
 /// The pids of `pid`'s children whose command name is `comm`.
 fn children_named(pid: u32, comm: &str) -> Vec<u32> {
     let mut out = Vec::new();
@@ -58,15 +69,25 @@ fn commits_titled(env: &Env, subject: &str) -> usize {
         .count()
 }
 
-/// Farm `a` is killed with SIGKILL while its push of `t1` waits in the hub's
-/// pre-receive hook (and, with `kill_push`, its `git push` child too, so
-/// that only the hub's receive-pack is left to land it). A second farm `b`
-/// starts at once on the same hub. The push lands after `b` has had every
-/// chance to take the claim; `t1` must be done exactly once on main.
+/// What is killed with SIGKILL while farm `a`'s push waits in the hook.
+#[derive(PartialEq)]
+enum Kill {
+    Farm,
+    /// Farm and its `git push` child: only the hub's receive-pack is left
+    /// to land the push.
+    FarmAndPush,
+    /// Only the `git push`: farm lives on, and must learn what landed.
+    Push,
+}
+
+/// Something of farm `a` is killed while its push of `t1` waits in the
+/// hub's pre-receive hook; a second farm `b` starts at once on the same hub.
+/// The push lands after `b` has had every chance to take the claim; `t1`
+/// must be done exactly once on main, worked once, and nothing rescued.
 ///
 /// Regression (issue 10, item 1): the claim read dead and was reaped, `b`
 /// did `t1` again, and main held two `do t1` commits.
-fn killed_mid_push(kill_push: bool) {
+fn killed_mid_push(kill: Kill) {
     let env = Env::git_hub(&[("README", "x\n")]);
     let l = env.tmp.path().join("marks");
     std::fs::create_dir(&l).unwrap();
@@ -126,10 +147,12 @@ fn killed_mid_push(kill_push: bool) {
         appears(&l.join("in-hook"), LIMIT),
         "a's push never reached the hook"
     );
-    let pushes = children_named(a.id(), "git");
-    a.kill().unwrap(); // SIGKILL: nothing of farm's clean-up runs
-    a.wait().unwrap();
-    if kill_push {
+    let pushes = pushes_of(a.id());
+    if kill != Kill::Push {
+        a.kill().unwrap(); // SIGKILL: nothing of farm's clean-up runs
+        a.wait().unwrap();
+    }
+    if kill != Kill::Farm {
         assert!(!pushes.is_empty(), "a's git push is a child of farm");
         for pid in &pushes {
             // SAFETY: kill(2) on a pid of this test's own process tree.
@@ -144,6 +167,10 @@ fn killed_mid_push(kill_push: bool) {
     std::fs::write(l.join("go"), "").unwrap();
     let out = crate::common::Farm::wait_within(b, LIMIT);
     assert_eq!(out.code, Some(0), "b: {out:#?}");
+    let a_out = (kill == Kill::Push).then(|| crate::common::Farm::wait_within(a, LIMIT));
+    if let Some(a_out) = &a_out {
+        assert_eq!(a_out.code, Some(0), "a: {a_out:#?}");
+    }
 
     let sessions = std::fs::read_to_string(l.join("sessions-t1")).unwrap();
     assert_eq!(
@@ -155,18 +182,32 @@ fn killed_mid_push(kill_push: bool) {
     assert_eq!(sessions, "a\n", "only a worked t1");
     assert!(env.git_ok(["cat-file", "-e", "main:tasks/done/t1.md"]));
     assert!(!env.git_ok(["cat-file", "-e", "main:tasks/t1.md"]));
+    let rescued = env.git([
+        "for-each-ref",
+        "--format=%(refname)",
+        "refs/heads/farm/rescue/",
+    ]);
+    assert_eq!(rescued, "", "nothing to rescue; a: {a_out:#?}");
     let locks = env.farm_git(["locks", "--json"]).run().success().json();
     assert_eq!(locks["claims"], serde_json::json!([]), "{locks:#}");
 }
 
 #[test]
 fn a_push_in_flight_when_farm_dies_lands_before_its_claim_can_be_reaped() {
-    killed_mid_push(false);
+    killed_mid_push(Kill::Farm);
 }
 
 #[test]
 fn a_receive_pack_left_by_a_killed_push_still_fences_the_claim() {
-    killed_mid_push(true);
+    killed_mid_push(Kill::FarmAndPush);
+}
+
+/// Farm lives, its `git push` is killed: farm must not release the claim or
+/// rescue the work while the hub's receive-pack may still land it, and
+/// learns afterwards that it did.
+#[test]
+fn a_killed_push_is_settled_before_farm_decides_what_landed() {
+    killed_mid_push(Kill::Push);
 }
 
 /// Regression (issue 10, item 10): an agent that starts a child in the
