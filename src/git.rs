@@ -198,7 +198,16 @@ impl Repo {
             Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
         } else {
             let said = String::from_utf8_lossy(&out.stderr).into_owned();
-            Err(self.error(args, said))
+            let mut e = self.error(args, said);
+            // Killed (by the OOM killer, a user, a chaos test): nothing about
+            // the repository says it would fail again.
+            if let Some(signal) = std::os::unix::process::ExitStatusExt::signal(&out.status) {
+                e.transient = true;
+                if e.said.is_empty() {
+                    e.said = format!("git was killed by signal {signal}");
+                }
+            }
+            Err(e)
         }
     }
 

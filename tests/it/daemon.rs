@@ -17,6 +17,8 @@ pub struct Daemon {
     pub base: tempfile::TempDir,
     port: Option<u16>,
     child: Option<Child>,
+    /// Ref updates a stop cut in half (see [`Daemon::torn`]).
+    torn: std::cell::Cell<usize>,
 }
 
 impl Daemon {
@@ -26,6 +28,7 @@ impl Daemon {
             base: tempfile::tempdir().unwrap(),
             port: None,
             child: None,
+            torn: std::cell::Cell::new(0),
         }
     }
 
@@ -202,24 +205,36 @@ impl Daemon {
     /// That is the server's wound, not farm's to heal: clear it before the
     /// restart (nothing else is running on the hub at this point).
     fn clear_stale_ref_locks(&self) {
-        fn walk(dir: &Path) {
+        fn walk(dir: &Path, torn: &std::cell::Cell<usize>) {
             let Ok(entries) = std::fs::read_dir(dir) else {
                 return;
             };
             for e in entries {
                 let path = e.unwrap().path();
                 if path.is_dir() {
-                    walk(&path);
+                    walk(&path, torn);
                 } else if path.extension().is_some_and(|x| x == "lock") {
                     eprintln!("daemon: removing stale {}", path.display());
                     std::fs::remove_file(&path).unwrap();
+                    torn.set(torn.get() + 1);
                 }
             }
         }
-        walk(&self.hub_dir().join("refs"));
+        walk(&self.hub_dir().join("refs"), &self.torn);
         for name in ["packed-refs.lock", "HEAD.lock", "shallow.lock"] {
             let _ = std::fs::remove_file(self.hub_dir().join(name));
         }
+    }
+
+    /// How many ref updates a stop cut in half: a receive-pack killed while
+    /// committing a ref transaction leaves the refs it had not yet renamed
+    /// into place as `.lock` files. git's files backend is atomic only
+    /// while its process lives: an `--atomic` push of `main` and the claims
+    /// branch so torn may have released the claim without landing the work.
+    /// That is a server crash, and the work is then rescued and done again
+    /// (once on main) — which tests of outages must allow, but only then.
+    pub fn torn(&self) -> usize {
+        self.torn.get()
     }
 
     /// A new machine that reaches this hub by URL only.
