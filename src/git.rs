@@ -55,6 +55,56 @@ const TRANSIENT: [&str; 21] = [
     "index-pack failed",
 ];
 
+/// The longest [`GitError::said`] kept, in characters: a message is one
+/// line of an error, not a log.
+const MAX_SAID: usize = 2000;
+
+/// What git wrote to stderr, as one line for a message: every line kept
+/// (the last one alone was often the tail of a sentence, and the file
+/// named before it lost), lines wrapped within one message joined with a
+/// space, messages with `; `. `error:` and `fatal:` are dropped (the
+/// message says it failed); `hint:`, `warning:` and `remote:` are kept,
+/// once for a run of lines that share them.
+fn said(stderr: &str) -> String {
+    const TAGS: [&str; 5] = ["fatal:", "error:", "warning:", "hint:", "remote:"];
+    let mut out = String::new();
+    let mut tag: Option<&str> = None;
+    let mut open = false;
+    for raw in stderr.lines() {
+        // Progress rewrites its line with `\r`: only the last state counts.
+        let line = raw.rsplit('\r').next().unwrap_or_default().trim();
+        let (t, text) = match TAGS.iter().find_map(|t| Some((*t, line.strip_prefix(t)?))) {
+            Some((t, rest)) => (Some(t), rest.trim()),
+            None => (None, line),
+        };
+        if text.is_empty() {
+            open = false; // a blank line (or a bare `hint:`) ends a message
+            continue;
+        }
+        if open && (t.is_none() || t == tag) {
+            out.push(' ');
+            out.push_str(text);
+            continue;
+        }
+        if !out.is_empty() {
+            let sentence_ended = out.ends_with(['.', '!', '?', ':']);
+            out.push_str(if sentence_ended { " " } else { "; " });
+        }
+        if let Some(t) = t.filter(|t| Some(*t) != tag && !matches!(*t, "fatal:" | "error:")) {
+            out.push_str(t);
+            out.push(' ');
+        }
+        out.push_str(text);
+        tag = t;
+        open = true;
+    }
+    if out.chars().count() > MAX_SAID {
+        out = out.chars().take(MAX_SAID).collect();
+        out.push_str("...");
+    }
+    out
+}
+
 /// One repository (a clone or the hub) that git commands run in.
 #[derive(Debug, Clone)]
 pub struct Repo {
@@ -183,7 +233,7 @@ impl Repo {
             args: args.join(" "),
             dir: self.dir.clone(),
             transient: TRANSIENT.iter().any(|t| said.contains(t)),
-            said: said.trim().lines().last().unwrap_or("").to_owned(),
+            said: self::said(&said),
         }
     }
 
@@ -659,5 +709,48 @@ mod tests {
             panic!("a non-fast-forward push was not rejected");
         };
         assert_eq!(refs[0].0, "refs/heads/main");
+    }
+
+    /// Regression (issue 10, item 11): git's error lines were cut to the
+    /// last line, mid-sentence ("remove the file manually to continue."),
+    /// losing the very file that was in the way.
+    #[test]
+    fn a_real_git_failure_is_said_whole() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = Repo::new(tmp.path());
+        repo.run(["init", "--quiet", "-b", "main"]).unwrap();
+        std::fs::write(tmp.path().join("f"), "x").unwrap();
+        std::fs::write(tmp.path().join(".git/index.lock"), "").unwrap();
+        let e = repo.run(["add", "f"]).unwrap_err();
+        assert!(e.said.contains("index.lock': File exists."), "{}", e.said);
+        assert!(e.said.contains("Another git process"), "{}", e.said);
+        assert!(
+            e.said.contains("remove the file manually to continue."),
+            "{}",
+            e.said
+        );
+        assert!(!e.said.contains('\n'), "one line: {}", e.said);
+        assert!(!e.said.contains("fatal:"), "{}", e.said);
+    }
+
+    #[test]
+    fn said_joins_wrapped_lines_and_keeps_each_message() {
+        let stderr = "To /srv/hub\n ! [remote rejected] main -> main (Working directory has unstaged changes)\n\
+            error: failed to push some refs to '/srv/hub'\n\
+            hint: Updates were rejected because the remote contains work that you do\n\
+            hint: not have locally.\n\
+            hint:\n\
+            hint: See the note.\n";
+        assert_eq!(
+            said(stderr),
+            "To /srv/hub ! [remote rejected] main -> main (Working directory has unstaged changes); \
+             failed to push some refs to '/srv/hub'; \
+             hint: Updates were rejected because the remote contains work that you do not have locally. \
+             See the note."
+        );
+        assert_eq!(said("  \n\n"), "");
+        assert_eq!(said("fatal: one\n"), "one");
+        let long = format!("fatal: {}\n", "x".repeat(5000));
+        assert!(said(&long).chars().count() <= MAX_SAID + 3);
     }
 }
