@@ -163,9 +163,8 @@ impl Claim {
             Err(e) => return bad(format!("not a claim record: {}", one_line(e.message()))),
         };
         let task = TaskId::parse(&raw.task).map_err(|e| Corrupt(e.to_string()))?;
-        for (field, value) in [("agent", &raw.agent), ("host", &raw.host)] {
-            check_name(field, value)?;
-        }
+        crate::task::check_agent_name(&raw.agent).map_err(|e| Corrupt(e.to_string()))?;
+        check_name("host", &raw.host)?;
         if raw.boot_id.len() > 64 || raw.boot_id.chars().any(char::is_control) {
             return bad("boot_id is not a boot id".into());
         }
@@ -200,9 +199,10 @@ impl Claim {
     }
 }
 
-/// Agent names: what `--agent` accepts and what a claim may carry.
+/// Agent names: what `--agent` accepts and what a claim may carry — the
+/// task-id rule, since an agent name becomes a directory name.
 pub fn check_agent_name(name: &str) -> Result<(), String> {
-    check_name("agent", name).map_err(|c| c.0)
+    crate::task::check_agent_name(name).map_err(|e| e.to_string())
 }
 
 fn check_name(field: &str, value: &str) -> Result<(), Corrupt> {
@@ -351,7 +351,7 @@ mod tests {
     fn arb_claim() -> impl Strategy<Value = Claim> {
         (
             "[A-Za-z0-9][A-Za-z0-9_-]{0,30}",
-            "[a-z][a-z0-9._-]{0,20}",
+            "[a-z][a-z0-9_-]{0,20}",
             "[a-z][a-z0-9.-]{0,20}",
             proptest::option::of((1u32.., 0..i64::MAX as u64)),
             0u64..4_000_000_000_000,

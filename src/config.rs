@@ -180,8 +180,20 @@ impl Ctx {
     }
 }
 
+/// A hub given by path: an existing directory that is a git repository's
+/// top (design notes, protocol item 10): farm writes `current_tasks/` and
+/// `.farm/` into it, so a stray `--hub /` or a subdirectory is refused
+/// before anything is written.
 fn check_hub(path: &Path) -> Result<PathBuf, Error> {
     match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() && !is_repository(path) => Err(Error::usage(format!(
+            "hub `{}` is not a git repository",
+            path.display()
+        ))
+        .hint(format!(
+            "pass --hub the top directory of the shared repository (the one holding .git), or make one: git init -b main {}",
+            path.display()
+        ))),
         // Absolute from here on: clones and git commands run elsewhere.
         Ok(m) if m.is_dir() => {
             Ok(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()))
@@ -207,11 +219,19 @@ fn check_hub(path: &Path) -> Result<PathBuf, Error> {
 
 /// The nearest enclosing repository: a directory with `.git`, or a bare one.
 fn discover(start: &Path) -> Option<PathBuf> {
-    start.ancestors().find_map(|dir| {
-        let bare =
-            dir.join("HEAD").is_file() && dir.join("objects").is_dir() && dir.join("refs").is_dir();
-        (dir.join(".git").exists() || bare).then(|| dir.to_path_buf())
-    })
+    start
+        .ancestors()
+        .find(|dir| is_repository(dir))
+        .map(Path::to_path_buf)
+}
+
+/// Whether `dir` is the top of a git repository: it holds `.git` (a
+/// directory, or the file of a linked work tree), or it is a bare one.
+/// Judged by its files, as git itself first does, with no process spawned.
+fn is_repository(dir: &Path) -> bool {
+    let bare =
+        dir.join("HEAD").is_file() && dir.join("objects").is_dir() && dir.join("refs").is_dir();
+    dir.join(".git").exists() || bare
 }
 
 #[cfg(test)]

@@ -1,8 +1,10 @@
-//! Task ids: the names that claims and (later) the board are keyed by.
+//! Task ids and agent names: the names that claims, the board, clones and
+//! logs are keyed by.
 //!
-//! A task id becomes a file name (`current_tasks/<id>.txt`), so it must be a
-//! name and never a path: `[A-Za-z0-9][A-Za-z0-9._-]{0,99}`, with no `..`.
-//! Validation happens once, at the edge; everything past it holds a [`TaskId`].
+//! A task id becomes a file name (`current_tasks/<id>.txt`), an agent name a
+//! directory name (its clone, its logs), so each must be a name and never a
+//! path: `[A-Za-z0-9][A-Za-z0-9._-]{0,99}`, with no `..`. Validation happens
+//! once, at the edge; everything past it holds a [`TaskId`] or a checked name.
 
 use std::fmt;
 
@@ -24,31 +26,65 @@ pub struct InvalidTaskId {
     why: &'static str,
 }
 
+/// Task ids the board reads as something else, so a task by that name
+/// would never appear: `tasks/README.md` is the board's own readme, which
+/// the board skips in `tasks/`, `tasks/done/` and `tasks/failed/`.
+pub const RESERVED: [&str; 1] = ["README"];
+
+/// Why a string is not an agent name. Agent names follow the task-id rule:
+/// they too become file names (clones, logs) and are never paths.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid agent name `{shown}`: {why}; an agent name is {TASK_ID_RULE}")]
+pub struct InvalidAgentName {
+    shown: String,
+    why: &'static str,
+}
+
+/// Check an agent name: the task-id rule.
+pub fn check_agent_name(s: &str) -> Result<(), InvalidAgentName> {
+    match why_not_a_name(s) {
+        None => Ok(()),
+        Some(why) => Err(InvalidAgentName {
+            shown: shown(s),
+            why,
+        }),
+    }
+}
+
+/// Why `s` breaks the name rule shared by task ids and agent names, if it does.
+fn why_not_a_name(s: &str) -> Option<&'static str> {
+    if s.is_empty() {
+        Some("it is empty")
+    } else if s.len() > MAX_LEN {
+        Some("it is longer than 100 characters")
+    } else if !s.as_bytes()[0].is_ascii_alphanumeric() {
+        Some("it must start with a letter or digit")
+    } else if !s
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        Some("it may only contain letters, digits, `.`, `_` and `-`")
+    } else if s.contains("..") {
+        Some("it contains `..`")
+    } else {
+        None
+    }
+}
+
 impl TaskId {
     pub fn parse(s: &str) -> Result<TaskId, InvalidTaskId> {
-        let why = if s.is_empty() {
-            Some("it is empty")
-        } else if s.len() > MAX_LEN {
-            Some("it is longer than 100 characters")
-        } else if !s.as_bytes()[0].is_ascii_alphanumeric() {
-            Some("it must start with a letter or digit")
-        } else if !s
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-        {
-            Some("it may only contain letters, digits, `.`, `_` and `-`")
-        } else if s.contains("..") {
-            Some("it contains `..`")
-        } else {
-            None
-        };
-        match why {
+        match why_not_a_name(s) {
             None => Ok(TaskId(s.to_owned())),
             Some(why) => Err(InvalidTaskId {
                 shown: shown(s),
                 why,
             }),
         }
+    }
+
+    /// Whether the board would not see a task by this id (see [`RESERVED`]).
+    pub fn is_reserved(&self) -> bool {
+        RESERVED.contains(&self.0.as_str())
     }
 
     pub fn as_str(&self) -> &str {
@@ -110,6 +146,28 @@ mod tests {
         ] {
             let err = TaskId::parse(bad).unwrap_err().to_string();
             assert!(err.contains("a task id is"), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn agent_names_follow_the_same_rule() {
+        for ok in ["alice", "vm-2", "ci.7_x"] {
+            assert!(check_agent_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "../../../ESCAPED",
+            "a/b",
+            "..",
+            ".x",
+            "a b",
+            "a@b",
+            &"x".repeat(101),
+        ] {
+            let err = check_agent_name(bad).unwrap_err().to_string();
+            assert!(err.starts_with("invalid agent name"), "{bad:?}: {err}");
+            assert!(err.contains("an agent name is"), "{bad:?}: {err}");
+            assert!(TaskId::parse(bad).is_err(), "{bad:?}");
         }
     }
 

@@ -155,6 +155,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             "-j {jobs}: run between 1 and 256 agents"
         )));
     }
+    // Checked before anything is written: names become directories.
+    let names = agent_names(args.name.as_deref(), jobs)?;
     let duration = |flag: Option<Duration>, setting: Option<String>, key: &str, default: &str| {
         flag.map_or_else(
             || {
@@ -189,15 +191,6 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             state.display()
         ))
     })?;
-    let base = args
-        .name
-        .clone()
-        .unwrap_or_else(|| Here::current().host.clone());
-    let names: Vec<String> = if jobs == 1 {
-        vec![base]
-    } else {
-        (1..=jobs).map(|i| format!("{base}-{i}")).collect()
-    };
 
     let store = ctx.store_of(&spec, &settings)?;
     let heartbeat = match args.heartbeat {
@@ -412,6 +405,36 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The agents' names: `--name` (default: this host's name), with `-j N`
+/// NAME-1 … NAME-N. Each names a clone and a log directory, so each must be
+/// a name by the task-id rule (design notes, protocol item 10), never a path.
+fn agent_names(name: Option<&str>, jobs: usize) -> Result<Vec<String>, Error> {
+    let base = name.map_or_else(|| Here::current().host.clone(), str::to_owned);
+    let names: Vec<String> = if jobs == 1 {
+        vec![base.clone()]
+    } else {
+        (1..=jobs).map(|i| format!("{base}-{i}")).collect()
+    };
+    for n in &names {
+        if let Err(e) = crate::task::check_agent_name(n) {
+            let hint = match (name, jobs) {
+                (None, _) => "name the agents yourself: farm run --name NAME".to_owned(),
+                (Some(_), 1) => "pick another --name".to_owned(),
+                (Some(_), _) => format!(
+                    "pick a shorter --name: with -j {jobs} the agents are NAME-1 … NAME-{jobs}"
+                ),
+            };
+            let what = if name.is_none() {
+                " (this host's name)"
+            } else {
+                ""
+            };
+            return Err(Error::usage(format!("{e}{what}")).hint(hint));
+        }
+    }
+    Ok(names)
 }
 
 /// Look for a `farm stop` notice now and then (this process's loops, and

@@ -10,7 +10,8 @@ use farm::task::TaskId;
 
 pub const FARM: &str = env!("CARGO_BIN_EXE_farm");
 
-/// A scratch hub (a plain directory; the fs store needs nothing more).
+/// A scratch hub: an empty git repository (farm refuses a hub that is not
+/// one; the fs store needs nothing more).
 pub struct Env {
     pub tmp: tempfile::TempDir,
     pub hub: PathBuf,
@@ -18,6 +19,13 @@ pub struct Env {
 
 impl Env {
     pub fn new() -> Env {
+        let env = Env::plain();
+        env.git(["init", "-q", "-b", "main"]);
+        env
+    }
+
+    /// A scratch hub that is a plain directory, not yet a repository.
+    fn plain() -> Env {
         let tmp = tempfile::tempdir().unwrap();
         let hub = tmp.path().join("hub");
         std::fs::create_dir(&hub).unwrap();
@@ -284,7 +292,7 @@ impl Env {
     /// A hub that is a git repository: `git init -b main`, one commit holding
     /// `files` (path, text), then `farm init`.
     pub fn git_hub(files: &[(&str, &str)]) -> Env {
-        let env = Env::new();
+        let env = Env::plain();
         env.git(["init", "-q", "-b", "main"]);
         for (path, text) in files {
             let path = env.hub.join(path);

@@ -7,6 +7,7 @@ mod daemon;
 mod death;
 mod fencing;
 mod hold;
+mod input;
 mod race;
 mod reap;
 mod remote;
