@@ -771,7 +771,8 @@ fn reap(run: &Run, name: &str) -> Result<Vec<Listed>, Error> {
     };
     let mut kept = Vec::new();
     for entry in run.store.list()? {
-        if entry.judge(&judge).reapable
+        let judged = entry.judge(&judge);
+        if judged.reapable
             && let Ok(Reap::Reaped { verdict, .. }) = run.store.reap(&entry, &judge)
         {
             run.say(
@@ -787,10 +788,26 @@ fn reap(run: &Run, name: &str) -> Result<Vec<Listed>, Error> {
                 json!({"task": entry.name, "why": format!("{}: {}", verdict.state, verdict.reason)}),
             );
         } else {
+            say_corrupt_once(run, name, &entry, &judged);
             kept.push(entry);
         }
     }
     Ok(kept)
+}
+
+/// Say once per run (per file) that a task waits on a corrupt claim, which
+/// would otherwise keep it waiting in silence until the claim is old enough
+/// to reap (issue 10, item 6).
+fn say_corrupt_once(run: &Run, name: &str, entry: &Listed, verdict: &crate::liveness::Verdict) {
+    static SAID: Mutex<std::collections::BTreeSet<(String, u64)>> =
+        Mutex::new(std::collections::BTreeSet::new());
+    let Some(note) = crate::liveness::waiting_on(&entry.name, verdict, run.stale_after) else {
+        return;
+    };
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if said.insert((entry.name.clone(), entry.identity)) {
+        run.say(name, &note);
+    }
 }
 
 /// How one claimed task ended.

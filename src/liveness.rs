@@ -142,6 +142,26 @@ impl Judge<'_> {
     }
 }
 
+/// What a run says, once, when a claim it cannot take yet is corrupt: the
+/// task waits on it, silently otherwise (design notes, protocol item 10).
+/// `None` for any other verdict. The run itself takes such a claim once it
+/// is older than its `stale_after`, as `farm reap --older-than` does.
+pub fn waiting_on(name: &str, verdict: &Verdict, stale_after: Duration) -> Option<String> {
+    if verdict.state != State::Corrupt || verdict.reapable {
+        return None;
+    }
+    let stale = Age(stale_after);
+    let now = match crate::task::TaskId::parse(name) {
+        Ok(_) => format!(", or free it now: farm release {name} --force"),
+        Err(_) => String::new(),
+    };
+    Some(format!(
+        "waiting on `{name}`: its claim file is {}; this run takes it once it is older \
+         than {stale} (as farm reap --older-than {stale} does){now}",
+        verdict.reason
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,6 +309,27 @@ mod tests {
         let v = judge_at(&h, now, Some(1800), &nothing_runs).claim(&c, old, Some(at(now)));
         assert_eq!((v.state, v.reapable), (State::Stale, true), "{}", v.reason);
         assert!(v.reason.contains("skew"), "{}", v.reason);
+    }
+
+    #[test]
+    fn a_corrupt_claim_not_yet_old_enough_says_what_waits() {
+        let h = here();
+        let m = UNIX_EPOCH + Duration::from_secs(T0);
+        let young = judge_at(&h, 10, Some(60), &nothing_runs).corrupt("empty file", m);
+        let note = waiting_on("t1", &young, Duration::from_secs(60)).unwrap();
+        assert_eq!(
+            note,
+            "waiting on `t1`: its claim file is corrupt (empty file), modified 10s ago; \
+             this run takes it once it is older than 1m (as farm reap --older-than 1m does), \
+             or free it now: farm release t1 --force"
+        );
+        let old = judge_at(&h, 61, Some(60), &nothing_runs).corrupt("empty file", m);
+        assert_eq!(waiting_on("t1", &old, Duration::from_secs(60)), None);
+        let c = claim("box2", None);
+        let alive = judge_at(&h, 0, Some(60), &nothing_runs).claim(&c, c.heartbeat_at, None);
+        assert_eq!(waiting_on("t", &alive, Duration::from_secs(60)), None);
+        let odd = waiting_on("a b", &young, Duration::from_secs(60)).unwrap();
+        assert!(!odd.contains("release"), "{odd}");
     }
 
     #[test]

@@ -49,6 +49,13 @@
 //! (A hook that leaves a daemon holding open the files it inherited keeps
 //! a dead holder's claim alive until that daemon exits: safe, not quick.)
 //!
+//! **Not a claim.** Anything in the directory that is not a readable claim
+//! file — a symlink, a directory, a fifo, a socket, a file farm cannot open
+//! or read — is listed as corrupt with why, never an error that would hide
+//! or block the claims beside it. It is taken back by age like any corrupt
+//! claim (or by `release --force`): renamed into `.reaped/` by its name
+//! alone, since no holder ever locks such a thing; its note goes beside it.
+//!
 //! Claims are coordination, not data, and are not fsynced: after a crash of
 //! the machine every claim is from an earlier boot, hence dead.
 
@@ -134,38 +141,80 @@ impl FsStore {
     }
 
     /// Read one claim file, never following a symlink. `None` when it is gone.
+    /// Total for anything that is there: what is not a readable claim file (a
+    /// symlink, a directory, a fifo, a socket, a file that cannot be opened
+    /// or read) is listed as corrupt with why, so that one such entry never
+    /// hides or blocks the others (design notes, protocol item 10).
     fn read_entry(&self, name: &str, path: &Path) -> Result<Option<Listed>, StoreError> {
-        let corrupt = |why: String, m: &fs::Metadata| Listed {
-            name: name.to_owned(),
-            record: Err(Corrupt(why)),
-            heartbeat: mtime(m),
-            modified: mtime(m),
-            seen: None,
-            identity: m.ino(),
-        };
         // Open first (never following a link, never blocking on a FIFO),
         // then look at what was opened: four system calls a claim.
         let mut file = match open_nofollow(path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                return match fs::symlink_metadata(path) {
-                    Ok(m) => {
-                        let why = "a symlink, which farm never follows; remove it".to_owned();
-                        Ok(Some(corrupt(why, &m)))
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-                    Err(e) => Err(StoreError::io("read", path)(e)),
-                };
+                return Ok(unreadable(
+                    name,
+                    path,
+                    "a symlink, which farm never follows; remove it".into(),
+                ));
             }
-            Err(e) => return Err(StoreError::io("open", path)(e)),
+            Err(e) => return Ok(unreadable(name, path, format!("cannot be opened: {e}"))),
         };
-        let meta = file.metadata().map_err(StoreError::io("read", path))?;
+        let meta = match file.metadata() {
+            Ok(m) => m,
+            Err(e) => return Ok(unreadable(name, path, format!("cannot be read: {e}"))),
+        };
         if !meta.is_file() {
-            return Ok(Some(corrupt("not a regular file".into(), &meta)));
+            return Ok(Some(corrupt_entry(name, not_a_file(&meta), &meta)));
         }
-        let bytes = read_sized(&mut file, &meta).map_err(StoreError::io("read", path))?;
-        Ok(Some(listed(name, &bytes, &meta)))
+        Ok(Some(match read_sized(&mut file, &meta) {
+            Ok(bytes) => listed(name, &bytes, &meta),
+            Err(e) => corrupt_entry(name, format!("cannot be read: {e}"), &meta),
+        }))
+    }
+
+    /// Take back what is not a claim file (see [`FsStore::read_entry`]) by
+    /// the name alone: there is no inode a holder could lock, and renaming
+    /// the name never touches what a symlink points to or a directory holds.
+    fn reap_not_a_file(
+        &self,
+        entry: &Listed,
+        judge: &Judge<'_>,
+        path: &Path,
+    ) -> Result<Reap, StoreError> {
+        let verdict = entry.judge(judge);
+        if !verdict.reapable || entry.record.is_ok() || !same_file(path, entry.identity) {
+            return Ok(Reap::Skipped("changed since it was listed".into()));
+        }
+        Ok(match self.entomb(&entry.name, path, &verdict.reason)? {
+            Some(tombstone) => Reap::Reaped {
+                tombstone: tombstone.display().to_string(),
+                verdict,
+            },
+            None => Reap::Skipped("already gone".into()),
+        })
+    }
+
+    /// Release what is not a claim file: nobody's own claim, so only force
+    /// moves it, aside into `.reaped/` like any other.
+    fn release_not_a_file(
+        &self,
+        task: &TaskId,
+        how: Release<'_>,
+        path: &Path,
+        what: &str,
+    ) -> Result<Released, StoreError> {
+        match how {
+            Release::Own(_) => Err(StoreError::Changed { task: task.clone() }),
+            Release::Force { by } => self
+                .entomb(
+                    task.as_str(),
+                    path,
+                    &format!("{what} removed by force by {by}"),
+                )?
+                .map(|t| Released::Tombstoned(t.display().to_string()))
+                .ok_or_else(|| StoreError::NotFound { task: task.clone() }),
+        }
     }
 
     fn tombstone_path(&self, name: &str, now: SystemTime) -> Result<PathBuf, StoreError> {
@@ -202,19 +251,31 @@ impl FsStore {
             Err(e) => return Err(StoreError::io("move aside", path)(e)),
         }
         // The tombstone is ours now. Best effort: the rename is what frees the
-        // task, and a symlink tombstone (a planted link) cannot be appended to.
-        if let Ok(mut f) = OpenOptions::new()
-            .append(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tomb)
+        // task. A tombstone that is not a regular file (a planted link, a
+        // directory, a fifo) gets its note beside it, `<tombstone>.why`; it
+        // is never opened, so a fifo cannot block the reaper.
+        let note = format!(
+            "\n[reaped]\nat = \"{}\"\nby = \"farm pid {} on {}\"\nreason = {}\n",
+            timestamp(now),
+            std::process::id(),
+            crate::host::Here::current().host,
+            toml_string(why),
+        );
+        let regular = fs::symlink_metadata(&tomb).is_ok_and(|m| m.is_file());
+        let mut options = OpenOptions::new();
+        let note_at = if regular {
+            options.append(true);
+            tomb.clone()
+        } else {
+            options.write(true).create_new(true).mode(0o644);
+            let mut beside = tomb.clone().into_os_string();
+            beside.push(".why");
+            PathBuf::from(beside)
+        };
+        if let Ok(mut f) = options
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(&note_at)
         {
-            let note = format!(
-                "\n[reaped]\nat = \"{}\"\nby = \"farm pid {} on {}\"\nreason = {}\n",
-                timestamp(now),
-                std::process::id(),
-                crate::host::Here::current().host,
-                toml_string(why),
-            );
             let _ = f.write_all(note.as_bytes());
         }
         Ok(Some(tomb))
@@ -395,28 +456,28 @@ impl ClaimStore for FsStore {
         let mut file = match open_nofollow(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(not_found()),
+            // A planted symlink, a socket, a file farm may not open: nobody's claim.
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                // A planted symlink is nobody's claim: only force moves it.
-                return match how {
-                    Release::Own(_) => Err(StoreError::Changed { task: task.clone() }),
-                    Release::Force { by } => self
-                        .entomb(
-                            task.as_str(),
-                            &path,
-                            &format!("symlink removed by force by {by}"),
-                        )?
-                        .map(|t| Released::Tombstoned(t.display().to_string()))
-                        .ok_or_else(not_found),
-                };
+                return self.release_not_a_file(task, how, &path, "symlink");
             }
-            Err(e) => return Err(StoreError::io("open", &path)(e)),
+            Err(e) => {
+                let what = format!("entry that cannot be opened ({e})");
+                return self.release_not_a_file(task, how, &path, &what);
+            }
         };
+        let meta = file.metadata().map_err(StoreError::io("read", &path))?;
+        if !meta.is_file() {
+            return self.release_not_a_file(task, how, &path, &not_a_file(&meta));
+        }
         let locked = try_lock_patiently(&file).map_err(StoreError::io("lock", &path))?;
-        let (bytes, meta) = read_capped(&mut file).map_err(StoreError::io("read", &path))?;
         if !same_file(&path, meta.ino()) {
             return Err(StoreError::Changed { task: task.clone() });
         }
-        let record = Claim::parse(&bytes);
+        // A file that cannot be read is corrupt: force still takes it.
+        let record = match read_sized(&mut file, &meta) {
+            Ok(bytes) => Claim::parse(&bytes),
+            Err(e) => Err(Corrupt(format!("cannot be read: {e}"))),
+        };
         match how {
             Release::Own(nonce) => {
                 let claim = record.map_err(|_| StoreError::Changed { task: task.clone() })?;
@@ -539,33 +600,25 @@ impl ClaimStore for FsStore {
         let mut file = match open_nofollow(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return skipped("already gone"),
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                // A symlink: there is no inode of ours to lock, but renaming the
-                // link itself never touches its target.
-                let verdict = entry.judge(judge);
-                if !verdict.reapable || !same_file(&path, entry.identity) {
-                    return skipped("changed since it was listed");
-                }
-                return Ok(match self.entomb(&entry.name, &path, &verdict.reason)? {
-                    Some(tombstone) => Reap::Reaped {
-                        tombstone: tombstone.display().to_string(),
-                        verdict,
-                    },
-                    None => Reap::Skipped("already gone".into()),
-                });
-            }
-            Err(e) => return Err(StoreError::io("open", &path)(e)),
+            // A symlink, a socket, a file farm may not open: not a claim file.
+            Err(_) => return self.reap_not_a_file(entry, judge, &path),
         };
+        let meta = file.metadata().map_err(StoreError::io("read", &path))?;
+        if !meta.is_file() {
+            return self.reap_not_a_file(entry, judge, &path);
+        }
         if !try_lock_patiently(&file).map_err(StoreError::io("lock", &path))? {
             return skipped("a live process holds its lock");
         }
         // Under the lock: is the name still this inode, and the inode still
         // the claim that was judged, and is it still reapable?
-        let (bytes, meta) = read_capped(&mut file).map_err(StoreError::io("read", &path))?;
         if meta.ino() != entry.identity || !same_file(&path, meta.ino()) {
             return skipped("replaced since it was listed");
         }
-        let now = listed(&entry.name, &bytes, &meta);
+        let now = match read_sized(&mut file, &meta) {
+            Ok(bytes) => listed(&entry.name, &bytes, &meta),
+            Err(e) => corrupt_entry(&entry.name, format!("cannot be read: {e}"), &meta),
+        };
         let same_claim = match (&now.record, &entry.record) {
             (Ok(a), Ok(b)) => a.nonce == b.nonce,
             (Err(_), Err(_)) => true,
@@ -639,6 +692,57 @@ fn listed(name: &str, bytes: &[u8], meta: &fs::Metadata) -> Listed {
         seen: None,
         identity: meta.ino(),
     }
+}
+
+/// A listed entry that is not a valid record, judged by `meta`'s mtime.
+fn corrupt_entry(name: &str, why: String, meta: &fs::Metadata) -> Listed {
+    Listed {
+        name: name.to_owned(),
+        record: Err(Corrupt(why)),
+        heartbeat: mtime(meta),
+        modified: mtime(meta),
+        seen: None,
+        identity: meta.ino(),
+    }
+}
+
+/// The entry at `path` that could not be opened or read (`why`), as a
+/// corrupt one; `None` if it is gone. One that cannot even be looked at is
+/// listed as modified now, so that it is reported and never reaped blind.
+fn unreadable(name: &str, path: &Path, why: String) -> Option<Listed> {
+    match fs::symlink_metadata(path) {
+        Ok(m) => Some(corrupt_entry(name, why, &m)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => {
+            let now = SystemTime::now();
+            Some(Listed {
+                name: name.to_owned(),
+                record: Err(Corrupt(format!("{why}; cannot look at it: {e}"))),
+                heartbeat: now,
+                modified: now,
+                seen: None,
+                identity: 0,
+            })
+        }
+    }
+}
+
+/// What a non-regular entry is, as a corrupt claim's reason.
+fn not_a_file(meta: &fs::Metadata) -> String {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    let what = if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a fifo"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device"
+    } else {
+        "a special file"
+    };
+    format!("{what}, not a claim file")
 }
 
 /// Take `file`'s lock, or learn that a live process holds it. A lock can

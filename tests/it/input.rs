@@ -4,9 +4,9 @@
 //! nothing written where it should not be.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use crate::common::Env;
+use crate::common::{Env, dead_local_record};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -25,6 +25,11 @@ fn tree(dir: &Path) -> Vec<String> {
     }
     out.sort();
     out
+}
+
+fn age(path: &Path, by: Duration) {
+    let f = std::fs::File::open(path).unwrap();
+    f.set_modified(SystemTime::now() - by).unwrap();
 }
 
 /// Regression (issue 10, item 5): `farm run --name ../../../ESCAPED` made
@@ -130,4 +135,164 @@ fn a_hub_that_is_not_a_git_repository_is_refused_and_left_untouched() {
         .code(2)
         .stderr_has("is not a git repository");
     assert_eq!(tree(&sub), Vec::<String>::new());
+}
+
+/// Regression (issue 10, item 6): a directory named `b.txt` in
+/// `current_tasks/` made `farm reap` fail at it and reap nothing after it.
+/// Now it is listed as corrupt, and a reap takes the dead claim before it,
+/// the directory itself and the garbage file after it, and exits 0.
+#[test]
+fn reap_takes_dead_corrupt_and_directory_claims_alike() {
+    let env = Env::new();
+    let now = SystemTime::now();
+    env.plant(&dead_local_record("a"), now);
+    std::fs::create_dir_all(env.claim_path("b")).unwrap();
+    std::fs::write(env.claim_path("b").join("inside"), "user data\n").unwrap();
+    std::fs::write(env.claim_path("c"), "garbage, not a claim\n").unwrap();
+    std::fs::write(env.claim_path("d"), "").unwrap();
+    for t in ["b", "c", "d"] {
+        age(&env.claim_path(t), Duration::from_secs(7200));
+    }
+
+    let locks = env.farm(["locks", "--json"]).run().success().json();
+    let states: Vec<(String, String)> = locks["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["task"].as_str().unwrap().to_owned(),
+                c["state"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("a".into(), "dead".into()),
+            ("b".into(), "corrupt".into()),
+            ("c".into(), "corrupt".into()),
+            ("d".into(), "corrupt".into()),
+        ],
+        "{locks:#}"
+    );
+    let why_b = locks["claims"][1]["reason"].as_str().unwrap();
+    assert!(why_b.contains("a directory"), "{why_b}");
+    env.farm(["locks"])
+        .run()
+        .success()
+        .stdout_has("a directory");
+
+    // Without an age only the dead one goes; nothing fails.
+    let out = env.farm(["reap"]).run().success();
+    assert!(out.stdout.contains("reaped `a`"), "{out:#?}");
+    assert!(!env.claim_path("a").exists());
+    assert!(env.claim_path("b").exists());
+
+    let out = env.farm(["reap", "--older-than", "1h"]).run().success();
+    for t in ["b", "c", "d"] {
+        assert!(out.stdout.contains(&format!("reaped `{t}`")), "{out:#?}");
+        assert!(!env.claim_path(t).exists(), "{t} is still there");
+    }
+    // The directory was moved aside whole, its contents kept.
+    let reaped = env.claims().join(".reaped");
+    let kept: Vec<_> = tree(&reaped)
+        .into_iter()
+        .filter(|p| p.starts_with("b.") && p.ends_with("/inside"))
+        .collect();
+    assert_eq!(kept.len(), 1, "{:?}", tree(&reaped));
+    let locks = env.farm(["locks", "--json"]).run().success().json();
+    assert_eq!(locks["claims"], serde_json::json!([]));
+}
+
+/// Regression (issue 10, item 6): `farm release b --force` failed on a
+/// directory `b.txt`; a socket or a fifo there must not break anything either.
+#[test]
+fn release_force_takes_a_directory_or_a_special_file() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.claim_path("b")).unwrap();
+    let fifo = env.claim_path("f");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let socket = std::os::unix::net::UnixListener::bind(env.claim_path("s")).unwrap();
+
+    let locks = env.farm(["locks", "--json"]).run().success().json();
+    let states: Vec<&str> = locks["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["corrupt", "corrupt", "corrupt"], "{locks:#}");
+
+    // Not forced: refused, with the way to take it.
+    env.farm(["release", "b"])
+        .run()
+        .code(1)
+        .stderr_has("corrupt")
+        .stderr_has("farm release b --force");
+    for t in ["b", "f", "s"] {
+        env.farm(["release", t, "--force"])
+            .run()
+            .success()
+            .stdout_has(&format!("released `{t}` by force"));
+        assert!(
+            std::fs::symlink_metadata(env.claim_path(t)).is_err(),
+            "{t} is still there"
+        );
+    }
+    drop(socket);
+    env.farm(["claim", "b"]).run().success();
+}
+
+/// Regression (issue 10, item 6): a run waited silently, forever, on a task
+/// whose claim file is a directory (and silently for up to --stale-after on
+/// an empty one). It says once what it waits on, takes the claim once it is
+/// older than --stale-after, and finishes the task.
+#[test]
+fn a_run_says_what_it_waits_on_and_takes_a_corrupt_claim_once_old_enough() {
+    for kind in ["directory", "empty"] {
+        let env = Env::git_hub(&[]);
+        env.farm_git(["task", "add", "t1", "-m", "One"])
+            .run()
+            .success();
+        match kind {
+            "directory" => std::fs::create_dir_all(env.claim_path("t1")).unwrap(),
+            _ => std::fs::write(env.claim_path("t1"), "").unwrap(),
+        }
+        let agent = env.agent_script(
+            "agent.sh",
+            "set -eu\necho done > t1.txt\ngit add -A\ngit commit -q -m t1\n",
+        );
+        let state = env.tmp.path().join("state");
+        let out = env
+            .farm_git([
+                "run",
+                "--agent",
+                &agent,
+                "--state-dir",
+                &state.display().to_string(),
+                "--stale-after",
+                "3s",
+            ])
+            .run_within(LIMIT)
+            .success();
+        let waiting: Vec<_> = out
+            .stderr
+            .lines()
+            .filter(|l| l.contains("waiting on `t1`"))
+            .collect();
+        assert_eq!(waiting.len(), 1, "{kind}: said once: {out:#?}");
+        assert!(waiting[0].contains("corrupt"), "{kind}: {out:#?}");
+        assert!(
+            waiting[0].contains("farm reap --older-than"),
+            "{kind}: {out:#?}"
+        );
+        assert!(out.stderr.contains("reaped `t1`"), "{kind}: {out:#?}");
+        let done = env.git(["ls-tree", "--name-only", "main", "tasks/done/"]);
+        assert_eq!(done, "tasks/done/t1.md", "{kind}: {out:#?}");
+    }
 }
