@@ -14,8 +14,9 @@ use crate::settings;
 ///
 /// Writes farm.toml, tasks/, templates/, current_tasks/.gitignore and
 /// ignores .farm/; commits them; sets
-/// receive.denyCurrentBranch=updateInstead so agents can push. Existing
-/// files are kept.
+/// receive.denyCurrentBranch=updateInstead so agents can push, and
+/// receive.denyNonFastForwards and receive.denyDeletes so that no push
+/// rewrites or deletes a branch. Existing files are kept.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
@@ -118,6 +119,19 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         ctx.out.say(
             "set receive.denyCurrentBranch=updateInstead: agents' pushes update this work tree",
         )?;
+    }
+    // Agents push to this hub with their own git: nothing but these settings
+    // stops one from force-pushing `main` away or deleting a branch (farm
+    // itself never does either: it only fast-forwards and adds refs).
+    for (key, what) in [
+        ("receive.denyNonFastForwards", "rewrite"),
+        ("receive.denyDeletes", "delete"),
+    ] {
+        if repo.config_get(key).ok().flatten().as_deref() != Some("true") {
+            git(&["config", key, "true"])?;
+            ctx.out
+                .say(&format!("set {key}=true: no push may {what} a branch here"))?;
+        }
     }
     if written.is_empty() {
         ctx.out.say("already set up; nothing written")?;

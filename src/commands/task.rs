@@ -70,6 +70,13 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
 }
 
 fn run_add(ctx: &Ctx, args: &AddArgs) -> Result<ExitCode, Error> {
+    if args.id.is_reserved() {
+        return Err(Error::usage(format!(
+            "task id `{}` is reserved: tasks/{}.md is the board's readme, which the board does not read as a task",
+            args.id, args.id
+        ))
+        .hint("pick another id (ids are case-sensitive: `readme` is free)"));
+    }
     let hub = Hub::open(&ctx.hub_spec()?, args.branch.as_deref())?;
     let body = args.message.clone().unwrap_or_default();
     let title = args

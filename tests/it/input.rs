@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use crate::common::{Env, dead_local_record};
+use crate::common::{Env, dead_local_record, git_in};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -295,4 +295,59 @@ fn a_run_says_what_it_waits_on_and_takes_a_corrupt_claim_once_old_enough() {
         let done = env.git(["ls-tree", "--name-only", "main", "tasks/done/"]);
         assert_eq!(done, "tasks/done/t1.md", "{kind}: {out:#?}");
     }
+}
+
+/// Regression (issue 10, item 11): an agent could force-push main away on a
+/// hub made by `farm init`. init now refuses non-fast-forwards and deletions.
+#[test]
+fn init_makes_the_hub_refuse_force_pushes_and_deletions() {
+    let env = Env::git_hub(&[("a.txt", "a\n")]);
+    assert_eq!(env.git(["config", "receive.denyNonFastForwards"]), "true");
+    assert_eq!(env.git(["config", "receive.denyDeletes"]), "true");
+    env.git(["branch", "side"]);
+    let before = env.git(["rev-parse", "main"]);
+    let clone = env.tmp.path().join("rogue");
+    let home = env.tmp.path();
+    let git = |args: &[&str]| git_in(&clone, home, args);
+    let (ok, _, err) = git_in(
+        home,
+        home,
+        ["clone", "-q", &env.hub.display().to_string(), "rogue"],
+    );
+    assert!(ok, "{err}");
+    assert!(git(&["checkout", "-q", "--orphan", "evil"]).0);
+    assert!(git(&["commit", "-q", "--allow-empty", "-m", "history rewritten"]).0);
+    let (ok, _, err) = git(&["push", "--force", "origin", "evil:main"]);
+    assert!(!ok, "a force-push to main was accepted");
+    assert!(
+        err.contains("non-fast-forward") || err.contains("denied"),
+        "{err}"
+    );
+    let (ok, _, err) = git(&["push", "origin", "--delete", "side"]);
+    assert!(!ok, "a deletion was accepted");
+    assert!(err.contains("deletion"), "{err}");
+    assert_eq!(env.git(["rev-parse", "main"]), before);
+    assert!(env.git_ok(["rev-parse", "--verify", "refs/heads/side"]));
+}
+
+/// Regression (issue 10, item 11): `farm task add README` said "added" but
+/// the board skips `tasks/README.md` (it is the board's readme): refused.
+#[test]
+fn task_add_refuses_the_name_of_the_boards_readme() {
+    let env = Env::git_hub(&[]);
+    let before = env.git(["rev-parse", "main"]);
+    let out = env
+        .farm_git(["task", "add", "README", "-m", "x"])
+        .run()
+        .code(2);
+    assert!(out.stderr.contains("`README`"), "{out:#?}");
+    assert!(out.stderr.contains("reserved"), "{out:#?}");
+    assert!(out.stderr.contains("hint: "), "{out:#?}");
+    assert_eq!(env.git(["rev-parse", "main"]), before);
+    // Other spellings are ordinary tasks the board lists.
+    env.farm_git(["task", "add", "readme", "-m", "x"])
+        .run()
+        .success();
+    let json = env.farm_git(["tasks", "--json"]).run().success().json();
+    assert!(json.to_string().contains("\"readme\""), "{json:#}");
 }
