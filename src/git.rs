@@ -62,9 +62,10 @@ const MAX_SAID: usize = 2000;
 /// What git wrote to stderr, as one line for a message: every line kept
 /// (the last one alone was often the tail of a sentence, and the file
 /// named before it lost), lines wrapped within one message joined with a
-/// space, messages with `; `. `error:` and `fatal:` are dropped (the
-/// message says it failed); `hint:`, `warning:` and `remote:` are kept,
-/// once for a run of lines that share them.
+/// space, messages with `; `. Each `fatal:`, `error:` or `warning:` line
+/// starts a message, untagged lines after it continue it; a run of `hint:`
+/// or `remote:` lines is one wrapped text. `error:` and `fatal:` are
+/// dropped (the message says it failed); the others are kept, once a run.
 fn said(stderr: &str) -> String {
     const TAGS: [&str; 5] = ["fatal:", "error:", "warning:", "hint:", "remote:"];
     let mut out = String::new();
@@ -81,7 +82,8 @@ fn said(stderr: &str) -> String {
             open = false; // a blank line (or a bare `hint:`) ends a message
             continue;
         }
-        if open && (t.is_none() || t == tag) {
+        let wraps = t.is_none() || (t == tag && matches!(t, Some("hint:" | "remote:")));
+        if open && wraps {
             out.push(' ');
             out.push_str(text);
             continue;
@@ -747,6 +749,15 @@ mod tests {
              failed to push some refs to '/srv/hub'; \
              hint: Updates were rejected because the remote contains work that you do not have locally. \
              See the note."
+        );
+        assert_eq!(
+            said(
+                "send-pack: unexpected disconnect while reading sideband packet\n\
+                 error: error in sideband demultiplexer\n\
+                 error: failed to push some refs to 'git://h/hub.git'\n"
+            ),
+            "send-pack: unexpected disconnect while reading sideband packet; \
+             error in sideband demultiplexer; failed to push some refs to 'git://h/hub.git'"
         );
         assert_eq!(said("  \n\n"), "");
         assert_eq!(said("fatal: one\n"), "one");
