@@ -264,16 +264,26 @@ fn a_restarted_farm_rescues_commits_and_kills_processes_left_in_its_clone() {
     );
     let mut first = farm(&env, ["run", "--agent", &agent]).spawn();
     wait_for(&straggler);
+    let pid: u32 = loop {
+        if let Ok(pid) = std::fs::read_to_string(&straggler).unwrap().trim().parse() {
+            break pid;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // The session's keeper would kill the straggler the moment farm dies;
+    // killed first (as a chaos test may), it leaves the next farm to do so.
+    let keepers = keepers_in_group_of(pid);
+    assert_eq!(keepers.len(), 1, "one keeper in the session's group");
+    for k in keepers {
+        // SAFETY: kill(2) on a process of this test's own tree.
+        unsafe { libc::kill(k as i32, libc::SIGKILL) };
+    }
     first.kill().unwrap();
     first.wait().unwrap();
-    let pid: u32 = std::fs::read_to_string(&straggler)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
     assert!(
         farm::host::process_start(pid).is_some(),
-        "the agent's background process outlived farm"
+        "the agent's background process outlived farm and its keeper"
     );
 
     let out = farm(&env, ["run", "--agent", &agent]).run().success();
@@ -287,6 +297,30 @@ fn a_restarted_farm_rescues_commits_and_kills_processes_left_in_its_clone() {
     }
     assert_one_orphan_rescue_with(&env, "wip-commit", &out);
     assert!(done(&env, "job"), "{out:?}");
+}
+
+/// The pids of the session keepers (see session.rs) in `pid`'s process group.
+fn keepers_in_group_of(pid: u32) -> Vec<u32> {
+    let pgid = |p: &str| -> Option<String> {
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        Some(
+            stat[stat.rfind(')')? + 1..]
+                .split_whitespace()
+                .nth(2)?
+                .to_owned(),
+        )
+    };
+    let group = pgid(&pid.to_string()).expect("the straggler runs");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            pgid(&p.to_string()).as_ref() == Some(&group)
+                && std::fs::read(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains("kill -KILL 0"))
+        })
+        .collect()
 }
 
 /// Two farm runs on one host with the same agent name would share a clone
