@@ -1,5 +1,6 @@
 //! Integration tests: the real `farm` binary and the library's stores.
 
+mod chaos;
 mod cli;
 mod common;
 mod contract;
