@@ -11,7 +11,9 @@
 //! FARM_CHAOS_SEED=1234 cargo test --test it chaos -- --ignored  # replay a seed
 //! ```
 //!
-//! `FARM_CHAOS_KILLS` sets the planned kills per round (default 7). The seed
+//! `FARM_CHAOS_KILLS` sets the planned kills per round (default 7);
+//! `FARM_CHAOS_KEEP=1` keeps the directories of a round that found a
+//! violation (ledger, farm's output, state dir and clones, hub). The seed
 //! is printed first; every round prints its figures and the suite ends with
 //! the totals: rounds, kills by moment and target, moments never reached,
 //! invariants checked, violations by kind.
@@ -65,11 +67,11 @@ use crate::daemon::Daemon;
 /// Tasks per board.
 const TASKS: usize = 30;
 /// How long a round may take before its agents count as wedged.
-const ROUND_LIMIT: Duration = Duration::from_secs(240);
+const ROUND_LIMIT: Duration = Duration::from_secs(180);
 /// How long to wait for a chosen moment before giving up on it.
 const MOMENT_WAIT: Duration = Duration::from_secs(25);
 /// How long a killed farm's processes may take to go.
-const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
+const LEFTOVER_GRACE: Duration = Duration::from_secs(3);
 
 // --- a seeded PRNG (splitmix64): the same seed, the same plan ---------------
 
@@ -246,6 +248,23 @@ const KILLS: &[(Moment, Target)] = &[
     (Moment::Random, Target::Child),
     (Moment::Random, Target::Git),
 ];
+
+/// The kinds of kill dealt from a shuffled deck, reshuffled when it runs
+/// out: a few rounds make every kind of kill at least once.
+struct Deck(Vec<(Moment, Target)>);
+
+impl Deck {
+    fn deal(&mut self, rng: &mut Rng) -> (Moment, Target) {
+        if self.0.is_empty() {
+            self.0 = KILLS.to_vec();
+            for i in (1..self.0.len()).rev() {
+                let j = rng.below(i + 1);
+                self.0.swap(i, j);
+            }
+        }
+        self.0.pop().unwrap()
+    }
+}
 
 #[derive(Debug)]
 struct Violation {
@@ -441,6 +460,18 @@ impl Round {
         round
     }
 
+    /// Keep the round's directories (ledger, state dir, clones, farm's
+    /// output, the hub) for a post-mortem: `FARM_CHAOS_KEEP=1`.
+    fn keep(&mut self) {
+        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap()).keep();
+        eprintln!("chaos: round {} kept in {}", self.n, dir.display());
+        if let Some(d) = self.daemon.as_mut() {
+            let base = std::mem::replace(&mut d.base, tempfile::tempdir().unwrap()).keep();
+            eprintln!("chaos: round {} hub kept in {}", self.n, base.display());
+        }
+        self.repo = PathBuf::new();
+    }
+
     fn c(&self) -> &Path {
         self.dir.path()
     }
@@ -497,7 +528,7 @@ for f in "$C/live/$FARM_TASK".*; do
     echo "overlap $FARM_TASK $FARM_AGENT $me $p $(now)" >> "$L"
   fi
 done
-echo "start $FARM_TASK $FARM_AGENT $kind $me $(now) ${{FARM_ATTEMPT:-?}}" >> "$L"
+echo "start $FARM_TASK $FARM_AGENT $kind $me $(now) ${{FARM_ATTEMPT:-?}} $(git rev-parse HEAD) $PWD" >> "$L"
 sleep 300 &
 echo "$!" > "$C/bg/$me"
 echo "$kind" > "$C/phase/$me"
@@ -584,7 +615,7 @@ exit 0
 "#
             )
         };
-        let pre = receive("pre-receive", "arm-push", "pushing", "2", "0.1");
+        let pre = receive("pre-receive", "arm-push", "pushing", "3", "0.1");
         let post = receive("post-receive", "arm-release", "landed", "1", "0");
         std::fs::create_dir_all(&self.hooks).unwrap();
         for dir in [&hooks, &self.hooks] {
@@ -918,7 +949,12 @@ exit 0
                     let cwd = std::fs::read_link(format!("/proc/{}/cwd", p.pid)).ok();
                     !cwd.is_some_and(|d| d.starts_with(&self.repo))
                 })
-                .filter(|p| p.comm != "bash" || !cmdline(p.pid).contains("loop.sh"))
+                .filter(|p| {
+                    // loop.sh itself, and the hub's side of a local push
+                    // (the server, not a session).
+                    let cmd = cmdline(p.pid);
+                    !cmd.contains("loop.sh") && !cmd.contains("receive-pack")
+                })
                 .collect();
             if left.is_empty() || start.elapsed() > LEFTOVER_GRACE {
                 break left;
@@ -948,11 +984,11 @@ exit 0
     /// Drive the round: start farm, make the planned kills, restart farm
     /// after each of its deaths (by hand, or loop.sh does), wait for the
     /// board to settle.
-    fn drive(&mut self, rng: &mut Rng, kills: usize, figures: &mut Figures) {
+    fn drive(&mut self, rng: &mut Rng, deck: &mut Deck, kills: usize, figures: &mut Figures) {
         let deadline = Instant::now() + ROUND_LIMIT;
         self.start();
         for _ in 0..kills {
-            let (moment, target) = rng.pick(KILLS);
+            let (moment, target) = deck.deal(rng);
             if moment == Moment::Reap {
                 // A farm killed in a session, then its successor right
                 // after it starts, while it reaps.
@@ -961,6 +997,10 @@ exit 0
                 else {
                     break;
                 };
+                eprintln!(
+                    "chaos: round {} kill session/farm (pid {farm}), to kill the next while it reaps",
+                    self.n
+                );
                 self.kill_farm(farm);
                 *figures
                     .kills
@@ -1035,7 +1075,7 @@ exit 0
                 .lines()
                 .filter(|l| {
                     l.strip_prefix("loop.sh: farm run exited ")
-                        .is_some_and(|rest| !rest.starts_with("137 "))
+                        .is_some_and(|rest| !rest.starts_with("137;"))
                 })
                 .collect();
             if let Some(first) = unprompted.first() {
@@ -1280,10 +1320,14 @@ exit 0
             if !cherry.lines().any(|l| l.starts_with('+')) {
                 self.violation(
                     "needless-rescue",
-                    format!(
-                        "{rescue}: every commit on it is on main already (git cherry: {})",
-                        cherry.trim().replace('\n', "; ")
-                    ),
+                    if cherry.trim().is_empty() {
+                        format!("{rescue}: its tip is on main already")
+                    } else {
+                        format!(
+                            "{rescue}: every commit on it is on main already by patch id (git cherry: {})",
+                            cherry.trim().replace('\n', "; ")
+                        )
+                    },
                 );
             }
             let commits = self.git_out(&["rev-list", "--no-merges", &format!("main..{rescue}")]);
@@ -1296,26 +1340,29 @@ exit 0
                     "--name-status",
                     c,
                 ]);
+                let mut undoes = Vec::new();
                 for line in diff.lines() {
-                    let undone = line.strip_prefix("D\t").filter(|p| {
+                    if let Some(p) = line.strip_prefix("D\t").filter(|p| {
                         (p.starts_with("tasks/done/") || p.starts_with("work/")) && tree.contains(p)
-                    });
-                    let reopened = line
+                    }) {
+                        undoes.push(format!("deletes {p}"));
+                    }
+                    if let Some(p) = line
                         .strip_prefix("A\ttasks/")
                         .filter(|p| !p.contains('/'))
-                        .filter(|p| tree.contains(format!("tasks/done/{p}").as_str()));
-                    if let Some(p) = undone {
-                        self.violation(
-                            "reverting-rescue",
-                            format!("{rescue}: commit {c} deletes {p}, which landed on main"),
-                        );
+                        .filter(|p| tree.contains(format!("tasks/done/{p}").as_str()))
+                    {
+                        undoes.push(format!("puts back tasks/{p}"));
                     }
-                    if let Some(p) = reopened {
-                        self.violation(
-                            "reverting-rescue",
-                            format!("{rescue}: commit {c} puts back tasks/{p}, done on main"),
-                        );
-                    }
+                }
+                if !undoes.is_empty() {
+                    self.violation(
+                        "reverting-rescue",
+                        format!(
+                            "{rescue}: commit {c} undoes work that landed on main: {}",
+                            undoes.join(", ")
+                        ),
+                    );
                 }
             }
         }
@@ -1353,6 +1400,7 @@ fn chaos_kills_keep_every_task_done_once_and_nothing_lost() {
         "chaos: seed {seed} (replay: FARM_CHAOS_SEED={seed}), {rounds} round(s) of {TASKS} tasks, {kills} planned kills each"
     );
     let mut rng = Rng(seed);
+    let mut deck = Deck(Vec::new());
     let mut figures = Figures::default();
     let started = Instant::now();
     for n in 0..rounds {
@@ -1369,9 +1417,12 @@ fn chaos_kills_keep_every_task_done_once_and_nothing_lost() {
             }
         );
         let mut round = Round::new(n, seed, hub, looped);
-        round.drive(&mut round_rng, kills, &mut figures);
+        round.drive(&mut round_rng, &mut deck, kills, &mut figures);
         round.check(&mut figures);
         figures.rounds += 1;
+        if !round.violations.is_empty() && std::env::var_os("FARM_CHAOS_KEEP").is_some() {
+            round.keep();
+        }
         figures.violations.append(&mut round.violations);
         drop(round);
     }
