@@ -70,6 +70,9 @@ const TASKS: usize = 30;
 const ROUND_LIMIT: Duration = Duration::from_secs(180);
 /// How long to wait for a chosen moment before giving up on it.
 const MOMENT_WAIT: Duration = Duration::from_secs(25);
+/// Farm exits the test did not cause, restarted by hand, before the round
+/// counts its agents as wedged.
+const GIVE_UP_AFTER_EXITS: usize = 10;
 /// How long a killed farm's processes may take to go.
 const LEFTOVER_GRACE: Duration = Duration::from_secs(3);
 
@@ -312,6 +315,8 @@ struct Round {
     gens: usize,
     /// Exits of farm the test did not cause.
     exits: usize,
+    /// Farm failed to start working so often that the round stopped.
+    gave_up: bool,
     reported: BTreeSet<u32>,
     violations: Vec<Violation>,
 }
@@ -448,6 +453,7 @@ impl Round {
             child: None,
             gens: 0,
             exits: 0,
+            gave_up: false,
             reported: BTreeSet::new(),
             violations: Vec::new(),
         };
@@ -701,6 +707,14 @@ exit 0
         self.gens += 1;
     }
 
+    /// How many farms the wrapper has started so far.
+    fn farm_starts(&self) -> usize {
+        std::fs::read_to_string(self.c().join("farms"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    }
+
     /// The farm running now, if any: the newest pid the wrapper wrote that
     /// is alive and carries the round's marker.
     fn farm_pid(&self) -> Option<u32> {
@@ -730,6 +744,12 @@ exit 0
                 if self.looped || Instant::now() > deadline {
                     return None;
                 }
+                if self.exits >= GIVE_UP_AFTER_EXITS {
+                    // Restarting a farm that fails at once each time is
+                    // what loop.sh would do all night: wedged.
+                    self.gave_up = true;
+                    return None;
+                }
                 std::thread::sleep(Duration::from_secs(1));
                 self.start();
             }
@@ -746,7 +766,22 @@ exit 0
     fn out_tail(&self) -> String {
         let text = std::fs::read_to_string(self.c().join("farm.out")).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(12)..].join("\n")
+        let mut errors: Vec<&str> = Vec::new();
+        for l in lines.iter().rev().filter(|l| l.contains("error")) {
+            if !errors.contains(l) && errors.len() < 3 {
+                errors.push(l);
+            }
+        }
+        let last = &lines[lines.len().saturating_sub(6)..];
+        format!(
+            "  {}\n  last errors: {}",
+            last.join("\n  "),
+            if errors.is_empty() {
+                "none".to_owned()
+            } else {
+                errors.join(" | ")
+            }
+        )
     }
 
     /// Wait until a farm started by hand has exited (after the test killed
@@ -942,6 +977,7 @@ exit 0
     /// a violation, reported once.
     fn check_leftovers(&mut self, entry: &str, when: &str) {
         let start = Instant::now();
+        let farms = self.farm_starts();
         let left = loop {
             let left: Vec<Proc> = tagged(entry)
                 .into_iter()
@@ -956,7 +992,11 @@ exit 0
                     !cmd.contains("loop.sh") && !cmd.contains("receive-pack")
                 })
                 .collect();
-            if left.is_empty() || start.elapsed() > LEFTOVER_GRACE {
+            // Stop looking once a new farm started (loop.sh's respawn, a
+            // second later): it kills what an earlier farm left in its
+            // clones, which would hide what the dead one failed to take
+            // down with it.
+            if left.is_empty() || start.elapsed() > LEFTOVER_GRACE || self.farm_starts() > farms {
                 break left;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -1050,14 +1090,14 @@ exit 0
             );
         }
         figures.check("no agent wedged (board settles within the bound)");
-        if self.child.is_some() {
+        if self.child.is_some() || self.gave_up {
             let tail = self.out_tail();
-            self.violation(
-                "wedged",
-                format!(
-                    "the board did not settle within {ROUND_LIMIT:?}; farm's output ends:\n{tail}"
-                ),
-            );
+            let why = if self.gave_up {
+                format!("farm exited by itself {GIVE_UP_AFTER_EXITS} times")
+            } else {
+                format!("the board did not settle within {ROUND_LIMIT:?}")
+            };
+            self.violation("wedged", format!("{why}; farm's output ends:\n{tail}"));
             kill_tagged(&format!("FARM_CHAOS_TAG={}", self.tag));
             if let Some(mut child) = self.child.take() {
                 let _ = child.kill();
