@@ -1001,6 +1001,7 @@ exit 0
             }
             std::thread::sleep(Duration::from_millis(20));
         };
+        let waited = start.elapsed();
         let fresh: Vec<Proc> = left
             .into_iter()
             .filter(|p| self.reported.insert(p.pid))
@@ -1013,10 +1014,26 @@ exit 0
             self.violation(
                 "leftover-process",
                 format!(
-                    "{} process(es) still running {LEFTOVER_GRACE:?} after {when}: {}",
+                    "{} process(es) still running {:.1}s after {when}: {}",
                     fresh.len(),
+                    waited.as_secs_f64(),
                     list.join("; ")
                 ),
+            );
+        }
+    }
+
+    /// Process `pid` must be gone within the grace period: farm kills a
+    /// session's process group when the session ends.
+    fn check_gone(&mut self, pid: u32, what: &str, when: &str) {
+        let start = Instant::now();
+        while alive(pid) && start.elapsed() < LEFTOVER_GRACE {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if alive(pid) && self.reported.insert(pid) {
+            self.violation(
+                "leftover-process",
+                format!("{what} (pid {pid}) still runs {LEFTOVER_GRACE:?} after {when}"),
             );
         }
     }
@@ -1064,7 +1081,16 @@ exit 0
                             self.start();
                         }
                     } else {
+                        let bg = (target == Target::Agent).then(|| self.bg_of(pid)).flatten();
                         sigkill(pid);
+                        if let Some(bg) = bg {
+                            figures.check("an agent's children die with its session");
+                            self.check_gone(
+                                bg,
+                                "the agent's background `sleep`",
+                                "its agent was SIGKILLed",
+                            );
+                        }
                     }
                 }
                 None => {
@@ -1168,6 +1194,7 @@ exit 0
         }
         let tree = self.git_out(&["ls-tree", "-r", "--name-only", "main"]);
         let tree: BTreeSet<&str> = tree.lines().collect();
+        let mut not_done = Vec::new();
         for id in &ids {
             figures.check("every task done exactly once on main");
             let n = done.get(id).map_or(0, Vec::len);
@@ -1182,12 +1209,17 @@ exit 0
             let finished = tree.contains(format!("tasks/done/{id}.md").as_str());
             let failed = tree.contains(format!("tasks/failed/{id}.md").as_str());
             if !finished || pending || failed {
-                self.violation(
-                    "not-done-once",
-                    format!(
-                        "task `{id}` on main: done {finished}, still pending {pending}, failed {failed}"
-                    ),
-                );
+                let mut state = Vec::new();
+                if finished {
+                    state.push("done");
+                }
+                if pending {
+                    state.push("pending");
+                }
+                if failed {
+                    state.push("failed");
+                }
+                not_done.push(format!("{id} ({})", state.join(" and ")));
             }
             figures.check("each task's work on main once");
             let work = self
@@ -1195,29 +1227,50 @@ exit 0
                 .1
                 .lines()
                 .count();
-            if work != 1 {
+            if work > 1 {
                 self.violation(
                     "work-twice",
                     format!(
-                        "work/{id}.txt on main has {work} line(s), one per session that landed"
+                        "work/{id}.txt on main has {work} lines: {work} sessions of `{id}` landed"
                     ),
                 );
+            } else if work == 0 && finished {
+                self.violation(
+                    "work-lost",
+                    format!("`{id}` is done on main but work/{id}.txt is not there"),
+                );
             }
+        }
+        if !not_done.is_empty() {
+            self.violation(
+                "not-done-once",
+                format!(
+                    "{} task(s) not done exactly once on main: {}",
+                    not_done.len(),
+                    not_done.join(", ")
+                ),
+            );
         }
         for (file, prefix) in [("shared-a.txt", 'a'), ("shared-b.txt", 'b')] {
             let text = self.git(&["show", &format!("main:{file}")]).1;
             for id in ids.iter().filter(|i| i.starts_with(prefix)) {
                 let n = text.lines().filter(|l| l == id).count();
-                if n != 1 {
+                let finished = tree.contains(format!("tasks/done/{id}.md").as_str());
+                if n > 1 {
                     self.violation(
                         "work-twice",
-                        format!("`{id}` is on {n} line(s) of {file} on main, not one"),
+                        format!("`{id}` is on {n} lines of {file} on main, not one"),
+                    );
+                } else if n == 0 && finished {
+                    self.violation(
+                        "work-lost",
+                        format!("`{id}` is done on main but not on {file}"),
                     );
                 }
             }
             if text.contains("<<<<<<<") || text.contains(">>>>>>>") {
                 self.violation(
-                    "work-twice",
+                    "conflict-markers",
                     format!("{file} on main holds conflict markers"),
                 );
             }
