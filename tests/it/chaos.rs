@@ -611,7 +611,8 @@ refs=$(cat)
 case "$refs" in *refs/heads/main*) ;; *) exit 0;; esac
 if [ -e "$C/{arm}" ]; then
   echo $PPID > "$C/{mark}/$$"
-  sleep {slow}
+  d=$(cat "$C/{arm}" 2>/dev/null)
+  sleep "${{d:-{slow}}}"
   rm -f "$C/{mark}/$$"
 else
   sleep {fast}
@@ -864,7 +865,15 @@ exit 0
             _ => None,
         };
         if let Some(a) = arm {
-            std::fs::write(self.c().join(a), "").unwrap();
+            // How long a push stays in flight: from about as long as a
+            // restarted farm takes to claim the task again, to well past
+            // the next session's end (issue 10, item 1 lands in between).
+            let hold = if moment == Moment::Push {
+                format!("{:.2}", rng.millis(500, 3000).as_secs_f64())
+            } else {
+                String::new()
+            };
+            std::fs::write(self.c().join(a), hold).unwrap();
         }
         let random_at = Instant::now() + rng.millis(200, 2500);
         let give_up = (Instant::now() + MOMENT_WAIT).min(deadline);
