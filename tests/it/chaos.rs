@@ -321,6 +321,8 @@ struct Round {
     exits: usize,
     /// Farm failed to start working so often that the round stopped.
     gave_up: bool,
+    /// When loop.sh's output was last read for respawns.
+    last_scan: Instant,
     reported: BTreeSet<u32>,
     violations: Vec<Violation>,
 }
@@ -458,6 +460,7 @@ impl Round {
             gens: 0,
             exits: 0,
             gave_up: false,
+            last_scan: Instant::now(),
             reported: BTreeSet::new(),
             violations: Vec::new(),
         };
@@ -712,6 +715,20 @@ exit 0
         self.gens += 1;
     }
 
+    /// loop.sh's lines on respawning a farm that ended by itself: any exit
+    /// but 137 (the test's SIGKILL).
+    fn unprompted_loop_exits(&self) -> Vec<String> {
+        std::fs::read_to_string(self.c().join("farm.out"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| {
+                l.strip_prefix("loop.sh: farm run exited ")
+                    .is_some_and(|rest| !rest.starts_with("137;"))
+            })
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// How many farms the wrapper has started so far.
     fn farm_starts(&self) -> usize {
         std::fs::read_to_string(self.c().join("farms"))
@@ -757,6 +774,13 @@ exit 0
                 }
                 std::thread::sleep(Duration::from_secs(1));
                 self.start();
+            }
+            if self.looped && self.last_scan.elapsed() > Duration::from_secs(1) {
+                self.last_scan = Instant::now();
+                if self.unprompted_loop_exits().len() >= GIVE_UP_AFTER_EXITS {
+                    self.gave_up = true;
+                    return None;
+                }
             }
             if let Some(pid) = self.farm_pid() {
                 return Some(pid);
@@ -1149,14 +1173,7 @@ exit 0
         if self.looped {
             // loop.sh says why it respawned: anything but our SIGKILL (137)
             // is a farm that died by itself.
-            let out = std::fs::read_to_string(self.c().join("farm.out")).unwrap_or_default();
-            let unprompted: Vec<&str> = out
-                .lines()
-                .filter(|l| {
-                    l.strip_prefix("loop.sh: farm run exited ")
-                        .is_some_and(|rest| !rest.starts_with("137;"))
-                })
-                .collect();
+            let unprompted = self.unprompted_loop_exits();
             if let Some(first) = unprompted.first() {
                 self.violation(
                     "farm-exit",
