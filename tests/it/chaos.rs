@@ -52,7 +52,8 @@
 //!   (`git cherry`), and none deletes work that landed;
 //! - nothing of a session outlives farm: a second or two after a SIGKILL of
 //!   farm (and after the run ends), no process carrying that farm's marker
-//!   in its environment runs (the hub's own receive-pack and hooks aside).
+//!   in its environment runs (the hub's own receive-pack and hooks aside,
+//!   and farm's `git push`, which holds its claim until it settles).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
@@ -1025,8 +1026,12 @@ exit 0
                 .filter(|p| {
                     // loop.sh itself, and the hub's side of a local push
                     // (the server, not a session).
+                    // farm's own `git push` may outlive it by design: the push
+                    // holds its claim until it settles (issue 10, item 1);
+                    // the claim and exactly-once checks judge that case.
                     let cmd = cmdline(p.pid);
-                    !cmd.contains("loop.sh") && !cmd.contains("receive-pack")
+                    let push = p.comm == "git" && cmd.contains(" push ");
+                    !(cmd.contains("loop.sh") || cmd.contains("receive-pack") || push)
                 })
                 .collect();
             // Stop looking once a new farm started (loop.sh's respawn, a
