@@ -1283,7 +1283,7 @@ fn integrate(
             }
         }
         // Fencing: the store publishes only while the claim is still ours.
-        match publish_branch(run, clone, held)? {
+        match publish_branch(run, clone, held, lock.as_ref())? {
             Published::Pushed => {
                 clone.pushed();
                 return Ok(Integrated::Pushed);
@@ -1432,7 +1432,7 @@ fn record_attempt(
         if round > 0 {
             after_rejection(run, round);
         }
-        let _lock = run.hub.push_lock()?;
+        let lock = run.hub.push_lock()?;
         clone.sync(&run.hub)?;
         let pending = clone.dir().join("tasks").join(format!("{id}.md"));
         let Ok(text) = std::fs::read_to_string(&pending) else {
@@ -1469,7 +1469,7 @@ fn record_attempt(
         clone.commit_all(&message)?;
         // Fencing, as for the work: a holder whose claim was taken away
         // leaves the task file to its new holder.
-        match publish_branch(run, clone, held)? {
+        match publish_branch(run, clone, held, lock.as_ref())? {
             Published::Pushed => {
                 run.journal.log(
                     name,
@@ -1498,12 +1498,20 @@ fn record_attempt(
 
 /// Push the clone's HEAD to the hub's branch while `held` is still ours (the
 /// git store releases it in the same push); the caller holds the hub's push
-/// lock if it has one. `Rejected` only when the branch moved on; any other
+/// lock if it has one, and `lock` is it: the push's processes keep it until
+/// they exit, so a push left by a killed farm still excludes the others. `Rejected` only when the branch moved on; any other
 /// refusal is an error.
-fn publish_branch(run: &Run, clone: &PrivateClone, held: &Held) -> Result<Published, Error> {
+fn publish_branch(
+    run: &Run,
+    clone: &PrivateClone,
+    held: &Held,
+    lock: Option<&std::fs::File>,
+) -> Result<Published, Error> {
+    use std::os::fd::AsFd;
     let spec = [format!("HEAD:refs/heads/{}", run.hub.branch)];
+    let hold: Vec<_> = lock.map(AsFd::as_fd).into_iter().collect();
     run.store
-        .publish(held, &clone.repo, "origin", &spec)
+        .publish(held, &clone.repo, "origin", &spec, &hold)
         .map_err(|e| match e {
             StoreError::Refused(why) => {
                 let look = match &run.hub.local {

@@ -10,6 +10,9 @@ use crate::config::HubSpec;
 use crate::error::Error;
 use crate::git::Repo;
 
+/// How long to wait for the hub's push lock before pushing without it.
+const PUSH_LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// A checked hub: a git repository with the branch agents integrate into,
 /// that accepts pushes to it — on this machine, or reached by URL.
 #[derive(Debug, Clone)]
@@ -165,6 +168,13 @@ impl Hub {
     /// rebase before taking the lock and, under it, only catch up again if
     /// the branch moved meanwhile, so it is held for little more than a push.
     ///
+    /// The lock is inherited by the push's own processes (see
+    /// `ClaimStore::publish`): a farm killed mid-push leaves its hub-side
+    /// receive-pack holding it, so no other push races that one through the
+    /// hub's work tree. A lock held longer than `PUSH_LOCK_PATIENCE` (a hook
+    /// that left a daemon with the files it inherited) is given up on,
+    /// with a line saying so, rather than waited on for ever.
+    ///
     /// A hub elsewhere needs no lock (and could not share one): `None`.
     pub fn push_lock(&self) -> Result<Option<std::fs::File>, Error> {
         let Some(local) = &self.local else {
@@ -180,9 +190,29 @@ impl Hub {
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&path)
             .map_err(|e| Error::failure(format!("cannot open `{}`: {e}", path.display())))?;
-        file.lock()
-            .map_err(|e| Error::failure(format!("cannot lock `{}`: {e}", path.display())))?;
-        Ok(Some(file))
+        let since = std::time::Instant::now();
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(Some(file)),
+                Err(std::fs::TryLockError::WouldBlock) if since.elapsed() < PUSH_LOCK_PATIENCE => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    eprintln!(
+                        "farm: `{}` has been held for {} (by a process left from a push?); pushing without it",
+                        path.display(),
+                        crate::age::Age(since.elapsed())
+                    );
+                    return Ok(None);
+                }
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(Error::failure(format!(
+                        "cannot lock `{}`: {e}",
+                        path.display()
+                    )));
+                }
+            }
+        }
     }
 
     /// The branch's commit now, read from the hub's files; `None` for a hub

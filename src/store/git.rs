@@ -674,6 +674,7 @@ impl ClaimStore for GitStore {
         repo: &Repo,
         remote: &str,
         refspecs: &[String],
+        hold: &[std::os::fd::BorrowedFd<'_>],
     ) -> Result<Published, StoreError> {
         self.share_objects(repo)?;
         let task = held.claim.task.as_str();
@@ -697,7 +698,7 @@ impl ClaimStore for GitStore {
             ));
             let say = |l: &str| (self.say)(l);
             let updates = match patiently("publishing work", &say, || {
-                repo.push_refs(remote, &specs, true)
+                repo.push_refs_holding(remote, &specs, true, hold)
             }) {
                 Ok(updates) => updates,
                 // Seen once after the hub came back from an outage ("could

@@ -12,6 +12,7 @@ pub mod fs;
 pub mod git;
 
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
 use std::time::SystemTime;
 
@@ -75,12 +76,16 @@ pub trait ClaimStore: Send + Sync {
     /// pushes with the claim's lock held by every process of the push (see
     /// "Fencing" in fs.rs); the git store pushes the work and the claim's
     /// release in one atomic push, after which releasing `held` is a no-op.
+    ///
+    /// `hold`: open files carrying locks of the caller's (the hub's push
+    /// lock) that the push's processes keep open as long as they live.
     fn publish(
         &self,
         held: &Held,
         repo: &Repo,
         remote: &str,
         refspecs: &[String],
+        hold: &[BorrowedFd<'_>],
     ) -> Result<Published, StoreError> {
         // A push that ended without a report (its git killed, the hub gone
         // mid-way) may still have landed; once its processes are gone the
@@ -93,7 +98,11 @@ pub trait ClaimStore: Send + Sync {
                 Err(e) => return Err(e),
                 Ok(()) => {}
             }
-            let hold: Vec<_> = held.lock_fd().into_iter().collect();
+            let hold: Vec<_> = held
+                .lock_fd()
+                .into_iter()
+                .chain(hold.iter().copied())
+                .collect();
             match repo.push_refs_holding(remote, refspecs, false, &hold) {
                 Ok(updates) => break updates,
                 Err(_) if tries + 1 < TRIES => tries += 1,

@@ -263,3 +263,86 @@ fn a_sessions_children_die_with_a_sigkilled_farm() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A `farm init` hub (a work tree that pushes update): farm `a` is killed
+/// while its push of `t1` waits in the hub's pre-receive hook, and farm `b`
+/// finishes `t2` meanwhile and pushes it. `b`'s push must wait for the one
+/// `a` left (the hub's push lock is inherited by it): two pushes through
+/// one work tree at once can leave it at the commit whose ref update lost,
+/// and every later farm then refuses the hub ("uncommitted changes") — the
+/// chaos suite saw that. Both land here, the work tree clean.
+///
+/// Regression (issue 10, found by the chaos suite): `b`'s push overtook
+/// the one `a` left, which the hub then refused: `t1` was not done.
+#[test]
+fn a_push_left_by_a_killed_farm_keeps_the_hubs_push_lock() {
+    let env = Env::git_hub(&[("README", "x\n")]);
+    let l = env.tmp.path().join("marks");
+    std::fs::create_dir(&l).unwrap();
+    for (id, prio) in [("t1", "2"), ("t2", "1")] {
+        env.farm_git(["task", "add", id, "-m", id, "--priority", prio])
+            .run()
+            .success();
+    }
+    env.git(["config", "receive.keepAlive", "0"]);
+    let m = l.display();
+    write_hook(
+        &env,
+        "pre-receive",
+        &format!(
+            "cat > /dev/null\n\
+             if mkdir '{m}/held' 2>/dev/null; then\n\
+               touch '{m}/in-hook'\n\
+               i=0; while [ ! -e '{m}/go' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n\
+             fi\n"
+        ),
+    );
+    let agent = env.agent_script(
+        "agent.sh",
+        &format!(
+            "set -eu\n\
+             echo \"done by $FARM_AGENT\" > \"$FARM_TASK.txt\"\n\
+             git add -A && git commit -q -m \"do $FARM_TASK\"\n\
+             touch \"{m}/worked-$FARM_TASK\"\n"
+        ),
+    );
+    let run = |name: &str| {
+        let state = env.tmp.path().join(format!("state-{name}"));
+        env.farm_git([
+            "run",
+            "--agent",
+            &agent,
+            "--name",
+            name,
+            "--once",
+            "--state-dir",
+            &state.display().to_string(),
+        ])
+    };
+    let mut a = run("a").spawn();
+    assert!(
+        appears(&l.join("in-hook"), LIMIT),
+        "a's push never reached the hook"
+    );
+    a.kill().unwrap();
+    a.wait().unwrap();
+    let b = run("b").spawn();
+    assert!(appears(&l.join("worked-t2"), LIMIT), "b never worked t2");
+    // Time for b's push to start (and, before the fix, to land).
+    std::thread::sleep(Duration::from_secs(2));
+    std::fs::write(l.join("go"), "").unwrap();
+    let out = crate::common::Farm::wait_within(b, LIMIT);
+    assert_eq!(out.code, Some(0), "b: {out:#?}");
+    assert_eq!(
+        env.git(["status", "--porcelain", "--untracked-files=no"]),
+        "",
+        "the hub's work tree matches its branch; b: {out:#?}"
+    );
+    for id in ["t1", "t2"] {
+        assert!(
+            env.git_ok(["cat-file", "-e", &format!("main:tasks/done/{id}.md")]),
+            "{id} done; b: {out:#?}"
+        );
+    }
+    env.farm_git(["status"]).run().success();
+}

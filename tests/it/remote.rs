@@ -1000,6 +1000,7 @@ fn an_atomic_publish_from_a_reaped_holder_lands_nothing() {
             &farm::git::Repo::new(&work),
             "origin",
             &["HEAD:refs/heads/main".to_owned()],
+            &[],
         )
         .unwrap();
     assert!(
