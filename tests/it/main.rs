@@ -5,6 +5,7 @@ mod common;
 mod contract;
 mod daemon;
 mod death;
+mod faults;
 mod fencing;
 mod hold;
 mod race;
