@@ -31,6 +31,21 @@
 //!
 //! Nothing an agent committed is lost: it lands on the branch or on a rescue
 //! branch, and no push is ever forced.
+//!
+//! Every path makes progress or counts (MUST 13): a session ends in work
+//! landed, an attempt counted, a wait that lifts (a usage limit, the
+//! breaker, a hub work tree with changes of its own), or the run stopped.
+//! What could otherwise spin for ever:
+//! - a claim gone with nobody holding the task after (removed — by the
+//!   session itself, through `FARM_CLAIM`, as often as not) is a failed
+//!   attempt, counted under the claim taken again ([`retake`]); a claim
+//!   taken over by another holder counts nothing, but the same agent losing
+//!   one task that way twice leaves it to the others;
+//! - a session that did not start counts nothing, and a second one in a
+//!   row, on another task, stops the run as a setup error;
+//! - a session that rewrote the history it started on is a failed attempt:
+//!   its work is rescued, never rebased into the branch;
+//! - a task already out of attempts goes to `tasks/failed/` unrun.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -798,8 +813,16 @@ impl Tally {
                     );
                 }
             }
-            End::Unstarted => self.skip_once = Some(id.clone()),
-            End::Limited { reset, transient } => {
+            End::Unstarted { rescued } => {
+                summary.rescued += usize::from(rescued);
+                self.skip_once = Some(id.clone());
+            }
+            End::Limited {
+                reset,
+                transient,
+                rescued,
+            } => {
+                summary.rescued += usize::from(rescued);
                 // Not an attempt, and not one of --max-sessions either.
                 run.unreserve_session();
                 let now = SystemTime::now();
@@ -832,7 +855,8 @@ impl Tally {
                     ),
                 );
             }
-            End::Fatal(why) => {
+            End::Fatal { why, rescued } => {
+                summary.rescued += usize::from(rescued);
                 run.stop.drain();
                 run.wake_all();
                 return Err(
@@ -948,15 +972,21 @@ enum End {
     },
     /// The session did not start, for the first time in a row: no attempt
     /// counted (see [`Run::not_started`]).
-    Unstarted,
+    Unstarted {
+        rescued: bool,
+    },
     /// The agent CLI hit a usage limit or an API error: work rescued, no
     /// attempt counted; agents wait (until `reset`, when it is known).
     Limited {
         reset: Option<SystemTime>,
         transient: bool,
+        rescued: bool,
     },
     /// The agent CLI cannot work at all (why): the run stops.
-    Fatal(String),
+    Fatal {
+        why: String,
+        rescued: bool,
+    },
 }
 
 /// Settle what the session for `task` left (`ran`), then release the claim
@@ -1231,7 +1261,7 @@ fn finish(
             // Maybe this task's own doing (a prompt too long for an
             // argument): try another task before judging the agent.
             Unstarted::First => {
-                rescue("the session did not start")?;
+                let rescued = rescue("the session did not start")?;
                 run.say(
                     name,
                     &format!(
@@ -1243,13 +1273,15 @@ fn finish(
                     "unstarted",
                     json!({"task": id, "outcome": outcome.to_string()}),
                 );
-                return Ok(End::Unstarted);
+                return Ok(End::Unstarted { rescued });
             }
             Unstarted::Elsewhere(other) => {
-                rescue("the session did not start")?;
-                return Ok(End::Fatal(format!(
-                    "it does not start: {outcome} at once on `{other}`, then on `{id}`{said}"
-                )));
+                return Ok(End::Fatal {
+                    rescued: rescue("the session did not start")?,
+                    why: format!(
+                        "it does not start: {outcome} at once on `{other}`, then on `{id}`{said}"
+                    ),
+                });
             }
             // The same task again (no other is ready): this task's failure.
             Unstarted::Again => {}
@@ -1270,24 +1302,20 @@ fn finish(
         (Outcome::Interrupted, _) => End::Rescued {
             rescued: rescue("the run was stopped")?,
         },
-        (_, Class::Limited { reset }) => {
-            rescue("the agent CLI hit its usage limit")?;
-            End::Limited {
-                reset,
-                transient: false,
-            }
-        }
-        (_, Class::Transient) => {
-            rescue("the agent CLI's API failed")?;
-            End::Limited {
-                reset: None,
-                transient: true,
-            }
-        }
-        (_, Class::Fatal(why)) => {
-            rescue("the agent CLI cannot work")?;
-            End::Fatal(why)
-        }
+        (_, Class::Limited { reset }) => End::Limited {
+            reset,
+            transient: false,
+            rescued: rescue("the agent CLI hit its usage limit")?,
+        },
+        (_, Class::Transient) => End::Limited {
+            reset: None,
+            transient: true,
+            rescued: rescue("the agent CLI's API failed")?,
+        },
+        (_, Class::Fatal(why)) => End::Fatal {
+            why,
+            rescued: rescue("the agent CLI cannot work")?,
+        },
         (Outcome::Success, Class::Success) => {
             match integrate(run, clone, name, task, held, slot, &base)? {
                 Integrated::Pushed => {
