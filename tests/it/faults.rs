@@ -68,6 +68,55 @@ if [ "$FARM_TASK" = k2 ]; then exit 3; fi
     assert_hub_sound(&env);
 }
 
+/// Regression (issue 10, item 4): a claim taken over by another holder
+/// counts no attempt (the task is theirs) — but an agent whose claim on one
+/// task is taken over again and again would run sessions on it for ever,
+/// counting nothing. Here each session replaces its own claim with one of a
+/// holder on another host, which is reaped as stale a little later: after
+/// the second take-over the agent leaves the task to the others, and the
+/// run ends.
+#[test]
+fn an_agent_whose_claim_is_taken_over_twice_leaves_the_task() {
+    let env = Env::git_hub(&[]);
+    let logs = logs(&env);
+    add_task(&env, &["k1", "--max-attempts", "9", "-m", "Anything"]);
+    let other = crate::common::record("k1", "other", "elsewhere", Duration::ZERO, Duration::ZERO);
+    let planted = logs.join("other-claim.toml");
+    std::fs::write(&planted, other.to_toml()).unwrap();
+    let agent = env.agent_script(
+        "takeover.sh",
+        &format!(
+            r#"set -eu
+echo "$FARM_TASK" >> '{}/sessions.log'
+rm -f "$FARM_CLAIM"
+cp '{}' "$FARM_CLAIM"
+echo work > "f-$FARM_TASK"
+git add -A
+git commit -q -m w
+"#,
+            logs.display(),
+            planted.display()
+        ),
+    );
+    let out = env
+        .farm_git(run_args(
+            &env,
+            &agent,
+            &["--stale-after", "2s", "--heartbeat", "500ms"],
+        ))
+        .run_within(Duration::from_secs(60))
+        .success();
+    assert_eq!(sessions_of(&env, "k1"), 2, "{out:#?}");
+    assert_eq!(rescue_branches(&env, "k1").len(), 2, "{out:#?}");
+    assert!(out.stderr.contains("leaving it to the others"), "{out:#?}");
+    assert_eq!(board(&env, "tasks"), BTreeSet::from(["k1".into()]));
+    let text = show(&env, "main:tasks/k1.md").unwrap();
+    assert!(
+        !text.contains("## Attempt"),
+        "taken over: no attempt: {text}"
+    );
+}
+
 /// An agent file that cannot start: `bad` is its text, `mode` its
 /// permissions. Written by a `sh` child, so that no thread of this test
 /// process holds it open for writing when a farm child execs it (ETXTBSY).
