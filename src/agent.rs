@@ -781,7 +781,7 @@ impl Tally {
         match end {
             End::Done => {
                 summary.done += 1;
-                (self.fails, self.trips) = (0, 0);
+                (self.fails, self.trips, self.pause_due) = (0, 0, false);
             }
             End::Failed { rescued } => {
                 summary.failed += 1;
@@ -1202,10 +1202,9 @@ fn finish(
         Ok(true)
     };
 
-    // The attempt noted on the board under `held`: `false` when the claim
-    // was taken away before (nothing noted then).
-    let note = |held: &Held, why: &str, rescued: bool| -> Result<bool, Error> {
-        let recorded = record_attempt(
+    // The attempt noted on the board under `held`.
+    let note = |held: &Held, why: &str, rescued: bool| -> Result<Recorded, Error> {
+        record_attempt(
             run,
             clone,
             held,
@@ -1215,8 +1214,7 @@ fn finish(
             why,
             &log,
             rescued.then_some(&nonce),
-        )?;
-        Ok(recorded != Recorded::Lost)
+        )
     };
     // The claim is gone. Taken over by another holder, the task is theirs:
     // nothing to count here. Gone with nobody holding the task, it was
@@ -1235,16 +1233,16 @@ fn finish(
             Err(e) if noted.is_ok() => return Err(e.into()),
             Err(_) => {}
         }
-        Ok(if noted? {
-            End::Failed { rescued }
-        } else {
-            End::Lost { rescued }
+        // Not pending any more: finished by whoever took the task over.
+        Ok(match noted? {
+            Recorded::Pushed => End::Failed { rescued },
+            Recorded::Gone | Recorded::Lost => End::Lost { rescued },
         })
     };
     // A failed attempt: its work rescued, the attempt noted on the board.
     let fail = |rescue_why: &str, why: &str| -> Result<End, Error> {
         let rescued = rescue(rescue_why)?;
-        if note(held, why, rescued)? {
+        if note(held, why, rescued)? != Recorded::Lost {
             return Ok(End::Failed { rescued });
         }
         lost_claim(&format!("{why}; the claim was gone"), rescued)
