@@ -65,6 +65,16 @@ if [ "$FARM_TASK" = k2 ]; then exit 3; fi
             .contains("4 session(s): 0 done, 4 failed attempt(s), 4 rescued"),
         "{out:#?}"
     );
+    // The journal counts the same: four failed attempts, four rescues.
+    let journal = std::fs::read_to_string(env.tmp.path().join("state/journal.jsonl")).unwrap();
+    let events: Vec<serde_json::Value> = journal
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let count = |event: &str| events.iter().filter(|e| e["event"] == event).count();
+    assert_eq!((count("failed"), count("rescue")), (4, 4), "{journal}");
+    let end = events.iter().rfind(|e| e["event"] == "run_end").unwrap();
+    assert_eq!((&end["failed"], &end["rescued"]), (&4.into(), &4.into()));
     assert_hub_sound(&env);
 }
 
