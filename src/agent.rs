@@ -31,7 +31,23 @@
 //!
 //! Nothing an agent committed is lost: it lands on the branch or on a rescue
 //! branch, and no push is ever forced.
+//!
+//! Every path makes progress or counts (MUST 13): a session ends in work
+//! landed, an attempt counted, a wait that lifts (a usage limit, the
+//! breaker, a hub work tree with changes of its own), or the run stopped.
+//! What could otherwise spin for ever:
+//! - a claim gone with nobody holding the task after (removed — by the
+//!   session itself, through `FARM_CLAIM`, as often as not) is a failed
+//!   attempt, counted under the claim taken again ([`retake`]); a claim
+//!   taken over by another holder counts nothing, but the same agent losing
+//!   one task that way twice leaves it to the others;
+//! - a session that did not start counts nothing, and a second one in a
+//!   row, on another task, stops the run as a setup error;
+//! - a session that rewrote the history it started on is a failed attempt:
+//!   its work is rescued, never rebased into the branch;
+//! - a task already out of attempts goes to `tasks/failed/` unrun.
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -117,6 +133,9 @@ pub struct Run {
     /// How many loops the run has, and how many the breaker has paused.
     pub loops: usize,
     tripped: AtomicUsize,
+    /// The task of the last session of this run that did not start (see
+    /// [`classify::did_not_start`]), while no session since has started.
+    unstarted: Mutex<Option<crate::task::TaskId>>,
     last_start: Mutex<Option<Instant>>,
     started: AtomicUsize,
     wake: Arc<Wake>,
@@ -258,6 +277,7 @@ impl Run {
             patterns: classify::Patterns::default(),
             loops: 1,
             tripped: AtomicUsize::new(0),
+            unstarted: Mutex::default(),
             last_start: Mutex::new(None),
             started: AtomicUsize::new(0),
             wake: Arc::default(),
@@ -267,6 +287,24 @@ impl Run {
 
     fn say(&self, agent: &str, what: &str) {
         self.out.note(&format!("{agent}: {what}"));
+    }
+
+    /// A session on `id` did not start: what that means, given the last
+    /// session of the run that did not start either. Two different tasks in
+    /// a row is an agent that cannot start (MUST 13: a setup error, not a
+    /// failed task); the same task again is that task's failure.
+    fn not_started(&self, id: &crate::task::TaskId) -> Unstarted {
+        let mut last = self.unstarted.lock().unwrap_or_else(|e| e.into_inner());
+        match last.replace(id.clone()) {
+            None => Unstarted::First,
+            Some(before) if before == *id => Unstarted::Again,
+            Some(before) => Unstarted::Elsewhere(before),
+        }
+    }
+
+    /// A session started: the agent can start.
+    fn started(&self) {
+        *self.unstarted.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     /// Add a session's cost to the run's.
@@ -432,13 +470,10 @@ pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Erro
         // Whatever ended the loop, the integration beside it is finished
         // and counted (it released its claim itself).
         let rest = match beside {
-            Some(b) => join(b).and_then(|(_, id, end)| {
-                let mut last = Tally {
-                    closing: true,
-                    ..Tally::default()
-                };
-                last.count(run, name, id.as_str(), end, summary)
-            }),
+            // Counted by a tally of its own: the loop has ended, so nothing
+            // is picked, and no breaker pause is waited out.
+            Some(b) => join(b)
+                .and_then(|(_, id, end)| Tally::default().count(run, name, &id, end, summary)),
             None => Ok(()),
         };
         result.and(rest)
@@ -483,6 +518,8 @@ fn turns<'scope, 'env: 'scope>(
     ];
     let mut at = 0;
     let mut tally = Tally::default();
+    // The task of the integration beside the loop, while there is one.
+    let mut beside_task: Option<crate::task::TaskId> = None;
     // The hub's work tree said a task was ready that the branch does not
     // have pending (an uncommitted draft, say): read the board from the
     // branch until the hub changes, instead of claiming it again and again.
@@ -500,6 +537,15 @@ fn turns<'scope, 'env: 'scope>(
             run.say(name, "past --until: no new claims");
             break;
         }
+        // An integration beside that has ended is counted now: until then
+        // its task is not picked again (its claim may be gone while the
+        // integration goes on — removed by its session, say).
+        if beside.as_ref().is_some_and(|b| b.is_finished()) {
+            let (free, id, end) = join(beside.take().expect("it is there"))?;
+            clones[1 - at] = Some(free);
+            tally.count(run, name, &id, end, summary)?;
+        }
+        let in_flight = beside.as_ref().and(beside_task.as_ref());
         let clone = clones[at].as_ref().expect("the clone in use is there");
         let claims = reap(run, name)?;
         let seen = run.hub.fingerprint();
@@ -530,7 +576,20 @@ fn turns<'scope, 'env: 'scope>(
             ))
         })?;
         snapshot.claimed = crate::store::holders(&claims);
-        let Some(task) = board::next(&snapshot, &Default::default()).cloned() else {
+        let Some(task) = tally.pick(&snapshot, in_flight) else {
+            let not_in_flight = in_flight.into_iter().cloned().collect();
+            if let Some(left) = board::next(&snapshot, &not_in_flight) {
+                // Only tasks this agent lost to others again and again are
+                // ready: waiting for them would be waiting for ever.
+                run.say(
+                    name,
+                    &format!(
+                        "`{}`: its claim was taken over twice; leaving it to the others",
+                        left.id
+                    ),
+                );
+                break;
+            }
             if board::settled(&snapshot) && !run.watch {
                 // Ending is final: confirm on the branch itself, not on a
                 // work tree that a push may be rewriting this very moment.
@@ -549,6 +608,11 @@ fn turns<'scope, 'env: 'scope>(
             run.wait_for_change(&seen);
             continue;
         };
+        // The breaker pauses before the next claim, not after the failure
+        // that tripped it: a run whose last task just failed ends at once.
+        if tally.pause_if_due(run, name) {
+            continue; // the board moved on meanwhile
+        }
         if !run.reserve_session() {
             break;
         }
@@ -604,6 +668,22 @@ fn turns<'scope, 'env: 'scope>(
             distrust_worktree = Some(run.hub.branch_rev());
             continue;
         };
+        // Out of attempts already (its front matter edited by hand, say):
+        // no session is an "attempt 6 of 3"; the task goes to tasks/failed/.
+        if task.attempts >= task.max_attempts {
+            run.unreserve_session();
+            let retired = retire(run, clone, name, &task, &held);
+            match run.store.release_held(held) {
+                Ok(()) | Err(StoreError::Lost { .. }) => {}
+                Err(e) => {
+                    retired?;
+                    return Err(e.into());
+                }
+            }
+            retired?;
+            run.wake_all();
+            continue;
+        }
         summary.sessions += 1;
         let ran = {
             let _turn = slot.take();
@@ -615,6 +695,7 @@ fn turns<'scope, 'env: 'scope>(
             // error there must not leave this claim unsettled.
             let before = beside.take();
             let mine = clones[at].take().expect("the clone in use is there");
+            beside_task = Some(task.id.clone());
             *beside = Some(scope.spawn(move || {
                 let end = work(run, &mine, name, &task, held, slot, ran);
                 run.wake_all();
@@ -624,7 +705,7 @@ fn turns<'scope, 'env: 'scope>(
             if let Some(before) = before {
                 let (free, id, end) = join(before)?;
                 clones[at] = Some(free);
-                tally.count(run, name, id.as_str(), end, summary)?;
+                tally.count(run, name, &id, end, summary)?;
             }
             if clones[at].is_none() {
                 clones[at] = Some(open(&second)?);
@@ -636,7 +717,7 @@ fn turns<'scope, 'env: 'scope>(
             if !matches!(end, End::Limited { .. }) {
                 run.limits.ok();
             }
-            tally.count(run, name, task.id.as_str(), end, summary)?;
+            tally.count(run, name, &task.id, end, summary)?;
         }
         if run.once {
             break;
@@ -646,73 +727,102 @@ fn turns<'scope, 'env: 'scope>(
 }
 
 /// What the loop keeps of the tasks it settled: the circuit breaker's
-/// count of failed sessions in a row, and how often it tripped.
+/// count of failed sessions in a row, how often it tripped and whether a
+/// pause is due; the tasks it lost its claim on, and which to leave alone.
 #[derive(Default)]
 struct Tally {
     fails: u32,
     trips: u32,
-    /// The loop has ended: count, but pause for nothing.
-    closing: bool,
+    /// The breaker tripped: pause before the next claim.
+    pause_due: bool,
+    /// Claims on a task taken over by another holder while this agent
+    /// worked on it, per task.
+    lost: HashMap<crate::task::TaskId, u32>,
+    /// Tasks this agent claims no more in this run: taken over again and
+    /// again, it would otherwise run sessions on them that count nothing.
+    skip: HashSet<crate::task::TaskId>,
+    /// A task whose session did not start: the next pick tries another one
+    /// first, so that an agent that cannot start shows on two tasks.
+    skip_once: Option<crate::task::TaskId>,
 }
 
 impl Tally {
-    /// Count how task `id` ended in `summary`; trip the breaker, wait out
-    /// a usage limit, or stop the run, as the end says.
+    /// The next task for this agent, if any: not one it leaves alone, nor
+    /// the one that just did not start while another is ready.
+    /// (Nor `in_flight`, the task of the integration beside the loop.)
+    fn pick(
+        &mut self,
+        snapshot: &board::Snapshot,
+        in_flight: Option<&crate::task::TaskId>,
+    ) -> Option<Task> {
+        let mut skip = self.skip.clone();
+        skip.extend(in_flight.cloned());
+        let mut first = skip.clone();
+        first.extend(self.skip_once.iter().cloned());
+        let task = board::next(snapshot, &first)
+            .or_else(|| board::next(snapshot, &skip))
+            .cloned();
+        if task.is_some() {
+            self.skip_once = None;
+        }
+        task
+    }
+
+    /// Count how task `id` ended in `summary`; arm the breaker, wait out a
+    /// usage limit, or stop the run, as the end says.
     fn count(
         &mut self,
         run: &Run,
         name: &str,
-        id: &str,
+        id: &crate::task::TaskId,
         end: End,
         summary: &mut Summary,
     ) -> Result<(), Error> {
         match end {
             End::Done => {
                 summary.done += 1;
-                (self.fails, self.trips) = (0, 0);
+                (self.fails, self.trips, self.pause_due) = (0, 0, false);
             }
             End::Failed { rescued } => {
                 summary.failed += 1;
                 summary.rescued += usize::from(rescued);
                 self.fails += 1;
-                if !self.closing && run.trip_after > 0 && self.fails >= run.trip_after {
-                    // Half open after the pause: one more failure trips again,
-                    // for twice as long.
-                    let pause = crate::retry::jitter(
-                        run.trip_pause
-                            .saturating_mul(1 << self.trips.min(10))
-                            .min(TRIP_LONGEST),
-                    );
-                    run.say(
-                            name,
-                            &format!(
-                                "{} failed sessions in a row and nothing done; pausing {} (circuit breaker)",
-                                self.fails,
-                                crate::age::Age(pause)
-                            ),
-                        );
-                    run.journal.log(
-                        name,
-                        "trip",
-                        json!({
-                            "until": timestamp(SystemTime::now() + pause),
-                            "why": format!("{} failed sessions in a row", self.fails),
-                        }),
-                    );
-                    if run.tripped.fetch_add(1, Ordering::SeqCst) + 1 == run.loops {
-                        run.out.note(&format!(
-                            "farm run: all {} agents tripped the circuit breaker: the run pauses",
-                            run.loops
-                        ));
-                    }
-                    run.pause(pause);
-                    run.tripped.fetch_sub(1, Ordering::SeqCst);
-                    self.fails = run.trip_after - 1;
-                    self.trips += 1;
+                if run.trip_after > 0 && self.fails >= run.trip_after {
+                    self.pause_due = true;
                 }
             }
-            End::Rescued | End::Lost => summary.rescued += 1,
-            End::Limited { reset, transient } => {
+            End::Rescued { rescued } => summary.rescued += usize::from(rescued),
+            End::Lost { rescued } => {
+                summary.rescued += usize::from(rescued);
+                // Taken over once is the protocol at work (a reaper judged
+                // this agent dead); twice by the same agent is a loop that
+                // would spin without counting anything.
+                let times = self.lost.entry(id.clone()).or_default();
+                *times += 1;
+                if *times >= 2 && self.skip.insert(id.clone()) {
+                    run.say(
+                        name,
+                        &format!(
+                            "`{id}`: its claim was taken over {times} times; this agent claims it no more"
+                        ),
+                    );
+                    run.journal.log(
+                        name,
+                        "skip",
+                        json!({"task": id.as_str(), "why": "claim taken over again"}),
+                    );
+                }
+            }
+            End::Unstarted { rescued } => {
+                summary.rescued += usize::from(rescued);
+                self.skip_once = Some(id.clone());
+            }
+            End::Limited {
+                reset,
+                transient,
+                rescued,
+            } => {
+                summary.rescued += usize::from(rescued);
                 // Not an attempt, and not one of --max-sessions either.
                 run.unreserve_session();
                 let now = SystemTime::now();
@@ -731,7 +841,7 @@ impl Tally {
                     name,
                     "limit",
                     json!({
-                        "task": id,
+                        "task": id.as_str(),
                         "until": timestamp(until),
                         "why": if transient { "api error" } else { "usage limit" },
                     }),
@@ -745,7 +855,8 @@ impl Tally {
                     ),
                 );
             }
-            End::Fatal(why) => {
+            End::Fatal { why, rescued } => {
+                summary.rescued += usize::from(rescued);
                 run.stop.drain();
                 run.wake_all();
                 return Err(
@@ -757,6 +868,46 @@ impl Tally {
             }
         }
         Ok(())
+    }
+
+    /// Pause if the breaker tripped; whether it paused. Half open after the
+    /// pause: one more failure trips it again, for twice as long.
+    fn pause_if_due(&mut self, run: &Run, name: &str) -> bool {
+        if !std::mem::take(&mut self.pause_due) {
+            return false;
+        }
+        let pause = crate::retry::jitter(
+            run.trip_pause
+                .saturating_mul(1 << self.trips.min(10))
+                .min(TRIP_LONGEST),
+        );
+        run.say(
+            name,
+            &format!(
+                "{} failed sessions in a row and nothing done; pausing {} (circuit breaker)",
+                self.fails,
+                crate::age::Age(pause)
+            ),
+        );
+        run.journal.log(
+            name,
+            "trip",
+            json!({
+                "until": timestamp(SystemTime::now() + pause),
+                "why": format!("{} failed sessions in a row", self.fails),
+            }),
+        );
+        if run.tripped.fetch_add(1, Ordering::SeqCst) + 1 == run.loops {
+            run.out.note(&format!(
+                "farm run: all {} agents tripped the circuit breaker: the run pauses",
+                run.loops
+            ));
+        }
+        run.pause(pause);
+        run.tripped.fetch_sub(1, Ordering::SeqCst);
+        self.fails = run.trip_after - 1;
+        self.trips += 1;
+        true
     }
 }
 
@@ -810,24 +961,49 @@ fn say_corrupt_once(run: &Run, name: &str, entry: &Listed, verdict: &crate::live
     }
 }
 
+/// What a session that did not start means (see [`Run::not_started`]).
+enum Unstarted {
+    /// The first in a row.
+    First,
+    /// The last one was on this task too.
+    Again,
+    /// The last one was on this other task.
+    Elsewhere(crate::task::TaskId),
+}
+
 /// How one claimed task ended.
 enum End {
     Done,
     Failed {
         rescued: bool,
     },
-    /// The run was killed: work rescued, no attempt counted.
-    Rescued,
-    /// The claim was taken away: work rescued, nothing counted, not released.
-    Lost,
+    /// The run was killed: work rescued (if any), no attempt counted.
+    Rescued {
+        rescued: bool,
+    },
+    /// The claim was taken over by another holder: work rescued (if any),
+    /// no attempt counted, not released. (A claim removed with nobody
+    /// holding the task after is a failed attempt: see [`retake`].)
+    Lost {
+        rescued: bool,
+    },
+    /// The session did not start, for the first time in a row: no attempt
+    /// counted (see [`Run::not_started`]).
+    Unstarted {
+        rescued: bool,
+    },
     /// The agent CLI hit a usage limit or an API error: work rescued, no
     /// attempt counted; agents wait (until `reset`, when it is known).
     Limited {
         reset: Option<SystemTime>,
         transient: bool,
+        rescued: bool,
     },
     /// The agent CLI cannot work at all (why): the run stops.
-    Fatal(String),
+    Fatal {
+        why: String,
+        rescued: bool,
+    },
 }
 
 /// Settle what the session for `task` left (`ran`), then release the claim
@@ -855,7 +1031,7 @@ fn work(
             );
         }
     }
-    if !matches!(result, Ok(End::Lost)) {
+    if !matches!(result, Ok(End::Lost { .. })) {
         match run.store.release_held(held) {
             Ok(()) | Err(StoreError::Lost { .. }) => {}
             Err(e) if result.is_ok() => return Err(e.into()),
@@ -875,6 +1051,8 @@ struct Ran {
     class: Class,
     /// The claim was taken away while it ran.
     lost: bool,
+    /// It did not start at all (see [`classify::did_not_start`]).
+    unstarted: bool,
 }
 
 impl Ran {
@@ -949,6 +1127,7 @@ fn session(
         &text,
         SystemTime::now(),
     );
+    let unstarted = classify::did_not_start(&outcome, started.elapsed(), &text);
     let spent = usage::read(&text);
     run.spend(&spent);
     run.journal.log(
@@ -973,6 +1152,7 @@ fn session(
         outcome,
         class,
         lost,
+        unstarted,
     })
 }
 
@@ -994,12 +1174,20 @@ fn finish(
         outcome,
         class,
         lost,
+        unstarted,
     } = ran;
     let id = task.id.as_str();
     let nonce = held.claim().nonce.clone();
+    // A session must build on the commit it started from: history rewritten
+    // under it (a reset to the root, say) would rebase into a board holding
+    // the task twice, or be rejected push after push.
+    let descends = base == clone.head()?
+        || clone
+            .repo
+            .check(["merge-base", "--is-ancestor", &base, "HEAD"])?;
     // What the agent left uncommitted is committed: with the move to done
     // when it succeeded (one commit), on its own otherwise (to be rescued).
-    if class == Class::Success && !lost {
+    if class == Class::Success && !lost && descends {
         clone.mark_done(task, name, attempt, &log)?;
     } else {
         clone.commit_leftovers(name, id)?;
@@ -1031,9 +1219,8 @@ fn finish(
         Ok(true)
     };
 
-    // A failed attempt: its work rescued, the attempt noted on the board.
-    let fail = |rescue_why: &str, why: &str| -> Result<End, Error> {
-        let rescued = rescue(rescue_why)?;
+    // The attempt noted on the board under `held`.
+    let note = |held: &Held, why: &str, rescued: bool| -> Result<Recorded, Error> {
         record_attempt(
             run,
             clone,
@@ -1044,37 +1231,106 @@ fn finish(
             why,
             &log,
             rescued.then_some(&nonce),
-        )?;
-        Ok(End::Failed { rescued })
+        )
+    };
+    // The claim is gone. Taken over by another holder, the task is theirs:
+    // nothing to count here. Gone with nobody holding the task, it was
+    // removed, not passed on — by the session itself, as often as not, and
+    // farm cannot tell that from a reaper that left the task free: the
+    // session failed, and the attempt is counted under the claim taken
+    // again (else such a session runs again and again, counting nothing).
+    let lost_claim = |why: &str, rescued: bool| -> Result<End, Error> {
+        let Some(again) = retake(run, name, task, attempt)? else {
+            return Ok(End::Lost { rescued });
+        };
+        let why = format!("{why}, and nobody held it after: the claim was removed");
+        let noted = note(&again, &why, rescued);
+        match run.store.release_held(again) {
+            Ok(()) | Err(StoreError::Lost { .. }) => {}
+            Err(e) if noted.is_ok() => return Err(e.into()),
+            Err(_) => {}
+        }
+        // Not pending any more: finished by whoever took the task over.
+        Ok(match noted? {
+            Recorded::Pushed => End::Failed { rescued },
+            Recorded::Gone | Recorded::Lost => End::Lost { rescued },
+        })
+    };
+    // A failed attempt: its work rescued, the attempt noted on the board.
+    let fail = |rescue_why: &str, why: &str| -> Result<End, Error> {
+        let rescued = rescue(rescue_why)?;
+        if note(held, why, rescued)? != Recorded::Lost {
+            return Ok(End::Failed { rescued });
+        }
+        lost_claim(&format!("{why}; the claim was gone"), rescued)
     };
 
     if lost {
-        rescue("the claim was taken away while the session ran")?;
-        return Ok(End::Lost);
+        let why = "the claim was taken away while the session ran";
+        let rescued = rescue(why)?;
+        return lost_claim(why, rescued);
+    }
+    if unstarted && !matches!(outcome, Outcome::Interrupted) {
+        let said = last_line(&log).map_or(String::new(), |l| format!(", saying {l}"));
+        match run.not_started(&task.id) {
+            // Maybe this task's own doing (a prompt too long for an
+            // argument): try another task before judging the agent.
+            Unstarted::First => {
+                let rescued = rescue("the session did not start")?;
+                run.say(
+                    name,
+                    &format!(
+                        "`{id}`: the agent did not start ({outcome}{said}); no attempt counted"
+                    ),
+                );
+                run.journal.log(
+                    name,
+                    "unstarted",
+                    json!({"task": id, "outcome": outcome.to_string()}),
+                );
+                return Ok(End::Unstarted { rescued });
+            }
+            Unstarted::Elsewhere(other) => {
+                return Ok(End::Fatal {
+                    rescued: rescue("the session did not start")?,
+                    why: format!(
+                        "it does not start: {outcome} at once on `{other}`, then on `{id}`{said}"
+                    ),
+                });
+            }
+            // The same task again (no other is ready): this task's failure.
+            Unstarted::Again => {}
+        }
+    } else {
+        run.started();
+    }
+    if !descends {
+        return fail(
+            "its history does not descend from where it started",
+            &format!(
+                "the session rewrote the history it started on: its HEAD does not descend from {}",
+                &base[..base.len().min(12)]
+            ),
+        );
     }
     let end = match (outcome, class) {
-        (Outcome::Interrupted, _) => {
-            rescue("the run was stopped")?;
-            End::Rescued
-        }
-        (_, Class::Limited { reset }) => {
-            rescue("the agent CLI hit its usage limit")?;
-            End::Limited {
-                reset,
-                transient: false,
-            }
-        }
-        (_, Class::Transient) => {
-            rescue("the agent CLI's API failed")?;
-            End::Limited {
-                reset: None,
-                transient: true,
-            }
-        }
-        (_, Class::Fatal(why)) => {
-            rescue("the agent CLI cannot work")?;
-            End::Fatal(why)
-        }
+        (Outcome::Interrupted, _) => End::Rescued {
+            rescued: rescue("the run was stopped")?,
+        },
+        (_, Class::Limited { reset }) => End::Limited {
+            reset,
+            transient: false,
+            rescued: rescue("the agent CLI hit its usage limit")?,
+        },
+        (_, Class::Transient) => End::Limited {
+            reset: None,
+            transient: true,
+            rescued: rescue("the agent CLI's API failed")?,
+        },
+        (_, Class::Fatal(why)) => End::Fatal {
+            why,
+            rescued: rescue("the agent CLI cannot work")?,
+        },
         (Outcome::Success, Class::Success) => {
             match integrate(run, clone, name, task, held, slot, &base)? {
                 Integrated::Pushed => {
@@ -1086,13 +1342,13 @@ fn finish(
                     End::Done
                 }
                 Integrated::Lost => {
-                    rescue("the claim was taken away before the push")?;
-                    return Ok(End::Lost);
+                    let why = "the claim was taken away before the push";
+                    let rescued = rescue(why)?;
+                    return lost_claim(why, rescued);
                 }
-                Integrated::Interrupted => {
-                    rescue("the run was stopped during a merge session")?;
-                    End::Rescued
-                }
+                Integrated::Interrupted => End::Rescued {
+                    rescued: rescue("the run was stopped during a merge session")?,
+                },
                 Integrated::Busy => fail(
                     "could not push: the branch kept moving",
                     &format!(
@@ -1413,6 +1669,124 @@ enum Merge {
     Lost,
 }
 
+/// Claim `task` again after its claim was lost, if nobody holds it now:
+/// the claim was removed rather than taken over, and counting the attempt
+/// needs a claim to publish under. `None` when another holder has it.
+fn retake(run: &Run, name: &str, task: &Task, attempt: u32) -> Result<Option<Held>, Error> {
+    let holder = host::own_start().map(|start| Holder {
+        pid: std::process::id(),
+        start,
+    });
+    let claim = Claim::new(task.id.clone(), name, holder, attempt, SystemTime::now());
+    match run.store.try_claim(claim, true) {
+        Ok(Attempt::Won(held)) => Ok(Some(held)),
+        Ok(Attempt::Lost(_)) | Err(StoreError::Busy { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What became of an edit of a task file on the hub's branch.
+#[derive(Debug, PartialEq, Eq)]
+enum Recorded {
+    Pushed,
+    /// The file is not pending there any more (moved by hand, or edited
+    /// into something invalid, which the board reports): nothing to edit.
+    Gone,
+    /// The claim was taken away: nothing published.
+    Lost,
+}
+
+/// Edit task `id`'s pending file on the hub's branch under `held`: `edit`
+/// changes the task and says whether it gave up (then the file moves to
+/// `tasks/failed/`) and the commit message.
+fn edit_task(
+    run: &Run,
+    clone: &PrivateClone,
+    held: &Held,
+    id: &crate::task::TaskId,
+    edit: &dyn Fn(&mut Task) -> (bool, String),
+) -> Result<(Recorded, bool), Error> {
+    for round in 0..push_rounds(run) {
+        if round > 0 {
+            after_rejection(run, round);
+        }
+        let lock = run.hub.push_lock()?;
+        clone.sync(&run.hub)?;
+        let pending = clone.dir().join("tasks").join(format!("{id}.md"));
+        let Ok(text) = std::fs::read_to_string(&pending) else {
+            return Ok((Recorded::Gone, false));
+        };
+        let Ok(mut t) = board::parse(id.clone(), &text) else {
+            return Ok((Recorded::Gone, false));
+        };
+        let (gave_up, message) = edit(&mut t);
+        if gave_up {
+            let failed = clone.dir().join("tasks/failed");
+            std::fs::create_dir_all(&failed).map_err(io_error)?;
+            std::fs::write(failed.join(format!("{id}.md")), t.render()).map_err(io_error)?;
+            std::fs::remove_file(&pending).map_err(io_error)?;
+        } else {
+            std::fs::write(&pending, t.render()).map_err(io_error)?;
+        }
+        clone.commit_all(&message)?;
+        // Fencing, as for the work: a holder whose claim was taken away
+        // leaves the task file to its new holder.
+        match publish_branch(run, clone, held, lock.as_ref())? {
+            Published::Pushed => return Ok((Recorded::Pushed, gave_up)),
+            Published::Lost(_) => return Ok((Recorded::Lost, gave_up)),
+            Published::Rejected(_) => {}
+        }
+    }
+    Err(Error::failure(format!(
+        "`{id}`: could not edit its task file; the hub is too busy"
+    )))
+}
+
+/// A task out of attempts before any session (`attempts >= max_attempts`
+/// in its front matter): to `tasks/failed/` with a note, no attempt added.
+fn retire(
+    run: &Run,
+    clone: &PrivateClone,
+    name: &str,
+    task: &Task,
+    held: &Held,
+) -> Result<Recorded, Error> {
+    let id = task.id.as_str();
+    let (recorded, _) = edit_task(run, clone, held, &task.id, &|t| {
+        let note = format!(
+            "\n## Out of attempts\n\n- {} of {} attempts used before it was claimed: \
+             moved to tasks/failed/ without a session\n- agent: {name}@{}\n- at: {}\n",
+            t.attempts,
+            t.max_attempts,
+            Here::current().host,
+            timestamp(SystemTime::now()),
+        );
+        t.body = format!("{}{note}", ensure_newline(&t.body));
+        (
+            t.attempts >= t.max_attempts,
+            format!(
+                "farm: `{id}` is out of attempts ({} of {})",
+                t.attempts, t.max_attempts
+            ),
+        )
+    })?;
+    if recorded == Recorded::Pushed {
+        run.journal.log(
+            name,
+            "failed",
+            json!({"task": id, "attempts": task.attempts, "why": "out of attempts", "gave_up": true}),
+        );
+        run.say(
+            name,
+            &format!(
+                "`{id}`: out of attempts ({} of {}); moved to tasks/failed/ without a session",
+                task.attempts, task.max_attempts
+            ),
+        );
+    }
+    Ok(recorded)
+}
+
 /// Count a failed attempt in the task file on the hub's branch, with a note;
 /// move it to `tasks/failed/` when its attempts are used up.
 #[allow(clippy::too_many_arguments)]
@@ -1426,21 +1800,9 @@ fn record_attempt(
     why: &str,
     log: &Path,
     rescue: Option<&Nonce>,
-) -> Result<(), Error> {
+) -> Result<Recorded, Error> {
     let id = task.id.as_str();
-    for round in 0..push_rounds(run) {
-        if round > 0 {
-            after_rejection(run, round);
-        }
-        let lock = run.hub.push_lock()?;
-        clone.sync(&run.hub)?;
-        let pending = clone.dir().join("tasks").join(format!("{id}.md"));
-        let Ok(text) = std::fs::read_to_string(&pending) else {
-            return Ok(()); // moved meanwhile (by hand): nothing to count
-        };
-        let Ok(mut t) = board::parse(task.id.clone(), &text) else {
-            return Ok(()); // edited into something invalid: the board reports it
-        };
+    let (recorded, gave_up) = edit_task(run, clone, held, &task.id, &|t| {
         t.attempts = t.attempts.max(attempt);
         let mut note = format!(
             "\n## Attempt {attempt} — {why}\n\n- agent: {name}@{}\n- at: {}\n- log: {}\n",
@@ -1457,50 +1819,39 @@ fn record_attempt(
         t.body = format!("{}{note}", ensure_newline(&t.body));
         let gave_up = t.attempts >= t.max_attempts;
         let message = if gave_up {
-            let failed = clone.dir().join("tasks/failed");
-            std::fs::create_dir_all(&failed).map_err(io_error)?;
-            std::fs::write(failed.join(format!("{id}.md")), t.render()).map_err(io_error)?;
-            std::fs::remove_file(&pending).map_err(io_error)?;
             format!("farm: `{id}` failed after {} attempts", t.attempts)
         } else {
-            std::fs::write(&pending, t.render()).map_err(io_error)?;
             format!("farm: attempt {attempt} of `{id}` failed")
         };
-        clone.commit_all(&message)?;
-        // Fencing, as for the work: a holder whose claim was taken away
-        // leaves the task file to its new holder.
-        match publish_branch(run, clone, held, lock.as_ref())? {
-            Published::Pushed => {
-                run.journal.log(
-                    name,
-                    "failed",
-                    json!({"task": id, "attempt": attempt, "why": why, "gave_up": gave_up}),
-                );
-                let what = if gave_up {
-                    "moved to tasks/failed/"
-                } else {
-                    "back on the board"
-                };
-                run.say(
-                    name,
-                    &format!("`{id}`: attempt {attempt} failed ({why}); {what}"),
-                );
-                return Ok(());
-            }
-            Published::Lost(_) => return Ok(()),
-            Published::Rejected(_) => {}
-        }
+        (gave_up, message)
+    })?;
+    if recorded == Recorded::Pushed {
+        run.journal.log(
+            name,
+            "failed",
+            json!({"task": id, "attempt": attempt, "why": why, "gave_up": gave_up}),
+        );
+        let what = if gave_up {
+            "moved to tasks/failed/"
+        } else {
+            "back on the board"
+        };
+        run.say(
+            name,
+            &format!("`{id}`: attempt {attempt} failed ({why}); {what}"),
+        );
     }
-    Err(Error::failure(format!(
-        "`{id}`: could not record the failed attempt; the hub is too busy"
-    )))
+    Ok(recorded)
 }
 
 /// Push the clone's HEAD to the hub's branch while `held` is still ours (the
 /// git store releases it in the same push); the caller holds the hub's push
 /// lock if it has one, and `lock` is it: the push's processes keep it until
-/// they exit, so a push left by a killed farm still excludes the others. `Rejected` only when the branch moved on; any other
-/// refusal is an error.
+/// they exit, so a push left by a killed farm still excludes the others.
+/// `Rejected` only when the branch moved on; any other
+/// refusal is an error — but for a hub whose work tree has changes of its
+/// own (a user editing a tracked file), which refuses every push until they
+/// are gone: that is waited out, said once, heartbeating the claim.
 fn publish_branch(
     run: &Run,
     clone: &PrivateClone,
@@ -1510,19 +1861,55 @@ fn publish_branch(
     use std::os::fd::AsFd;
     let spec = [format!("HEAD:refs/heads/{}", run.hub.branch)];
     let hold: Vec<_> = lock.map(AsFd::as_fd).into_iter().collect();
-    run.store
-        .publish(held, &clone.repo, "origin", &spec, &hold)
-        .map_err(|e| match e {
-            StoreError::Refused(why) => {
-                let look = match &run.hub.local {
-                    Some(local) => format!("git -C {} status", local.dir.display()),
-                    None => format!("git ls-remote {}", run.hub.url),
-                };
-                Error::failure(format!("the hub refused the push: {why}"))
-                    .hint(format!("look at the hub: {look}"))
-            }
-            e => e.into(),
-        })
+    let look = || match &run.hub.local {
+        Some(local) => format!("git -C {} status", local.dir.display()),
+        None => format!("git ls-remote {}", run.hub.url),
+    };
+    let mut said = false;
+    let mut wait = Duration::from_millis(100);
+    loop {
+        let why = match run.store.publish(held, &clone.repo, "origin", &spec, &hold) {
+            Err(StoreError::Refused(why)) => why,
+            other => return other.map_err(Error::from),
+        };
+        if !work_tree_busy(&why) || run.stop.killing() {
+            return Err(Error::failure(format!("the hub refused the push: {why}"))
+                .hint(format!("look at the hub: {}", look())));
+        }
+        if !said {
+            said = true;
+            run.say(
+                &held.claim().agent,
+                &format!(
+                    "`{}`: waiting for the hub's work tree to be clean to push ({why}; look: {})",
+                    held.claim().task,
+                    look()
+                ),
+            );
+        }
+        let until = Instant::now() + wait;
+        while Instant::now() < until && !run.stop.killing() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        wait = (wait * 2).min(Duration::from_secs(2));
+        if let Err(StoreError::Lost { why, .. }) = run.store.heartbeat(held, SystemTime::now()) {
+            return Ok(Published::Lost(why));
+        }
+    }
+}
+
+/// Whether a refused push says the hub's work tree is not clean (git's
+/// `receive.denyCurrentBranch=updateInstead`): a state a user makes and
+/// undoes, not a refusal for good.
+fn work_tree_busy(why: &str) -> bool {
+    let why = why.to_lowercase();
+    [
+        "working directory has",
+        "unstaged changes",
+        "staged changes",
+    ]
+    .iter()
+    .any(|p| why.contains(p))
 }
 
 /// The last non-empty line of a session log, shortened, for attempt notes.

@@ -13,7 +13,10 @@
 //! - only the last lines of the log are read ([`TAIL_LINES`]): CLIs report
 //!   why they stopped at the end, while the body holds the agent's work;
 //! - a setup error is one the CLI stops on at once ([`SETUP_WITHIN`]): after
-//!   minutes of work, "unexpected argument" is the task's own test output.
+//!   minutes of work, "unexpected argument" is the task's own test output;
+//! - a session that did not start at all ([`did_not_start`]) is told apart
+//!   from a failed one, so that the loop can stop on an agent that cannot
+//!   start instead of burning every task's attempts on it.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -23,6 +26,23 @@ use crate::session::Outcome;
 pub const TAIL_LINES: usize = 30;
 /// A session that ran longer than this did not fail on its setup.
 pub const SETUP_WITHIN: Duration = Duration::from_secs(60);
+
+/// A session that failed this soon and wrote nothing did not get going.
+pub const SILENT_WITHIN: Duration = Duration::from_secs(1);
+
+/// Whether a session that ended with `outcome` after `ran`, having written
+/// `log`, never really started: the shell's "cannot execute" (126) or "not
+/// found" (127) soon after the start — an interpreter that is missing, a
+/// file that is not executable — or any failure within [`SILENT_WITHIN`]
+/// with no output at all. One such session may be the task's (a prompt too
+/// long for an argument); the loop decides what two in a row mean.
+pub fn did_not_start(outcome: &Outcome, ran: Duration, log: &str) -> bool {
+    match outcome {
+        Outcome::Failed { code: 126 | 127 } => ran < SETUP_WITHIN,
+        Outcome::Failed { .. } => ran < SILENT_WITHIN && log.trim().is_empty(),
+        _ => false,
+    }
+}
 
 /// What a session's end means for the loop.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -482,6 +502,31 @@ mod tests {
         assert!(matches!(
             super::classify(&own, &FAILED, SHORT, "Workspace not trusted\n", now()),
             Class::Fatal(_)
+        ));
+    }
+
+    #[test]
+    fn sessions_that_never_started() {
+        let quick = Duration::from_millis(30);
+        let env_says = "env: 'nosuch-node': No such file or directory\n";
+        assert!(did_not_start(
+            &Outcome::Failed { code: 127 },
+            quick,
+            env_says
+        ));
+        assert!(did_not_start(&Outcome::Failed { code: 126 }, quick, ""));
+        assert!(did_not_start(&FAILED, quick, " \n"));
+        // It said something, or took its time, or succeeded: it ran.
+        assert!(!did_not_start(&FAILED, quick, "tests failed\n"));
+        assert!(!did_not_start(&FAILED, Duration::from_secs(5), ""));
+        assert!(!did_not_start(&Outcome::Success, quick, ""));
+        assert!(!did_not_start(&Outcome::TimedOut, quick, ""));
+        // After minutes of work, 127 is a command the task's tests lacked.
+        let long = Duration::from_secs(600);
+        assert!(!did_not_start(
+            &Outcome::Failed { code: 127 },
+            long,
+            env_says
         ));
     }
 

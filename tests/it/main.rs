@@ -6,6 +6,7 @@ mod common;
 mod contract;
 mod daemon;
 mod death;
+mod faults;
 mod fencing;
 mod hold;
 mod input;

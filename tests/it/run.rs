@@ -11,14 +11,14 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::common::{Env, Output, running, wait_for};
 
 /// No run here takes more than a few seconds; a hung one fails the test.
-const LIMIT: Duration = Duration::from_secs(120);
+pub(crate) const LIMIT: Duration = Duration::from_secs(120);
 
 /// `farm run --agent AGENT --state-dir TMP/state ARGS...`, bounded by [`LIMIT`].
-fn farm_run(env: &Env, agent: &str, args: &[&str]) -> Output {
+pub(crate) fn farm_run(env: &Env, agent: &str, args: &[&str]) -> Output {
     env.farm_git(run_args(env, agent, args)).run_within(LIMIT)
 }
 
-fn run_args(env: &Env, agent: &str, args: &[&str]) -> Vec<String> {
+pub(crate) fn run_args(env: &Env, agent: &str, args: &[&str]) -> Vec<String> {
     let state = env.tmp.path().join("state");
     let mut all = vec![
         "run".to_owned(),
@@ -32,14 +32,14 @@ fn run_args(env: &Env, agent: &str, args: &[&str]) -> Vec<String> {
 }
 
 /// The directory the fake agents log to, outside the repository.
-fn logs(env: &Env) -> PathBuf {
+pub(crate) fn logs(env: &Env) -> PathBuf {
     let dir = env.tmp.path().join("logs");
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
 
 /// The lines of one agent log (none if it was never written).
-fn log_lines(env: &Env, name: &str) -> Vec<String> {
+pub(crate) fn log_lines(env: &Env, name: &str) -> Vec<String> {
     std::fs::read_to_string(logs(env).join(name))
         .unwrap_or_default()
         .lines()
@@ -48,7 +48,7 @@ fn log_lines(env: &Env, name: &str) -> Vec<String> {
 }
 
 /// The task ids with a file in `dir` (`tasks`, `tasks/done`, `tasks/failed`) on main.
-fn board(env: &Env, dir: &str) -> BTreeSet<String> {
+pub(crate) fn board(env: &Env, dir: &str) -> BTreeSet<String> {
     env.git(["ls-tree", "--name-only", "main", &format!("{dir}/")])
         .lines()
         .filter_map(|p| p.strip_prefix(&format!("{dir}/"))?.strip_suffix(".md"))
@@ -58,13 +58,13 @@ fn board(env: &Env, dir: &str) -> BTreeSet<String> {
 }
 
 /// A file's text at a revision (`main:path`), if it is there.
-fn show(env: &Env, spec: &str) -> Option<String> {
+pub(crate) fn show(env: &Env, spec: &str) -> Option<String> {
     let (ok, text, _) = env.git_output(["show", spec]);
     ok.then_some(text)
 }
 
 /// The hub's `farm/rescue/<task>/*` branches.
-fn rescue_branches(env: &Env, task: &str) -> Vec<String> {
+pub(crate) fn rescue_branches(env: &Env, task: &str) -> Vec<String> {
     env.git([
         "for-each-ref",
         "--format=%(refname:short)",
@@ -83,7 +83,7 @@ fn is_ancestor(env: &Env, commit: &str, rev: &str) -> bool {
 /// The state every run must leave behind: no claim, a sound repository, a
 /// clean work tree.
 #[track_caller]
-fn assert_hub_sound(env: &Env) {
+pub(crate) fn assert_hub_sound(env: &Env) {
     let locks = env.farm_git(["locks", "--json"]).run().success().json();
     assert_eq!(
         locks["claims"],
@@ -103,7 +103,7 @@ fn assert_hub_sound(env: &Env) {
 }
 
 /// `farm task add ARGS...`.
-fn add_task(env: &Env, args: &[&str]) {
+pub(crate) fn add_task(env: &Env, args: &[&str]) {
     let mut all = vec!["task", "add"];
     all.extend(args);
     env.farm_git(all).run().success();

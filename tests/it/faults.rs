@@ -1,0 +1,358 @@
+//! `farm run` against agents and hubs that misbehave: every path of the
+//! loop makes progress or counts (DESIGN.md, MUST 13). Each test bounds the
+//! run with a timeout: a loop that spins or waits for ever fails it.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use crate::common::{Env, wait_for};
+use crate::run::{
+    LIMIT, add_task, assert_hub_sound, board, farm_run, log_lines, logs, rescue_branches, run_args,
+    show,
+};
+
+/// The session log's lines for `task` (one line per session).
+fn sessions_of(env: &Env, task: &str) -> usize {
+    log_lines(env, "sessions.log")
+        .iter()
+        .filter(|l| l.as_str() == task)
+        .count()
+}
+
+/// Regression (issue 10, item 4): an agent that deletes its own claim file
+/// from the hub made farm run 391 sessions in 20 s, push 389 rescue branches
+/// and count no attempt. Removing the claim is the session's failure: each
+/// session counts an attempt (noted on the board), its work is rescued
+/// once, and the task ends in `tasks/failed/` — whether the session went on
+/// to succeed (`k1`, the loss is seen at the push) or to fail (`k2`, seen
+/// when the failed attempt is recorded).
+#[test]
+fn an_agent_that_removes_its_own_claim_fails_its_attempts_and_stops() {
+    let env = Env::git_hub(&[]);
+    let logs = logs(&env);
+    for id in ["k1", "k2"] {
+        add_task(&env, &[id, "--max-attempts", "2", "-m", "Anything"]);
+    }
+    let agent = env.agent_script(
+        "tamper.sh",
+        &format!(
+            r#"set -eu
+echo "$FARM_TASK" >> '{}/sessions.log'
+rm -f "$FARM_CLAIM"
+echo "work $FARM_ATTEMPT" > "f-$FARM_TASK"
+git add -A
+git commit -q -m w
+echo "removed my claim"
+if [ "$FARM_TASK" = k2 ]; then exit 3; fi
+"#,
+            logs.display()
+        ),
+    );
+    let out = farm_run(&env, &agent, &[]).success();
+    for id in ["k1", "k2"] {
+        assert_eq!(sessions_of(&env, id), 2, "{id}: {out:#?}");
+        let text = show(&env, &format!("main:tasks/failed/{id}.md"))
+            .unwrap_or_else(|| panic!("{id} not in tasks/failed/: {out:#?}"));
+        assert_eq!(text.matches("## Attempt ").count(), 2, "{id}: {text}");
+        assert!(text.contains("\nattempts = 2\n"), "{id}: {text}");
+        let branches = rescue_branches(&env, id);
+        assert_eq!(branches.len(), 2, "{id}: {branches:?}");
+    }
+    assert!(board(&env, "tasks").is_empty() && board(&env, "tasks/done").is_empty());
+    assert!(show(&env, "main:f-k1").is_none(), "tampered work on main");
+    assert!(
+        out.stderr
+            .contains("4 session(s): 0 done, 4 failed attempt(s), 4 rescued"),
+        "{out:#?}"
+    );
+    // The journal counts the same: four failed attempts, four rescues.
+    let journal = std::fs::read_to_string(env.tmp.path().join("state/journal.jsonl")).unwrap();
+    let events: Vec<serde_json::Value> = journal
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let count = |event: &str| events.iter().filter(|e| e["event"] == event).count();
+    assert_eq!((count("failed"), count("rescue")), (4, 4), "{journal}");
+    let end = events.iter().rfind(|e| e["event"] == "run_end").unwrap();
+    assert_eq!((&end["failed"], &end["rescued"]), (&4.into(), &4.into()));
+    assert_hub_sound(&env);
+}
+
+/// Regression (issue 10, item 4): a claim taken over by another holder
+/// counts no attempt (the task is theirs) — but an agent whose claim on one
+/// task is taken over again and again would run sessions on it for ever,
+/// counting nothing. Here each session replaces its own claim with one of a
+/// holder on another host, which is reaped as stale a little later: after
+/// the second take-over the agent leaves the task to the others, and the
+/// run ends.
+#[test]
+fn an_agent_whose_claim_is_taken_over_twice_leaves_the_task() {
+    let env = Env::git_hub(&[]);
+    let logs = logs(&env);
+    add_task(&env, &["k1", "--max-attempts", "9", "-m", "Anything"]);
+    let other = crate::common::record("k1", "other", "elsewhere", Duration::ZERO, Duration::ZERO);
+    let planted = logs.join("other-claim.toml");
+    std::fs::write(&planted, other.to_toml()).unwrap();
+    let agent = env.agent_script(
+        "takeover.sh",
+        &format!(
+            r#"set -eu
+echo "$FARM_TASK" >> '{}/sessions.log'
+rm -f "$FARM_CLAIM"
+cp '{}' "$FARM_CLAIM"
+echo work > "f-$FARM_TASK"
+git add -A
+git commit -q -m w
+"#,
+            logs.display(),
+            planted.display()
+        ),
+    );
+    let out = env
+        .farm_git(run_args(
+            &env,
+            &agent,
+            &["--stale-after", "2s", "--heartbeat", "500ms"],
+        ))
+        .run_within(Duration::from_secs(60))
+        .success();
+    assert_eq!(sessions_of(&env, "k1"), 2, "{out:#?}");
+    assert_eq!(rescue_branches(&env, "k1").len(), 2, "{out:#?}");
+    assert!(out.stderr.contains("leaving it to the others"), "{out:#?}");
+    assert_eq!(board(&env, "tasks"), BTreeSet::from(["k1".into()]));
+    let text = show(&env, "main:tasks/k1.md").unwrap();
+    assert!(
+        !text.contains("## Attempt"),
+        "taken over: no attempt: {text}"
+    );
+}
+
+/// An agent file that cannot start: `bad` is its text, `mode` its
+/// permissions. Written by a `sh` child, so that no thread of this test
+/// process holds it open for writing when a farm child execs it (ETXTBSY).
+fn unstartable(env: &Env, bad: &str, mode: &str) -> String {
+    let path = env.tmp.path().join("agent-bin");
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"printf '%s\n' "$1" > "$2" && chmod "$3" "$2""#)
+        .arg("sh")
+        .arg(bad)
+        .arg(&path)
+        .arg(mode)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    path.display().to_string()
+}
+
+/// Regression (issue 10, item 7): an agent that cannot start burned every
+/// task into `tasks/failed/` and the run exited 0. Exit 127 (its
+/// interpreter is missing) or 126 (not executable, here behind a shell) on
+/// two different tasks in a row is a setup error: the run stops with one
+/// message, no attempt counted, no task moved. (A file that is not
+/// executable at all is refused before anything starts.)
+#[test]
+fn an_agent_that_cannot_start_stops_the_run_with_no_attempt_counted() {
+    /// What is wrong, the file's text and mode, how `--agent` runs its
+    /// path, and the exit code the run must end with.
+    type Case = (
+        &'static str,
+        &'static str,
+        &'static str,
+        fn(&str) -> String,
+        i32,
+    );
+    let cases: [Case; 3] = [
+        (
+            "127",
+            "#!/usr/bin/env nosuch-node-xyz\nconsole.log(1)",
+            "755",
+            |path| path.to_owned(),
+            1,
+        ),
+        (
+            "126",
+            "#!/bin/sh\nexit 0",
+            "644",
+            |path| format!("sh -c 'exec {path}'"),
+            1,
+        ),
+        (
+            "not executable",
+            "#!/bin/sh\nexit 0",
+            "644",
+            |path| path.to_owned(),
+            2,
+        ),
+    ];
+    for (what, text, mode, words, code) in cases {
+        let env = Env::git_hub(&[]);
+        for id in ["a", "b", "c"] {
+            add_task(&env, &[id, "-m", "Anything"]);
+        }
+        let agent = words(&unstartable(&env, text, mode));
+        let out = farm_run(&env, &agent, &[]).code(code);
+        assert_eq!(
+            out.stderr.matches("error:").count(),
+            1,
+            "{what}: one message: {out:#?}"
+        );
+        assert!(out.stderr.contains("agent-bin"), "{what}: {out:#?}");
+        if code == 1 {
+            assert!(out.stderr.contains("does not start"), "{what}: {out:#?}");
+        }
+        assert_eq!(
+            board(&env, "tasks"),
+            BTreeSet::from(["a", "b", "c"].map(String::from)),
+            "{what}: {out:#?}"
+        );
+        for id in ["a", "b", "c"] {
+            let text = show(&env, &format!("main:tasks/{id}.md")).unwrap();
+            assert!(!text.contains("## Attempt"), "{what}: {id}: {text}");
+            assert!(!text.contains("attempts ="), "{what}: {id}: {text}");
+        }
+        assert_hub_sound(&env);
+    }
+}
+
+/// Regression (issue 10, item 8): an agent that reset its clone to the root
+/// commit and committed made ~20 rejected pushes per task, then main held
+/// both `tasks/k1.md` and `tasks/done/k1.md`. A session whose branch does
+/// not descend from the commit it started on is a failed attempt, its work
+/// rescued; the board never holds a task in two places.
+#[test]
+fn an_agent_that_rewrites_history_fails_its_attempt_and_the_board_stays_whole() {
+    let env = Env::git_hub(&[("README.txt", "hello\n")]);
+    let logs = logs(&env);
+    add_task(&env, &["k1", "--max-attempts", "1", "-m", "Anything"]);
+    add_task(&env, &["k2", "--max-attempts", "1", "-m", "Anything"]);
+    let agent = env.agent_script(
+        "rewrite.sh",
+        &format!(
+            r#"set -eu
+echo "$FARM_TASK" >> '{}/sessions.log'
+git reset -q --hard "$(git rev-list --max-parents=0 HEAD)"
+echo rewritten > "r-$FARM_TASK"
+git add -A
+git commit -q -m rewritten
+"#,
+            logs.display()
+        ),
+    );
+    let out = farm_run(&env, &agent, &[]).success();
+    for id in ["k1", "k2"] {
+        assert_eq!(sessions_of(&env, id), 1, "{id}: {out:#?}");
+        assert_eq!(rescue_branches(&env, id).len(), 1, "{id}: {out:#?}");
+        let text = show(&env, &format!("main:tasks/failed/{id}.md"))
+            .unwrap_or_else(|| panic!("{id} not failed: {out:#?}"));
+        assert!(text.contains("## Attempt 1 "), "{id}: {text}");
+    }
+    assert!(board(&env, "tasks").is_empty(), "{out:#?}");
+    assert!(board(&env, "tasks/done").is_empty(), "{out:#?}");
+    assert!(!out.stderr.contains("push rejected"), "{out:#?}");
+    assert!(show(&env, "main:r-k1").is_none() && show(&env, "main:r-k2").is_none());
+    assert_hub_sound(&env);
+}
+
+/// Regression (issue 10, item 11): a user editing a tracked file in the
+/// hub's work tree while sessions ran made the run die ("the hub refused the
+/// push … unstaged changes"). The push waits until the work tree is clean
+/// again, says so once, and the run finishes.
+#[test]
+fn a_dirty_hub_work_tree_delays_the_push_and_the_run_finishes() {
+    let env = Env::git_hub(&[("tracked.txt", "original\n")]);
+    let logs = logs(&env);
+    add_task(&env, &["t1", "-m", "Anything"]);
+    let marker = logs.join("dirtied");
+    let agent = env.agent_script(
+        "dirty.sh",
+        &format!(
+            r#"set -eu
+echo "a user's edit" >> '{hub}/tracked.txt'
+touch '{marker}'
+echo work > w1
+git add -A
+git commit -q -m w1
+"#,
+            hub = env.hub.display(),
+            marker = marker.display()
+        ),
+    );
+    let farm = env.farm_git(run_args(&env, &agent, &[]));
+    let running = std::thread::spawn(move || farm.run_within(LIMIT));
+    wait_for(&marker);
+    // Long enough for the push to meet the dirty work tree on any machine
+    // that is not extremely slow; a slower one merely pushes after the
+    // restore, and the test still holds.
+    std::thread::sleep(Duration::from_secs(3));
+    env.git(["checkout", "--", "tracked.txt"]);
+    let out = running.join().unwrap().success();
+    assert_eq!(board(&env, "tasks/done"), BTreeSet::from(["t1".into()]));
+    assert_eq!(show(&env, "main:w1").as_deref(), Some("work\n"));
+    assert!(
+        out.stderr.matches("waiting for the hub").count() <= 1,
+        "said once: {out:#?}"
+    );
+    assert_hub_sound(&env);
+}
+
+/// Regression (issue 10, item 11): after the last task failed, the run
+/// waited out a circuit-breaker pause before exiting. With nothing left to
+/// claim it exits at once (the pause is 30 s; the guard 20 s).
+#[test]
+fn the_last_failure_does_not_wait_out_the_breaker() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["f1", "--max-attempts", "1", "-m", "Anything"]);
+    let agent = env.agent_script("fail.sh", "echo failing\nexit 3\n");
+    let started = Instant::now();
+    let out = env
+        .farm_git(run_args(
+            &env,
+            &agent,
+            &["--trip-after", "1", "--trip-pause", "30s"],
+        ))
+        .run_within(Duration::from_secs(20))
+        .success();
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert_eq!(board(&env, "tasks/failed"), BTreeSet::from(["f1".into()]));
+    assert!(!out.stderr.contains("pausing"), "{out:#?}");
+}
+
+/// Regression (issue 10, item 11): a task whose front matter says
+/// `attempts = 5, max_attempts = 3` ran as "attempt 6 of 3". It is out of
+/// attempts already: moved to `tasks/failed/` with a note, no session run.
+#[test]
+fn a_task_already_out_of_attempts_is_failed_without_a_session() {
+    let env = Env::git_hub(&[]);
+    let logs = logs(&env);
+    let tasks = env.hub.join("tasks");
+    std::fs::create_dir_all(&tasks).unwrap();
+    std::fs::write(
+        tasks.join("spent.md"),
+        "+++\ntitle = \"Spent\"\nmax_attempts = 3\nattempts = 5\n+++\nTried enough.\n",
+    )
+    .unwrap();
+    env.git(["add", "-A"]);
+    env.git(["commit", "-q", "-m", "a spent task"]);
+    add_task(&env, &["fresh", "-m", "Anything"]);
+    let agent = env.agent_script(
+        "agent.sh",
+        &format!(
+            "echo \"$FARM_TASK\" >> '{}/sessions.log'\necho done > \"d-$FARM_TASK\"\n",
+            logs.display()
+        ),
+    );
+    let out = farm_run(&env, &agent, &[]).success();
+    assert_eq!(sessions_of(&env, "spent"), 0, "{out:#?}");
+    assert_eq!(sessions_of(&env, "fresh"), 1, "{out:#?}");
+    assert!(!out.stderr.contains("attempt 6 of 3"), "{out:#?}");
+    assert_eq!(
+        board(&env, "tasks/failed"),
+        BTreeSet::from(["spent".into()])
+    );
+    assert_eq!(board(&env, "tasks/done"), BTreeSet::from(["fresh".into()]));
+    let text = show(&env, "main:tasks/failed/spent.md").unwrap();
+    assert!(text.contains("attempts = 5"), "{text}");
+    assert!(text.contains("## Out of attempts"), "{text}");
+    assert_hub_sound(&env);
+}
