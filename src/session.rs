@@ -145,15 +145,21 @@ pub fn run(spec: &Spec<'_>, mut tick: impl FnMut() -> Tick) -> std::io::Result<O
             Stdio::piped()
         } else {
             Stdio::null()
-        })
-        .process_group(0);
+        });
+    // The keeper first, leading the session's process group, so that not
+    // one instruction of the agent runs unguarded; without one, the agent
+    // leads a group of its own.
+    let keeper = Keeper::start();
+    let leader = keeper.as_ref().map(|k| k.process.id());
+    cmd.process_group(leader.map_or(0, |pid| pid as i32));
     crate::host::die_with_parent(&mut cmd);
     let child = cmd.spawn()?;
-    let start = crate::host::process_start(child.id()).unwrap_or(0);
-    let _ = std::fs::write(spec.record, format!("{} {start}\n", child.id()));
-    let keeper = Keeper::start(child.id());
+    let pgid = leader.unwrap_or(child.id());
+    let start = crate::host::process_start(pgid).unwrap_or(0);
+    let _ = std::fs::write(spec.record, format!("{pgid} {start}\n"));
     let mut group = Group {
         child,
+        pgid,
         done: false,
         record: spec.record.to_path_buf(),
         keeper,
@@ -230,21 +236,24 @@ impl ExitWatch {
 /// The session's process group; killed whole when dropped.
 struct Group {
     child: Child,
+    /// The group's id: the keeper's pid, or the agent's without a keeper.
+    pgid: u32,
     done: bool,
     record: PathBuf,
     /// Kills the group if farm dies first; `None` if it could not start.
     keeper: Option<Keeper>,
 }
 
-/// A small process in the session's process group that kills the whole
-/// group when farm dies, whatever killed it. The parent-death signal
+/// A small process leading the session's process group that kills the
+/// whole group when farm dies, whatever killed it. The parent-death signal
 /// reaches only the agent itself (and only when the spawning thread ends),
 /// not what the agent started in the background; those were left running,
 /// re-parented to init, until the next farm in that clone. The keeper
 /// blocks reading a pipe whose only writer is farm: the kernel closes it
 /// when farm dies, SIGKILL included, and the keeper then SIGKILLs its own
-/// group (`kill 0`) — itself last. Being a member, it also keeps the
-/// group's id from being reused while it waits. (A child that leaves the
+/// group (`kill 0`) — itself last. It is started before the agent, which
+/// joins its group: no moment of the session runs without it. Being a
+/// member, it also keeps the group's id from being reused while it waits. (A child that leaves the
 /// group with `setsid` escapes it; the next farm's `kill_leftover` and the
 /// clone's recovery are the remaining net.)
 struct Keeper {
@@ -254,14 +263,14 @@ struct Keeper {
 }
 
 impl Keeper {
-    fn start(leader: u32) -> Option<Keeper> {
+    fn start() -> Option<Keeper> {
         let (read, write) = std::io::pipe().ok()?;
         let process = Command::new("sh")
             .args(["-c", "read -r _; kill -KILL 0"])
             .stdin(read)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .process_group(i32::try_from(leader).ok()?)
+            .process_group(0)
             .spawn()
             .ok()?;
         Some(Keeper {
@@ -271,11 +280,20 @@ impl Keeper {
     }
 }
 
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        // Also when the agent could not be started: no keeper outlives its
+        // session.
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
 impl Group {
     fn signal(&self, sig: i32) {
         // SAFETY: kill(2) on our own process group (pgid = the leader's pid,
         // which stays reserved until we reap the leader).
-        unsafe { libc::kill(-(self.child.id() as i32), sig) };
+        unsafe { libc::kill(-(self.pgid as i32), sig) };
     }
 
     /// SIGTERM to the group, then SIGKILL after `grace` if the leader lives.
@@ -303,11 +321,8 @@ impl Drop for Group {
         if !self.done {
             let _ = self.child.wait();
         }
-        if let Some(mut keeper) = self.keeper.take() {
-            // Killed with the group just now (or by the grace's SIGTERM).
-            let _ = keeper.process.kill();
-            let _ = keeper.process.wait();
-        }
+        // The keeper died with the group just now; reaped as it drops.
+        drop(self.keeper.take());
         // Emptied, not removed: a file deleted and made again each session
         // is an inode freed and allocated (see workdir.rs on why that costs).
         let _ = std::fs::write(&self.record, "");
