@@ -1501,7 +1501,17 @@ fn integrate(
             Some(clone.repo.conflicted()?)
         })
     };
+    // Rounds of rejected pushes can outlast the heartbeat interval on a
+    // busy hub (a claim went stale after 30 rounds in 2 minutes under load
+    // and was taken over): beat between rounds, as the session did.
+    let mut last_beat = Instant::now();
     for round in 0..push_rounds(run) {
+        if last_beat.elapsed() >= run.heartbeat {
+            last_beat = Instant::now();
+            if let Err(StoreError::Lost { .. }) = run.store.heartbeat(held, SystemTime::now()) {
+                return Ok(Integrated::Lost);
+            }
+        }
         // Catch up without the lock first, then take the hub's push lock and
         // catch up again only if the branch moved meanwhile: the agents of
         // this host take turns at the push (an agent whose work conflicted
