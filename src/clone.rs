@@ -3,6 +3,7 @@
 //! agent's work is committed, rebased and pushed from.
 
 use std::cell::Cell;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -63,6 +64,8 @@ pub struct PrivateClone {
     behind: Cell<bool>,
     name: String,
     out: Out,
+    /// The rescue branches pushed when the clone was opened.
+    rescued: Vec<String>,
 }
 
 impl PrivateClone {
@@ -81,20 +84,18 @@ impl PrivateClone {
         let lock = lock_clone(&dir, name)?;
         // Background gc in a clone only competes with the agents for CPU.
         const SETTINGS: [(&str, &str); 2] = [("maintenance.auto", "false"), ("gc.auto", "0")];
+        // A clone the agent deleted or broke is moved aside and made again;
+        // its readable commits are rescued from there once the new clone
+        // can push them (see [`PrivateClone::salvage`]).
+        let broken = match usable(&dir) {
+            Ok(()) => None,
+            Err(why) => Some(set_aside(&dir, &why, &|l| {
+                out.note(&format!("{name}: {l}"))
+            })?),
+        };
         let repo = if dir.join(".git").is_dir() {
             Repo::new(&dir)
         } else {
-            if dir.exists()
-                && std::fs::read_dir(&dir)
-                    .map(|mut d| d.next().is_some())
-                    .unwrap_or(true)
-            {
-                return Err(Error::failure(format!(
-                    "`{}` exists but is not a clone",
-                    dir.display()
-                ))
-                .hint("move it away; farm makes its clones itself"));
-            }
             std::fs::create_dir_all(dir.parent().unwrap_or(&dir))
                 .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
             let say = |l: &str| out.note(&format!("{name}: {l}"));
@@ -139,7 +140,7 @@ impl PrivateClone {
                 repo.run(["config", key, &value])?;
             }
         }
-        let clone = PrivateClone {
+        let mut clone = PrivateClone {
             repo,
             work,
             clean: Cell::new(false),
@@ -147,9 +148,20 @@ impl PrivateClone {
             _lock: lock,
             name: name.to_owned(),
             out,
+            rescued: Vec::new(),
         };
-        clone.recover(hub)?;
+        clone.rescued = clone.recover(hub)?;
+        if let Some(aside) = broken {
+            let more = clone.salvage(hub, &aside)?;
+            clone.rescued.extend(more);
+        }
         Ok(clone)
+    }
+
+    /// The rescue branches pushed when this clone was opened: the work an
+    /// earlier run left in it (see [`PrivateClone::recover`]).
+    pub fn rescued(&self) -> &[String] {
+        &self.rescued
     }
 
     /// Where the running session's process group is noted.
@@ -157,41 +169,314 @@ impl PrivateClone {
         self.dir().join(".git/farm-session")
     }
 
-    /// Make good what an earlier farm killed mid-session left in this clone:
-    /// end its session's surviving processes, and push any commit it had not
-    /// integrated to `farm/rescue/orphan/<agent>-<commit>` — the next sync
-    /// would otherwise reset it away.
-    fn recover(&self, hub: &Hub) -> Result<(), Error> {
-        let name = &self.name;
+    /// Make good what an earlier farm, killed, left in this clone, and
+    /// rescue the agent's own commits that are on no hub ref — the next sync
+    /// would otherwise reset them away. Returns the rescue branches pushed.
+    ///
+    /// The rules (DESIGN.md MUST 12), in order:
+    ///
+    /// 1. What is left of the session's process group is killed: from then
+    ///    on nothing but this farm works here (it holds the clone's flock).
+    /// 2. So every git lock in the clone (`index.lock`, `HEAD.lock`,
+    ///    `refs/**/*.lock`, `packed-refs.lock`, `config.lock`, …) is stale:
+    ///    removed, and each named once.
+    /// 3. A git operation left half-done — a rebase (`rebase-merge/`,
+    ///    `rebase-apply/`), `am`, merge, cherry-pick or revert — is aborted,
+    ///    which puts HEAD back at the tip it started from: the agent's own
+    ///    commits as made (a rebase's `orig-head`), never its half-done
+    ///    result. When git cannot abort it, its state is removed by hand,
+    ///    HEAD put back on the rebased branch (else at `orig-head`), and the
+    ///    files reset to HEAD. Unresolved conflicts are never committed.
+    /// 4. Changes not committed are the agent's only when they are its own:
+    ///    not committed when they hold conflict markers, nor when every
+    ///    changed path shows a state farm moved HEAD away from without
+    ///    touching the files (an in-memory rebase leaves the index and the
+    ///    work tree at the commit before — see `behind`; a sync cut short
+    ///    leaves them part way). Committing those would revert the branch.
+    ///    Otherwise they are committed on top of HEAD.
+    /// 5. The agent's own commits are those of `origin/<branch>..HEAD` whose
+    ///    patch is not on the branch already (`git cherry`). A clone with
+    ///    none — one left behind the branch, say — needs no rescue;
+    ///    otherwise HEAD goes to `farm/rescue/orphan/<agent>-<commit>`.
+    fn recover(&self, hub: &Hub) -> Result<Vec<String>, Error> {
         if session::kill_leftover(&self.session_record()) {
             self.say("killed what was left of a session an earlier farm was running here");
             std::thread::sleep(Duration::from_millis(100));
         }
-        let git_dir = self.dir().join(".git");
-        if git_dir.join("MERGE_HEAD").exists() {
-            self.repo.check(["merge", "--abort"])?;
-        }
-        if git_dir.join("rebase-merge").exists() || git_dir.join("rebase-apply").exists() {
-            self.repo.check(["rebase", "--abort"])?;
-        }
+        self.remove_stale_locks();
+        self.end_operations()?;
         if self.head().is_err() {
-            return Ok(()); // no commit yet: nothing to recover
+            return Ok(Vec::new()); // no commit yet: nothing to recover
         }
-        self.commit_all(&format!(
-            "farm: work left in {name}'s clone by an earlier run"
-        ))?;
+        self.commit_own_leftovers()?;
         self.fetch_if_moved(hub)?;
         let upstream = format!("origin/{}", hub.branch);
-        if self.count_since(&upstream)? == 0 {
-            return Ok(());
-        }
         let head = self.head()?;
-        let branch = format!("farm/rescue/orphan/{name}-{}", &head[..12.min(head.len())]);
+        if !self.has_own_commits(&upstream, &head)? {
+            return Ok(Vec::new());
+        }
+        let branch = format!(
+            "farm/rescue/orphan/{}-{}",
+            self.name,
+            &head[..12.min(head.len())]
+        );
         self.push_ref(&head, &branch)?;
         self.say(&format!(
             "an earlier run left commits in this clone; they are on `{branch}`"
         ));
+        Ok(vec![branch])
+    }
+
+    /// Remove the git lock files in the clone: stale once the clone's
+    /// flock is ours and its session's group is gone (see `recover`), and
+    /// each one left would fail every later git command here. Each is named.
+    fn remove_stale_locks(&self) {
+        let git_dir = self.dir().join(".git");
+        let mut locks = Vec::new();
+        lock_files(&git_dir, false, &mut locks);
+        lock_files(&git_dir.join("refs"), true, &mut locks);
+        for lock in locks {
+            match std::fs::remove_file(&lock) {
+                Ok(()) => self.say(&format!(
+                    "removed `{}`, a stale git lock (no process works in this clone now)",
+                    lock.display()
+                )),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => self.say(&format!(
+                    "cannot remove the stale git lock `{}`: {e}",
+                    lock.display()
+                )),
+            }
+        }
+    }
+
+    /// Abort every git operation left half-done in the clone (rule 3 of
+    /// `recover`).
+    fn end_operations(&self) -> Result<(), Error> {
+        let git_dir = self.dir().join(".git");
+        // An operation may have been started inside another (a merge in a
+        // stopped rebase): each is ended in turn, a few at most.
+        for _ in 0..4 {
+            let Some(op) = Operation::found(&git_dir) else {
+                break;
+            };
+            let aborted = self.repo.check([op.command(), "--abort"])?
+                && Operation::found(&git_dir) != Some(op);
+            if !aborted {
+                self.clear_by_hand(op)?;
+            }
+            let head = self.head().unwrap_or_default();
+            self.say(&format!(
+                "an earlier run left `git {}` half-done here; aborted it, back to {}",
+                op.command(),
+                &head[..12.min(head.len())]
+            ));
+        }
+        if Operation::found(&git_dir).is_some() || !self.repo.conflicted()?.is_empty() {
+            // Still there (or conflicts with no operation, as a `stash pop`
+            // leaves them): the files go back to HEAD, conflicts and all.
+            self.clear_by_hand(Operation::Merge)?;
+            self.say("unresolved conflicts were left here; the files are back at HEAD");
+        }
         Ok(())
+    }
+
+    /// End operation `op` where `git <op> --abort` could not: HEAD back on
+    /// the branch a rebase was rebasing (where it still is until the rebase
+    /// ends; else at the rebase's `orig-head`), git's state for the
+    /// operation removed, the index and the files reset to HEAD.
+    fn clear_by_hand(&self, op: Operation) -> Result<(), Error> {
+        let git_dir = self.dir().join(".git");
+        if op == Operation::Rebase {
+            for state in ["rebase-merge", "rebase-apply"] {
+                let read = |f: &str| {
+                    std::fs::read_to_string(git_dir.join(state).join(f))
+                        .map(|t| t.trim().to_owned())
+                        .unwrap_or_default()
+                };
+                let (head_name, orig_head) = (read("head-name"), read("orig-head"));
+                if head_name.starts_with("refs/heads/")
+                    && crate::git::read_ref(&git_dir, &head_name).is_some()
+                {
+                    self.git(["symbolic-ref", "HEAD", &head_name])?;
+                    break;
+                }
+                if self.repo.rev(&orig_head)?.is_some() {
+                    if head_name.starts_with("refs/heads/") {
+                        self.git(["update-ref", &head_name, &orig_head])?;
+                        self.git(["symbolic-ref", "HEAD", &head_name])?;
+                    } else {
+                        self.git(["update-ref", "--no-deref", "HEAD", &orig_head])?;
+                    }
+                    break;
+                }
+            }
+        }
+        for state in [
+            "rebase-merge",
+            "rebase-apply",
+            "sequencer",
+            "MERGE_HEAD",
+            "MERGE_MSG",
+            "MERGE_MODE",
+            "MERGE_RR",
+            "AUTO_MERGE",
+            "CHERRY_PICK_HEAD",
+            "REVERT_HEAD",
+        ] {
+            let path = git_dir.join(state);
+            let _ = std::fs::remove_dir_all(&path).or_else(|_| std::fs::remove_file(&path));
+        }
+        if self.head().is_ok() {
+            self.git(["reset", "--quiet", "--hard"])?;
+        }
+        Ok(())
+    }
+
+    /// Commit what differs from HEAD when it is the agent's own (rule 4 of
+    /// `recover`); whether a commit was made.
+    fn commit_own_leftovers(&self) -> Result<bool, Error> {
+        let changed = self.stage_all()?;
+        if changed.is_empty() {
+            return Ok(false);
+        }
+        if self.has_markers(&changed) {
+            self.say(&format!(
+                "changes left uncommitted here hold conflict markers ({}); not rescued",
+                changed.join(", ")
+            ));
+            return Ok(false);
+        }
+        if self.only_lags(&changed)? {
+            return Ok(false);
+        }
+        self.commit_all(&format!(
+            "farm: work left in {}'s clone by an earlier run",
+            self.name
+        ))
+    }
+
+    /// Whether every path in `changed` (staged, differing from HEAD) is as
+    /// in some commit farm moved this clone's HEAD away from without
+    /// touching the files: the old side of its in-memory rebases and of its
+    /// syncs' ref moves, as the reflogs record them.
+    fn only_lags(&self, changed: &[String]) -> Result<bool, Error> {
+        let git_dir = self.dir().join(".git");
+        let mut states: Vec<String> = Vec::new();
+        for log in ["logs/HEAD", &format!("logs/refs/heads/{WORK_BRANCH}")] {
+            let text = std::fs::read_to_string(git_dir.join(log)).unwrap_or_default();
+            for line in text.lines().rev().take(200) {
+                let Some((head, message)) = line.split_once('\t') else {
+                    continue;
+                };
+                let farm_moved = message.starts_with(crate::workdir::REBASE_LOG)
+                    || message == crate::workdir::SYNC_LOG;
+                let old = head.split(' ').next().unwrap_or("");
+                if farm_moved && !states.iter().any(|s| s == old) {
+                    states.push(old.to_owned());
+                }
+            }
+        }
+        if states.is_empty() {
+            return Ok(false);
+        }
+        let staged = self.git(["write-tree"])?;
+        let mut unexplained: Vec<&String> = changed.iter().collect();
+        for state in states.iter().take(20) {
+            // Paths where the staged files differ from that state.
+            let Ok(differ) = self.git([
+                "diff-tree",
+                "-r",
+                "--name-only",
+                "--no-renames",
+                "-z",
+                &staged,
+                state,
+            ]) else {
+                continue; // a commit this clone no longer has
+            };
+            let differ: Vec<&str> = differ.split('\0').collect();
+            unexplained.retain(|p| differ.contains(&p.as_str()));
+            if unexplained.is_empty() {
+                self.out.debug(&format!(
+                    "{}: the work tree lags HEAD (farm moved HEAD without the files); \
+                     nothing of the agent's there",
+                    self.name
+                ));
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Whether `tip` has commits that `upstream` lacks, by ancestry and by
+    /// patch (a commit rebased onto the branch is there already).
+    fn has_own_commits(&self, upstream: &str, tip: &str) -> Result<bool, Error> {
+        if self.count_since(upstream)? == 0 {
+            return Ok(false);
+        }
+        let cherry = self.git(["cherry", upstream, tip])?;
+        Ok(cherry.lines().any(|l| l.starts_with('+')))
+    }
+
+    /// Rescue what commits can be read from `aside`, a broken clone set
+    /// aside (see [`set_aside`]): its branches are fetched into this new
+    /// clone, and each with commits the hub's branch lacks is pushed to a
+    /// rescue branch. `aside` is removed once all went well, else kept.
+    fn salvage(&self, hub: &Hub, aside: &Path) -> Result<Vec<String>, Error> {
+        let old_git = aside.join(".git");
+        let mut rescued = Vec::new();
+        if !old_git.is_dir() {
+            self.say(&format!(
+                "no commit could be read from `{}`: it is left there",
+                aside.display()
+            ));
+            return Ok(rescued);
+        }
+        const SALVAGED: &str = "refs/farm/salvaged/";
+        let spec = format!("+refs/heads/*:{SALVAGED}*");
+        let fetched = self.repo.run([
+            OsStr::new("fetch"),
+            OsStr::new("--quiet"),
+            OsStr::new("--no-tags"),
+            old_git.as_os_str(),
+            OsStr::new(&spec),
+        ]);
+        if let Err(e) = fetched {
+            self.say(&format!(
+                "no commit could be read from `{}` ({}): it is left there",
+                aside.display(),
+                e.said
+            ));
+            return Ok(rescued);
+        }
+        self.fetch_if_moved(hub)?;
+        let upstream = format!("origin/{}", hub.branch);
+        let refs = self.git([
+            "for-each-ref",
+            "--format=%(objectname) %(refname)",
+            SALVAGED,
+        ])?;
+        for line in refs.lines() {
+            let Some((sha, name)) = line.split_once(' ') else {
+                continue;
+            };
+            if self.has_own_commits(&upstream, sha)? {
+                let branch = format!(
+                    "farm/rescue/orphan/{}-{}",
+                    self.name,
+                    &sha[..12.min(sha.len())]
+                );
+                self.push_ref(sha, &branch)?;
+                self.say(&format!(
+                    "the broken clone had commits of its own; they are on `{branch}`"
+                ));
+                rescued.push(branch);
+            }
+            self.git(["update-ref", "-d", name])?;
+        }
+        let _ = std::fs::remove_dir_all(aside);
+        Ok(rescued)
     }
 
     fn say(&self, what: &str) {
@@ -349,7 +634,11 @@ impl PrivateClone {
         Ok(self.repo.commit_all(message)?)
     }
 
+    /// Commit what a session left uncommitted (its git locks, stale now
+    /// that its process group is gone, removed first: a session killed at
+    /// its timeout while git held `index.lock` must not wedge the clone).
     pub fn commit_leftovers(&self, name: &str, id: &str) -> Result<bool, Error> {
+        self.remove_stale_locks();
         self.commit_all(&format!("farm: work {name} left uncommitted on `{id}`"))
     }
 
@@ -457,7 +746,9 @@ impl PrivateClone {
             .unwrap_or(0))
     }
 
-    /// Move `tasks/<id>.md` to `tasks/done/<id>.md` with a short result.
+    /// Move `tasks/<id>.md` to `tasks/done/<id>.md` with a short result,
+    /// after the session that did it (its stale git locks removed first, as
+    /// for [`PrivateClone::commit_leftovers`]).
     pub fn mark_done(
         &self,
         task: &Task,
@@ -465,6 +756,7 @@ impl PrivateClone {
         attempt: u32,
         log: &Path,
     ) -> Result<(), Error> {
+        self.remove_stale_locks();
         let id = task.id.as_str();
         let pending = self.dir().join("tasks").join(format!("{id}.md"));
         let text = std::fs::read_to_string(&pending).unwrap_or_else(|_| task.render());
@@ -534,6 +826,124 @@ impl PrivateClone {
             }
         }
     }
+}
+
+/// A git operation that can be left half-done in a clone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Operation {
+    Rebase,
+    Am,
+    Merge,
+    CherryPick,
+    Revert,
+}
+
+impl Operation {
+    /// The operation whose state git keeps in `git_dir`, if any.
+    fn found(git_dir: &Path) -> Option<Operation> {
+        let has = |f: &str| git_dir.join(f).exists();
+        if has("rebase-merge") {
+            Some(Operation::Rebase)
+        } else if has("rebase-apply/applying") {
+            Some(Operation::Am)
+        } else if has("rebase-apply") {
+            Some(Operation::Rebase)
+        } else if has("MERGE_HEAD") {
+            Some(Operation::Merge)
+        } else if has("REVERT_HEAD") {
+            Some(Operation::Revert)
+        } else if has("CHERRY_PICK_HEAD") || has("sequencer") {
+            Some(Operation::CherryPick)
+        } else {
+            None
+        }
+    }
+
+    /// The git command that does it (and takes `--abort`).
+    fn command(self) -> &'static str {
+        match self {
+            Operation::Rebase => "rebase",
+            Operation::Am => "am",
+            Operation::Merge => "merge",
+            Operation::CherryPick => "cherry-pick",
+            Operation::Revert => "revert",
+        }
+    }
+}
+
+/// Collect the `*.lock` files in `dir` (and below it when `deep`) into
+/// `out`. Symlinks are not followed.
+fn lock_files(dir: &Path, deep: bool, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            if deep {
+                lock_files(&path, deep, out);
+            }
+        } else if path.extension().is_some_and(|e| e == "lock") {
+            out.push(path);
+        }
+    }
+}
+
+/// Whether `dir` holds a clone farm can work in (or nothing at all); why
+/// not, when it does not: a directory that is not a repository, a `.git`
+/// git cannot open, a HEAD that names no readable commit. (Opened by git2
+/// at `dir` itself: a broken `.git` must not make git look further up,
+/// where a hub's own repository may be.)
+fn usable(dir: &Path) -> Result<(), String> {
+    let empty = std::fs::read_dir(dir).map_or(true, |mut d| d.next().is_none());
+    if empty {
+        return Ok(());
+    }
+    if !std::fs::symlink_metadata(dir.join(".git")).is_ok_and(|m| m.is_dir()) {
+        return Err("it is not a clone: no `.git` directory".to_owned());
+    }
+    let repo =
+        git2::Repository::open(dir).map_err(|e| format!("git cannot open it: {}", e.message()))?;
+    let commit = repo
+        .head()
+        .and_then(|h| h.peel_to_commit())
+        .map_err(|e| format!("its HEAD names no commit: {}", e.message()))?;
+    commit
+        .tree()
+        .map_err(|e| format!("its HEAD's files cannot be read: {}", e.message()))?;
+    // The index is a cache of HEAD and the files: one git cannot read is
+    // made again from them (what differs from HEAD is then still seen).
+    if repo.index().is_err() {
+        let _ = std::fs::remove_file(dir.join(".git/index"));
+    }
+    Ok(())
+}
+
+/// Move a broken clone at `dir` aside, next to it, for its commits to be
+/// salvaged from there; where it went.
+fn set_aside(dir: &Path, why: &str, say: &dyn Fn(&str)) -> Result<PathBuf, Error> {
+    let stamp = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let mut name = dir.file_name().unwrap_or_default().to_owned();
+    name.push(format!(".broken-{stamp}"));
+    let aside = dir.with_file_name(name);
+    std::fs::rename(dir, &aside).map_err(|e| {
+        Error::failure(format!(
+            "cannot move the broken clone `{}` aside: {e}",
+            dir.display()
+        ))
+        .hint("move it away; farm makes its clones itself")
+    })?;
+    say(&format!(
+        "`{}` was no usable clone ({why}); moved it to `{}` and cloning again",
+        dir.display(),
+        aside.display()
+    ));
+    Ok(aside)
 }
 
 pub(crate) fn ensure_newline(s: &str) -> String {
