@@ -412,7 +412,8 @@ impl PrivateClone {
     /// Whether `tip` has commits that `upstream` lacks, by ancestry and by
     /// patch (a commit rebased onto the branch is there already).
     fn has_own_commits(&self, upstream: &str, tip: &str) -> Result<bool, Error> {
-        if self.count_since(upstream)? == 0 {
+        // Counted in-process first, for the usual answer: none.
+        if tip == self.head()? && self.count_since(upstream)? == 0 {
             return Ok(false);
         }
         let cherry = self.git(["cherry", upstream, tip])?;
@@ -432,6 +433,18 @@ impl PrivateClone {
                 aside.display()
             ));
             return Ok(rescued);
+        }
+        // git reads no repository whose HEAD is garbage, though its refs and
+        // objects may be fine: the copy set aside is ours to mend.
+        let head = std::fs::read_to_string(old_git.join("HEAD")).unwrap_or_default();
+        let head = head.trim();
+        let valid = head.starts_with("ref: refs/")
+            || (head.len() >= 40 && head.bytes().all(|b| b.is_ascii_hexdigit()));
+        if !valid {
+            let _ = std::fs::write(
+                old_git.join("HEAD"),
+                format!("ref: refs/heads/{WORK_BRANCH}\n"),
+            );
         }
         const SALVAGED: &str = "refs/farm/salvaged/";
         let spec = format!("+refs/heads/*:{SALVAGED}*");

@@ -266,3 +266,134 @@ fn a_finished_run_leaves_nothing_to_rescue() {
     }
     assert_eq!(done(&env).len(), 6);
 }
+
+/// A hub with one task `t0` run to the end by agent `a` (so its clone
+/// exists), and a task `t1` added after; the clone.
+fn primed(env: &Env) -> PathBuf {
+    add_task(env, "t0");
+    let agent = env.agent_script("worker.sh", WORKER);
+    run(env, &agent, &[]).success();
+    add_task(env, "t1");
+    clone_dir(env, "a")
+}
+
+/// The next run finishes the board (`t0`, `t1`), exit 0.
+#[track_caller]
+fn next_run_finishes(env: &Env) -> Output {
+    let agent = env.agent_script("worker.sh", WORKER);
+    let out = run(env, &agent, &[]);
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert_eq!(
+        done(env),
+        BTreeSet::from(["t0".into(), "t1".into()]),
+        "{out:#?}"
+    );
+    out
+}
+
+/// Regression (issue 10, item 3): git locks a SIGKILL left in the clone
+/// (`index.lock`, a ref lock) wedged the agent for the whole run, every
+/// later run exited 1, and the message did not name the file. They are
+/// stale — farm holds the clone's flock, the session's group is gone — so
+/// they are removed, each named.
+#[test]
+fn stale_git_locks_in_a_clone_are_removed_and_named() {
+    let env = Env::git_hub(&[]);
+    let clone = primed(&env);
+    let git_dir = clone.join(".git");
+    std::fs::create_dir_all(git_dir.join("refs/remotes/origin")).unwrap();
+    for lock in ["index.lock", "HEAD.lock", "refs/remotes/origin/main.lock"] {
+        std::fs::write(git_dir.join(lock), "").unwrap();
+    }
+    let out = next_run_finishes(&env);
+    for lock in ["index.lock", "HEAD.lock", "origin/main.lock"] {
+        let said = out.stderr.lines().filter(|l| l.contains(lock)).count();
+        assert_eq!(said, 1, "`{lock}` named once: {out:#?}");
+    }
+    assert_eq!(rescues(&env), Vec::<String>::new(), "{out:#?}");
+}
+
+/// Regression (issue 10, item 3): a session killed at its `--timeout` while
+/// git held `index.lock` left the lock behind, and committing what the
+/// session left failed on it. The run goes on: the task is tried again and
+/// done, and the lock is named.
+#[test]
+fn a_session_killed_holding_index_lock_does_not_wedge_the_clone() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, "t0");
+    add_task(&env, "t1");
+    let once = env.tmp.path().join("hung-once");
+    let agent = env.agent_script(
+        "hang-once.sh",
+        &format!(
+            "set -eu\nif [ \"$FARM_TASK\" = t0 ] && [ ! -e '{once}' ]; then\n  touch '{once}'\n  echo half > half.txt\n  touch .git/index.lock\n  sleep 60\nfi\n{WORKER}",
+            once = once.display()
+        ),
+    );
+    let out = run(&env, &agent, &["--timeout", "2s"]);
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert!(once.exists(), "the session hung once");
+    assert_eq!(
+        done(&env),
+        BTreeSet::from(["t0".into(), "t1".into()]),
+        "{out:#?}"
+    );
+    assert!(
+        out.stderr.contains("index.lock"),
+        "the lock is named: {out:#?}"
+    );
+    // What the hung session wrote was rescued with its failed attempt.
+    let rescued = rescues(&env);
+    assert_eq!(rescued.len(), 1, "{out:#?}");
+    assert_eq!(
+        env.git(["show", &format!("{}:half.txt", rescued[0])]),
+        "half"
+    );
+}
+
+/// Regression (issue 10, item 3): a clone whose `.git` the agent deleted
+/// ("exists but is not a clone": every later run exited 1) is set aside and
+/// made again.
+#[test]
+fn a_clone_without_its_git_dir_is_made_again() {
+    let env = Env::git_hub(&[]);
+    let clone = primed(&env);
+    std::fs::remove_dir_all(clone.join(".git")).unwrap();
+    let out = next_run_finishes(&env);
+    assert!(out.stderr.contains("no usable clone"), "{out:#?}");
+    assert!(clone.join(".git").is_dir());
+    next_run_finishes(&env);
+}
+
+/// Regression (issue 10, item 3): a clone whose `.git` is broken (HEAD
+/// garbage) has its commits rescued from it, and is made again.
+#[test]
+fn a_broken_clone_is_rescued_and_made_again() {
+    let env = Env::git_hub(&[]);
+    let clone = primed(&env);
+    std::fs::write(clone.join("mine.txt"), "mine\n").unwrap();
+    git(&env, &clone, &["add", "mine.txt"]);
+    git(&env, &clone, &["commit", "-qm", "mine"]);
+    let mine = git(&env, &clone, &["rev-parse", "HEAD"]);
+    std::fs::write(clone.join(".git/HEAD"), "garbage\n").unwrap();
+    let out = next_run_finishes(&env);
+    assert!(out.stderr.contains("no usable clone"), "{out:#?}");
+    let rescued = rescues(&env);
+    assert_eq!(rescued.len(), 1, "{out:#?}");
+    assert!(
+        env.git_ok(["merge-base", "--is-ancestor", &mine, &rescued[0]]),
+        "the agent's commit is rescued: {out:#?}"
+    );
+    assert!(out.stderr.contains(", 1 rescued"), "{out:#?}");
+}
+
+/// Regression (issue 10, item 3): a clone whose objects are gone: nothing
+/// can be read from it, the next runs go on all the same.
+#[test]
+fn a_clone_without_objects_is_made_again() {
+    let env = Env::git_hub(&[]);
+    let clone = primed(&env);
+    std::fs::remove_dir_all(clone.join(".git/objects")).unwrap();
+    let out = next_run_finishes(&env);
+    assert!(out.stderr.contains("no usable clone"), "{out:#?}");
+}
