@@ -87,6 +87,13 @@ impl PrivateClone {
         // A clone the agent deleted or broke is moved aside and made again;
         // its readable commits are rescued from there once the new clone
         // can push them (see [`PrivateClone::salvage`]).
+        // (A clone's borrowed objects are pointed at first: a clone whose
+        // pointer was lost is not broken.)
+        if let Some(local) = &hub.local
+            && dir.join(".git/objects").is_dir()
+        {
+            let _ = borrow_objects(&dir, &local.git_dir);
+        }
         let broken = match usable(&dir) {
             Ok(()) => None,
             Err(why) => Some(set_aside(&dir, &why, &|l| {

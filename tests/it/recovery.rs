@@ -387,13 +387,14 @@ fn a_broken_clone_is_rescued_and_made_again() {
     assert!(out.stderr.contains(", 1 rescued"), "{out:#?}");
 }
 
-/// Regression (issue 10, item 3): a clone whose objects are gone: nothing
-/// can be read from it, the next runs go on all the same.
+/// Regression (issue 10, item 3): a `.git` without HEAD and objects:
+/// nothing can be read from it, the next runs go on all the same.
 #[test]
-fn a_clone_without_objects_is_made_again() {
+fn a_clone_without_head_and_objects_is_made_again() {
     let env = Env::git_hub(&[]);
     let clone = primed(&env);
     std::fs::remove_dir_all(clone.join(".git/objects")).unwrap();
+    std::fs::remove_file(clone.join(".git/HEAD")).unwrap();
     let out = next_run_finishes(&env);
     assert!(out.stderr.contains("no usable clone"), "{out:#?}");
 }
