@@ -918,6 +918,9 @@ fn lock_files(dir: &Path, deep: bool, out: &mut Vec<PathBuf>) {
 /// at `dir` itself: a broken `.git` must not make git look further up,
 /// where a hub's own repository may be.)
 fn usable(dir: &Path) -> Result<(), String> {
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
+        return Err("it is not a directory".to_owned());
+    }
     let empty = std::fs::read_dir(dir).map_or(true, |mut d| d.next().is_none());
     if empty {
         return Ok(());
@@ -1075,6 +1078,119 @@ mod tests {
             "one\ntwo\nthree\n"
         );
         assert_eq!(clone.git(["status", "--porcelain"]).unwrap(), "");
+    }
+
+    /// The hub's `farm/rescue/*` branches: `(name, commit)`.
+    fn rescues(hub_git: &Repo) -> Vec<(String, String)> {
+        let refs = hub_git
+            .run([
+                "for-each-ref",
+                "--format=%(refname) %(objectname)",
+                "refs/heads/farm/rescue/",
+            ])
+            .unwrap();
+        refs.lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(r, c)| (r.to_owned(), c.to_owned()))
+            .collect()
+    }
+
+    /// Open the clone again, as the next farm does (recovering it).
+    fn reopen(tmp: &Path, hub: &Hub, clone: PrivateClone) -> PrivateClone {
+        drop(clone);
+        let out = Out::new(ColorWhen::Never, true, 0);
+        PrivateClone::prepare(&tmp.join("state"), hub, "a", "a", out).unwrap()
+    }
+
+    /// Regression (issue 10, item 9): killed after an in-memory rebase, the
+    /// index and the work tree still show the commit before; recovery must
+    /// not commit that (it reverts what the branch gained) but rescue the
+    /// rebased commit as it is.
+    #[test]
+    fn recovery_after_an_in_memory_rebase_rescues_the_commit_not_a_revert() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (hub_git, hub, clone) = hub_and_clone(tmp.path());
+        let (h, d) = (hub_git.dir().to_path_buf(), clone.dir().to_path_buf());
+        write(&d, "mine.txt", "mine\n");
+        assert!(clone.commit_all("mine").unwrap());
+        write(&h, "c.txt", "c\n");
+        hub_git.commit_all("theirs: c").unwrap();
+        clone.fetch_if_moved(&hub).unwrap();
+        assert!(clone.rebase("origin/main").unwrap());
+        assert!(clone.behind.get() && !d.join("c.txt").exists());
+        let rebased = clone.head().unwrap();
+
+        let clone = reopen(tmp.path(), &hub, clone);
+        let rescued = rescues(&hub_git);
+        assert_eq!(rescued.len(), 1, "{rescued:?}");
+        assert_eq!(rescued[0].1, rebased, "the rebased commit itself");
+        assert_eq!(clone.rescued().len(), 1);
+        assert_eq!(
+            hub_git.run(["show", &format!("{rebased}:c.txt")]).unwrap(),
+            "c"
+        );
+
+        // Pushed as it is, the next start finds nothing of the agent's.
+        hub_git
+            .run(["merge", "--quiet", "--ff-only", &rebased])
+            .unwrap();
+        hub_git
+            .run([
+                "branch",
+                "-D",
+                "--quiet",
+                rescued[0].0.trim_start_matches("refs/heads/"),
+            ])
+            .unwrap();
+        let clone = reopen(tmp.path(), &hub, clone);
+        assert_eq!(rescues(&hub_git), [], "nothing more to rescue");
+        assert!(clone.rescued().is_empty());
+    }
+
+    /// Regression (issue 10, item 9): a sync cut short after its ref move
+    /// (the files still those of the commit before), and a clone left
+    /// behind the branch, hold nothing of the agent's.
+    #[test]
+    fn recovery_of_a_sync_cut_short_rescues_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (hub_git, hub, clone) = hub_and_clone(tmp.path());
+        let h = hub_git.dir().to_path_buf();
+        std::fs::remove_file(h.join("b.txt")).unwrap();
+        write(&h, "a.txt", "one\ntwo\nTHREE\n");
+        hub_git.commit_all("theirs").unwrap();
+        let now = clone.fetch_if_moved(&hub).unwrap();
+        let work = clone.work.as_ref().unwrap();
+        work.set_ref(&format!("refs/heads/{WORK_BRANCH}"), &now)
+            .unwrap();
+        let clone = reopen(tmp.path(), &hub, clone);
+        assert_eq!(rescues(&hub_git), []);
+        assert!(clone.rescued().is_empty());
+    }
+
+    /// What an agent left uncommitted is still its own after farm moved the
+    /// clone's HEAD in earlier turns: committed and rescued.
+    #[test]
+    fn recovery_rescues_uncommitted_work_of_the_agents() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (hub_git, hub, clone) = hub_and_clone(tmp.path());
+        let (h, d) = (hub_git.dir().to_path_buf(), clone.dir().to_path_buf());
+        write(&h, "c.txt", "c\n");
+        hub_git.commit_all("theirs: c").unwrap();
+        clone.sync(&hub).unwrap();
+        write(&d, "a.txt", "one\ntwo\nmine\n");
+        let clone = reopen(tmp.path(), &hub, clone);
+        let rescued = rescues(&hub_git);
+        assert_eq!(rescued.len(), 1, "{rescued:?}");
+        let tip = &rescued[0].1;
+        assert_eq!(
+            hub_git.run(["show", &format!("{tip}:a.txt")]).unwrap(),
+            "one\ntwo\nmine"
+        );
+        assert_eq!(hub_git.run(["show", &format!("{tip}:c.txt")]).unwrap(), "c");
+        assert_eq!(
+            clone.rescued(),
+            [rescued[0].0.trim_start_matches("refs/heads/")]
+        );
     }
 
     /// After an in-memory rebase the work tree lags HEAD; when the next
