@@ -16,6 +16,9 @@ use crate::common::{Env, Output, git_in, patch_ids};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
+/// The run journal, in the state dir.
+const JOURNAL: &str = "journal.jsonl";
+
 /// An agent that does its task in one commit of its own file.
 const WORKER: &str = "set -eu\necho \"$FARM_TASK\" > \"$FARM_TASK.txt\"\ngit add -A\ngit commit -qm \"$FARM_TASK\"\n";
 
@@ -139,8 +142,14 @@ fn next_run_recovers(env: &Env, clone: &Path, mine: &str) -> Output {
         rescues(env)
     );
     assert_no_markers(env, &out);
-    // The rescue at start-up counts (it said "0 rescued").
+    // The rescue at start-up counts (it said "0 rescued"), in the journal too.
     assert!(out.stderr.contains(", 1 rescued"), "{out:#?}");
+    let journal = std::fs::read_to_string(state(env).join(JOURNAL)).unwrap();
+    let logged = journal
+        .lines()
+        .filter(|l| l.contains("\"rescue\"") && l.contains("farm/rescue/orphan/"))
+        .count();
+    assert_eq!(logged, 1, "{journal}");
     out
 }
 
@@ -178,6 +187,41 @@ fn a_rebase_killed_with_its_index_lock_rescues_the_agents_commit() {
         out.stderr.contains("index.lock"),
         "the lock is named: {out:#?}"
     );
+}
+
+/// Regression (issue 10, item 2): `git rebase` SIGKILLed half-way (by its
+/// own `--exec`, after the first of the agent's two commits was replayed):
+/// the rebase is aborted and both commits as made reach the hub.
+#[test]
+fn a_rebase_killed_half_way_rescues_the_agents_commits() {
+    let env = Env::git_hub(&[("shared.txt", "base\n")]);
+    add_task(&env, "t0");
+    let agent = env.agent_script("worker.sh", WORKER);
+    run(&env, &agent, &[]).success();
+    let clone = clone_dir(&env, "a");
+    git(&env, &clone, &["fetch", "-q", "origin", "main"]);
+    git(&env, &clone, &["reset", "-q", "--hard", "origin/main"]);
+    let mut mine = Vec::new();
+    for f in ["one", "two"] {
+        std::fs::write(clone.join(format!("{f}.txt")), "mine\n").unwrap();
+        git(&env, &clone, &["add", "-A"]);
+        git(&env, &clone, &["commit", "-qm", f]);
+        mine.push(git(&env, &clone, &["rev-parse", "HEAD"]));
+    }
+    std::fs::write(env.hub.join("shared.txt"), "theirs\n").unwrap();
+    env.git(["commit", "-qam", "theirs"]);
+    git(&env, &clone, &["fetch", "-q", "origin", "main"]);
+    let (ok, _, _) = git_in(
+        &clone,
+        env.tmp.path(),
+        ["rebase", "--exec", "kill -9 $PPID", "origin/main"],
+    );
+    assert!(
+        !ok && clone.join(".git/rebase-merge").is_dir(),
+        "the rebase was killed"
+    );
+    next_run_recovers(&env, &clone, &mine[0]);
+    assert!(on_the_hub(&env, &clone, &mine[1]));
 }
 
 /// Regression (issue 10, item 2): a merge stopped on a conflict.
