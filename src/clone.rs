@@ -1,6 +1,9 @@
 //! An agent's private clone of the hub: made once under the state
 //! directory, reset to the hub's branch before every session, and where the
-//! agent's work is committed, rebased and pushed from.
+//! agent's work is committed, rebased and pushed from. Opening it recovers
+//! what a farm killed mid-work left there (see [`PrivateClone::recover`]):
+//! stale git locks, a git operation half-done, the agent's own commits to
+//! rescue — and a clone deleted or broken is set aside and made again.
 
 use std::cell::Cell;
 use std::ffi::OsStr;
@@ -218,10 +221,9 @@ impl PrivateClone {
         self.commit_own_leftovers()?;
         self.fetch_if_moved(hub)?;
         let upstream = format!("origin/{}", hub.branch);
-        let head = self.head()?;
-        if !self.has_own_commits(&upstream, &head)? {
+        let Some(head) = self.own_tip(&upstream)? else {
             return Ok(Vec::new());
-        }
+        };
         let branch = format!(
             "farm/rescue/orphan/{}-{}",
             self.name,
@@ -416,13 +418,33 @@ impl PrivateClone {
         Ok(false)
     }
 
+    /// HEAD, when it has commits that `upstream` lacks by ancestry and by
+    /// patch (rule 5 of `recover`); when some of its commits are on
+    /// `upstream` already, replayed onto it without them (in memory when it
+    /// can be, as integration does), so that the rescue holds only the
+    /// agent's own — or HEAD as it is, when that conflicts. `None`: nothing
+    /// of the agent's.
+    fn own_tip(&self, upstream: &str) -> Result<Option<String>, Error> {
+        // Counted in-process first, for the usual answer: none.
+        if self.count_since(upstream)? == 0 {
+            return Ok(None);
+        }
+        let head = self.head()?;
+        let cherry = self.git(["cherry", upstream, &head])?;
+        let own = cherry.lines().filter(|l| l.starts_with('+')).count();
+        let landed = cherry.lines().filter(|l| l.starts_with('-')).count();
+        if own == 0 {
+            return Ok(None);
+        }
+        if landed > 0 && self.rebase(upstream)? && self.count_since(upstream)? > 0 {
+            return Ok(Some(self.head()?));
+        }
+        Ok(Some(head))
+    }
+
     /// Whether `tip` has commits that `upstream` lacks, by ancestry and by
     /// patch (a commit rebased onto the branch is there already).
     fn has_own_commits(&self, upstream: &str, tip: &str) -> Result<bool, Error> {
-        // Counted in-process first, for the usual answer: none.
-        if tip == self.head()? && self.count_since(upstream)? == 0 {
-            return Ok(false);
-        }
         let cherry = self.git(["cherry", upstream, tip])?;
         Ok(cherry.lines().any(|l| l.starts_with('+')))
     }
@@ -1190,6 +1212,29 @@ mod tests {
         assert_eq!(
             clone.rescued(),
             [rescued[0].0.trim_start_matches("refs/heads/")]
+        );
+    }
+
+    /// Regression (issue 10, item 9): a rescue holds only commits the
+    /// branch lacks — one whose patch landed meanwhile is left out.
+    #[test]
+    fn recovery_rescues_only_commits_the_branch_lacks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (hub_git, hub, clone) = hub_and_clone(tmp.path());
+        let (h, d) = (hub_git.dir().to_path_buf(), clone.dir().to_path_buf());
+        write(&d, "x.txt", "x\n");
+        assert!(clone.commit_all("landed elsewhere").unwrap());
+        write(&d, "y.txt", "y\n");
+        assert!(clone.commit_all("mine alone").unwrap());
+        write(&h, "x.txt", "x\n");
+        hub_git.commit_all("the same patch, on main").unwrap();
+        let _clone = reopen(tmp.path(), &hub, clone);
+        let rescued = rescues(&hub_git);
+        assert_eq!(rescued.len(), 1, "{rescued:?}");
+        let range = format!("main..{}", rescued[0].1);
+        assert_eq!(
+            hub_git.run(["log", "--format=%s", &range]).unwrap(),
+            "mine alone"
         );
     }
 
