@@ -47,6 +47,9 @@ fn lock_clone(dir: &Path, name: &str) -> Result<std::fs::File, Error> {
     }
 }
 
+/// Where in a clone the running session's process group is noted.
+const SESSION_RECORD: &str = ".git/farm-session";
+
 /// The branch a clone works on, reset to the hub's before every session.
 const WORK_BRANCH: &str = "farm-work";
 
@@ -87,6 +90,14 @@ impl PrivateClone {
         let lock = lock_clone(&dir, name)?;
         // Background gc in a clone only competes with the agents for CPU.
         const SETTINGS: [(&str, &str); 2] = [("maintenance.auto", "false"), ("gc.auto", "0")];
+        let say = |l: &str| out.note(&format!("{name}: {l}"));
+        // Rules 1 and 2 of [`PrivateClone::recover`], before anything runs
+        // git here (setting the clone's config takes `config.lock`).
+        if session::kill_leftover(&dir.join(SESSION_RECORD)) {
+            say("killed what was left of a session an earlier farm was running here");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        remove_stale_locks(&dir, &say);
         // A clone the agent deleted or broke is moved aside and made again;
         // its readable commits are rescued from there once the new clone
         // can push them (see [`PrivateClone::salvage`]).
@@ -99,16 +110,13 @@ impl PrivateClone {
         }
         let broken = match usable(&dir) {
             Ok(()) => None,
-            Err(why) => Some(set_aside(&dir, &why, &|l| {
-                out.note(&format!("{name}: {l}"))
-            })?),
+            Err(why) => Some(set_aside(&dir, &why, &say)?),
         };
         let repo = if dir.join(".git").is_dir() {
             Repo::new(&dir)
         } else {
             std::fs::create_dir_all(dir.parent().unwrap_or(&dir))
                 .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
-            let say = |l: &str| out.note(&format!("{name}: {l}"));
             let settings = SETTINGS.map(|(k, v)| format!("{k}={v}"));
             let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
             // A hub on this machine is cloned `--shared`: its objects are
@@ -176,7 +184,7 @@ impl PrivateClone {
 
     /// Where the running session's process group is noted.
     pub fn session_record(&self) -> PathBuf {
-        self.dir().join(".git/farm-session")
+        self.dir().join(SESSION_RECORD)
     }
 
     /// Make good what an earlier farm, killed, left in this clone, and
@@ -209,11 +217,7 @@ impl PrivateClone {
     ///    none — one left behind the branch, say — needs no rescue;
     ///    otherwise HEAD goes to `farm/rescue/orphan/<agent>-<commit>`.
     fn recover(&self, hub: &Hub) -> Result<Vec<String>, Error> {
-        if session::kill_leftover(&self.session_record()) {
-            self.say("killed what was left of a session an earlier farm was running here");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        self.remove_stale_locks();
+        // (Rules 1 and 2 were applied by `prepare` before it ran git here.)
         self.end_operations()?;
         if self.head().is_err() {
             return Ok(Vec::new()); // no commit yet: nothing to recover
@@ -236,27 +240,9 @@ impl PrivateClone {
         Ok(vec![branch])
     }
 
-    /// Remove the git lock files in the clone: stale once the clone's
-    /// flock is ours and its session's group is gone (see `recover`), and
-    /// each one left would fail every later git command here. Each is named.
+    /// Remove the git locks a session left (see [`remove_stale_locks`]).
     fn remove_stale_locks(&self) {
-        let git_dir = self.dir().join(".git");
-        let mut locks = Vec::new();
-        lock_files(&git_dir, false, &mut locks);
-        lock_files(&git_dir.join("refs"), true, &mut locks);
-        for lock in locks {
-            match std::fs::remove_file(&lock) {
-                Ok(()) => self.say(&format!(
-                    "removed `{}`, a stale git lock (no process works in this clone now)",
-                    lock.display()
-                )),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => self.say(&format!(
-                    "cannot remove the stale git lock `{}`: {e}",
-                    lock.display()
-                )),
-            }
-        }
+        remove_stale_locks(self.dir(), &|l| self.say(l));
     }
 
     /// Abort every git operation left half-done in the clone (rule 3 of
@@ -909,6 +895,30 @@ impl Operation {
             Operation::Merge => "merge",
             Operation::CherryPick => "cherry-pick",
             Operation::Revert => "revert",
+        }
+    }
+}
+
+/// Remove the git lock files in the clone at `dir`, each named through
+/// `say`: stale once the clone's flock is ours and its session's group is
+/// gone (see `PrivateClone::recover`), and each one left would fail every
+/// later git command here.
+fn remove_stale_locks(dir: &Path, say: &dyn Fn(&str)) {
+    let git_dir = dir.join(".git");
+    let mut locks = Vec::new();
+    lock_files(&git_dir, false, &mut locks);
+    lock_files(&git_dir.join("refs"), true, &mut locks);
+    for lock in locks {
+        match std::fs::remove_file(&lock) {
+            Ok(()) => say(&format!(
+                "removed `{}`, a stale git lock (no process works in this clone now)",
+                lock.display()
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => say(&format!(
+                "cannot remove the stale git lock `{}`: {e}",
+                lock.display()
+            )),
         }
     }
 }

@@ -346,11 +346,20 @@ fn stale_git_locks_in_a_clone_are_removed_and_named() {
     let clone = primed(&env);
     let git_dir = clone.join(".git");
     std::fs::create_dir_all(git_dir.join("refs/remotes/origin")).unwrap();
-    for lock in ["index.lock", "HEAD.lock", "refs/remotes/origin/main.lock"] {
+    let locks = [
+        "index.lock",
+        "HEAD.lock",
+        "config.lock",
+        "refs/remotes/origin/main.lock",
+    ];
+    // A setting farm must put back makes it write the clone's config,
+    // taking `config.lock`.
+    git(&env, &clone, &["config", "gc.auto", "1"]);
+    for lock in locks {
         std::fs::write(git_dir.join(lock), "").unwrap();
     }
     let out = next_run_finishes(&env);
-    for lock in ["index.lock", "HEAD.lock", "origin/main.lock"] {
+    for lock in ["index.lock", "HEAD.lock", "config.lock", "origin/main.lock"] {
         let said = out.stderr.lines().filter(|l| l.contains(lock)).count();
         assert_eq!(said, 1, "`{lock}` named once: {out:#?}");
     }
