@@ -1131,7 +1131,21 @@ mod tests {
     fn reopen(tmp: &Path, hub: &Hub, clone: PrivateClone) -> PrivateClone {
         drop(clone);
         let out = Out::new(ColorWhen::Never, true, 0);
-        PrivateClone::prepare(&tmp.join("state"), hub, "a", "a", out).unwrap()
+        // A process forked meanwhile by another test's thread holds a copy
+        // of the clone's flock until it execs: wait that out.
+        let start = std::time::Instant::now();
+        loop {
+            match PrivateClone::prepare(&tmp.join("state"), hub, "a", "a", out) {
+                Ok(clone) => return clone,
+                Err(e)
+                    if e.to_string().contains("already running")
+                        && start.elapsed() < Duration::from_secs(30) =>
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
     }
 
     /// Regression (issue 10, item 9): killed after an in-memory rebase, the
