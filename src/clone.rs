@@ -215,7 +215,14 @@ impl PrivateClone {
     /// 5. The agent's own commits are those of `origin/<branch>..HEAD` whose
     ///    patch is not on the branch already (`git cherry`). A clone with
     ///    none — one left behind the branch, say — needs no rescue;
-    ///    otherwise HEAD goes to `farm/rescue/orphan/<agent>-<commit>`.
+    ///    otherwise HEAD goes to `farm/rescue/orphan/<agent>-<commit>`,
+    ///    replayed onto the branch first when some of its commits landed
+    ///    there by patch (as it is, if that conflicts).
+    ///
+    /// Before all this, `prepare` sets aside a clone that is not one (no
+    /// `.git`, a HEAD that names no readable commit, not a directory) and
+    /// makes it again; the branches readable in the copy set aside are
+    /// rescued by the same rule 5 (see [`PrivateClone::salvage`]).
     fn recover(&self, hub: &Hub) -> Result<Vec<String>, Error> {
         // (Rules 1 and 2 were applied by `prepare` before it ran git here.)
         self.end_operations()?;
