@@ -516,6 +516,13 @@ fn turns<'scope, 'env: 'scope>(
             false => None,
         },
     ];
+    // What an earlier run left in them and opening them rescued counts.
+    for branch in clones.iter().flatten().flat_map(PrivateClone::rescued) {
+        summary.rescued += 1;
+        let why = "an earlier run left commits in this clone";
+        run.journal
+            .log(name, "rescue", json!({"branch": branch, "why": why}));
+    }
     let mut at = 0;
     let mut tally = Tally::default();
     // The task of the integration beside the loop, while there is one.

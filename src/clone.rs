@@ -1,8 +1,12 @@
 //! An agent's private clone of the hub: made once under the state
 //! directory, reset to the hub's branch before every session, and where the
-//! agent's work is committed, rebased and pushed from.
+//! agent's work is committed, rebased and pushed from. Opening it recovers
+//! what a farm killed mid-work left there (see [`PrivateClone::recover`]):
+//! stale git locks, a git operation half-done, the agent's own commits to
+//! rescue — and a clone deleted or broken is set aside and made again.
 
 use std::cell::Cell;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -43,6 +47,9 @@ fn lock_clone(dir: &Path, name: &str) -> Result<std::fs::File, Error> {
     }
 }
 
+/// Where in a clone the running session's process group is noted.
+const SESSION_RECORD: &str = ".git/farm-session";
+
 /// The branch a clone works on, reset to the hub's before every session.
 const WORK_BRANCH: &str = "farm-work";
 
@@ -63,6 +70,8 @@ pub struct PrivateClone {
     behind: Cell<bool>,
     name: String,
     out: Out,
+    /// The rescue branches pushed when the clone was opened.
+    rescued: Vec<String>,
 }
 
 impl PrivateClone {
@@ -81,23 +90,33 @@ impl PrivateClone {
         let lock = lock_clone(&dir, name)?;
         // Background gc in a clone only competes with the agents for CPU.
         const SETTINGS: [(&str, &str); 2] = [("maintenance.auto", "false"), ("gc.auto", "0")];
+        let say = |l: &str| out.note(&format!("{name}: {l}"));
+        // Rules 1 and 2 of [`PrivateClone::recover`], before anything runs
+        // git here (setting the clone's config takes `config.lock`).
+        if session::kill_leftover(&dir.join(SESSION_RECORD)) {
+            say("killed what was left of a session an earlier farm was running here");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        remove_stale_locks(&dir, &say);
+        // A clone the agent deleted or broke is moved aside and made again;
+        // its readable commits are rescued from there once the new clone
+        // can push them (see [`PrivateClone::salvage`]).
+        // (A clone's borrowed objects are pointed at first: a clone whose
+        // pointer was lost is not broken.)
+        if let Some(local) = &hub.local
+            && dir.join(".git/objects").is_dir()
+        {
+            let _ = borrow_objects(&dir, &local.git_dir);
+        }
+        let broken = match usable(&dir) {
+            Ok(()) => None,
+            Err(why) => Some(set_aside(&dir, &why, &say)?),
+        };
         let repo = if dir.join(".git").is_dir() {
             Repo::new(&dir)
         } else {
-            if dir.exists()
-                && std::fs::read_dir(&dir)
-                    .map(|mut d| d.next().is_some())
-                    .unwrap_or(true)
-            {
-                return Err(Error::failure(format!(
-                    "`{}` exists but is not a clone",
-                    dir.display()
-                ))
-                .hint("move it away; farm makes its clones itself"));
-            }
             std::fs::create_dir_all(dir.parent().unwrap_or(&dir))
                 .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
-            let say = |l: &str| out.note(&format!("{name}: {l}"));
             let settings = SETTINGS.map(|(k, v)| format!("{k}={v}"));
             let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
             // A hub on this machine is cloned `--shared`: its objects are
@@ -139,7 +158,7 @@ impl PrivateClone {
                 repo.run(["config", key, &value])?;
             }
         }
-        let clone = PrivateClone {
+        let mut clone = PrivateClone {
             repo,
             work,
             clean: Cell::new(false),
@@ -147,51 +166,352 @@ impl PrivateClone {
             _lock: lock,
             name: name.to_owned(),
             out,
+            rescued: Vec::new(),
         };
-        clone.recover(hub)?;
+        clone.rescued = clone.recover(hub)?;
+        if let Some(aside) = broken {
+            let more = clone.salvage(hub, &aside)?;
+            clone.rescued.extend(more);
+        }
         Ok(clone)
+    }
+
+    /// The rescue branches pushed when this clone was opened: the work an
+    /// earlier run left in it (see [`PrivateClone::recover`]).
+    pub fn rescued(&self) -> &[String] {
+        &self.rescued
     }
 
     /// Where the running session's process group is noted.
     pub fn session_record(&self) -> PathBuf {
-        self.dir().join(".git/farm-session")
+        self.dir().join(SESSION_RECORD)
     }
 
-    /// Make good what an earlier farm killed mid-session left in this clone:
-    /// end its session's surviving processes, and push any commit it had not
-    /// integrated to `farm/rescue/orphan/<agent>-<commit>` — the next sync
-    /// would otherwise reset it away.
-    fn recover(&self, hub: &Hub) -> Result<(), Error> {
-        let name = &self.name;
-        if session::kill_leftover(&self.session_record()) {
-            self.say("killed what was left of a session an earlier farm was running here");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let git_dir = self.dir().join(".git");
-        if git_dir.join("MERGE_HEAD").exists() {
-            self.repo.check(["merge", "--abort"])?;
-        }
-        if git_dir.join("rebase-merge").exists() || git_dir.join("rebase-apply").exists() {
-            self.repo.check(["rebase", "--abort"])?;
-        }
+    /// Make good what an earlier farm, killed, left in this clone, and
+    /// rescue the agent's own commits that are on no hub ref — the next sync
+    /// would otherwise reset them away. Returns the rescue branches pushed.
+    ///
+    /// The rules (DESIGN.md MUST 12), in order:
+    ///
+    /// 1. What is left of the session's process group is killed: from then
+    ///    on nothing but this farm works here (it holds the clone's flock).
+    /// 2. So every git lock in the clone (`index.lock`, `HEAD.lock`,
+    ///    `refs/**/*.lock`, `packed-refs.lock`, `config.lock`, …) is stale:
+    ///    removed, and each named once.
+    /// 3. A git operation left half-done — a rebase (`rebase-merge/`,
+    ///    `rebase-apply/`), `am`, merge, cherry-pick or revert — is aborted,
+    ///    which puts HEAD back at the tip it started from: the agent's own
+    ///    commits as made (a rebase's `orig-head`), never its half-done
+    ///    result. When git cannot abort it, its state is removed by hand,
+    ///    HEAD put back on the rebased branch (else at `orig-head`), and the
+    ///    files reset to HEAD. Unresolved conflicts are never committed.
+    /// 4. Changes not committed are the agent's only when they are its own:
+    ///    not committed when they hold conflict markers, nor when every
+    ///    changed path shows a state farm moved HEAD away from without
+    ///    touching the files (an in-memory rebase leaves the index and the
+    ///    work tree at the commit before — see `behind`; a sync cut short
+    ///    leaves them part way). Committing those would revert the branch.
+    ///    Otherwise they are committed on top of HEAD.
+    /// 5. The agent's own commits are those of `origin/<branch>..HEAD` whose
+    ///    patch is not on the branch already (`git cherry`). A clone with
+    ///    none — one left behind the branch, say — needs no rescue;
+    ///    otherwise HEAD goes to `farm/rescue/orphan/<agent>-<commit>`,
+    ///    replayed onto the branch first when some of its commits landed
+    ///    there by patch (as it is, if that conflicts).
+    ///
+    /// Before all this, `prepare` sets aside a clone that is not one (no
+    /// `.git`, a HEAD that names no readable commit, not a directory) and
+    /// makes it again; the branches readable in the copy set aside are
+    /// rescued by the same rule 5 (see [`PrivateClone::salvage`]).
+    fn recover(&self, hub: &Hub) -> Result<Vec<String>, Error> {
+        // (Rules 1 and 2 were applied by `prepare` before it ran git here.)
+        self.end_operations()?;
         if self.head().is_err() {
-            return Ok(()); // no commit yet: nothing to recover
+            return Ok(Vec::new()); // no commit yet: nothing to recover
         }
-        self.commit_all(&format!(
-            "farm: work left in {name}'s clone by an earlier run"
-        ))?;
+        self.commit_own_leftovers()?;
         self.fetch_if_moved(hub)?;
         let upstream = format!("origin/{}", hub.branch);
-        if self.count_since(&upstream)? == 0 {
-            return Ok(());
-        }
-        let head = self.head()?;
-        let branch = format!("farm/rescue/orphan/{name}-{}", &head[..12.min(head.len())]);
+        let Some(head) = self.own_tip(&upstream)? else {
+            return Ok(Vec::new());
+        };
+        let branch = format!(
+            "farm/rescue/orphan/{}-{}",
+            self.name,
+            &head[..12.min(head.len())]
+        );
         self.push_ref(&head, &branch)?;
         self.say(&format!(
             "an earlier run left commits in this clone; they are on `{branch}`"
         ));
+        Ok(vec![branch])
+    }
+
+    /// Remove the git locks a session left (see [`remove_stale_locks`]).
+    fn remove_stale_locks(&self) {
+        remove_stale_locks(self.dir(), &|l| self.say(l));
+    }
+
+    /// Abort every git operation left half-done in the clone (rule 3 of
+    /// `recover`).
+    fn end_operations(&self) -> Result<(), Error> {
+        let git_dir = self.dir().join(".git");
+        // An operation may have been started inside another (a merge in a
+        // stopped rebase): each is ended in turn, a few at most.
+        for _ in 0..4 {
+            let Some(op) = Operation::found(&git_dir) else {
+                break;
+            };
+            let aborted = self.repo.check([op.command(), "--abort"])?
+                && Operation::found(&git_dir) != Some(op);
+            if !aborted {
+                self.clear_by_hand(op)?;
+            }
+            let head = self.head().unwrap_or_default();
+            self.say(&format!(
+                "an earlier run left `git {}` half-done here; aborted it, back to {}",
+                op.command(),
+                &head[..12.min(head.len())]
+            ));
+        }
+        if Operation::found(&git_dir).is_some() || !self.repo.conflicted()?.is_empty() {
+            // Still there (or conflicts with no operation, as a `stash pop`
+            // leaves them): the files go back to HEAD, conflicts and all.
+            self.clear_by_hand(Operation::Merge)?;
+            self.say("unresolved conflicts were left here; the files are back at HEAD");
+        }
         Ok(())
+    }
+
+    /// End operation `op` where `git <op> --abort` could not: HEAD back on
+    /// the branch a rebase was rebasing (where it still is until the rebase
+    /// ends; else at the rebase's `orig-head`), git's state for the
+    /// operation removed, the index and the files reset to HEAD.
+    fn clear_by_hand(&self, op: Operation) -> Result<(), Error> {
+        let git_dir = self.dir().join(".git");
+        if op == Operation::Rebase {
+            for state in ["rebase-merge", "rebase-apply"] {
+                let read = |f: &str| {
+                    std::fs::read_to_string(git_dir.join(state).join(f))
+                        .map(|t| t.trim().to_owned())
+                        .unwrap_or_default()
+                };
+                let (head_name, orig_head) = (read("head-name"), read("orig-head"));
+                if head_name.starts_with("refs/heads/")
+                    && crate::git::read_ref(&git_dir, &head_name).is_some()
+                {
+                    self.git(["symbolic-ref", "HEAD", &head_name])?;
+                    break;
+                }
+                if self.repo.rev(&orig_head)?.is_some() {
+                    if head_name.starts_with("refs/heads/") {
+                        self.git(["update-ref", &head_name, &orig_head])?;
+                        self.git(["symbolic-ref", "HEAD", &head_name])?;
+                    } else {
+                        self.git(["update-ref", "--no-deref", "HEAD", &orig_head])?;
+                    }
+                    break;
+                }
+            }
+        }
+        for state in [
+            "rebase-merge",
+            "rebase-apply",
+            "sequencer",
+            "MERGE_HEAD",
+            "MERGE_MSG",
+            "MERGE_MODE",
+            "MERGE_RR",
+            "AUTO_MERGE",
+            "CHERRY_PICK_HEAD",
+            "REVERT_HEAD",
+        ] {
+            let path = git_dir.join(state);
+            let _ = std::fs::remove_dir_all(&path).or_else(|_| std::fs::remove_file(&path));
+        }
+        if self.head().is_ok() {
+            self.git(["reset", "--quiet", "--hard"])?;
+        }
+        Ok(())
+    }
+
+    /// Commit what differs from HEAD when it is the agent's own (rule 4 of
+    /// `recover`); whether a commit was made.
+    fn commit_own_leftovers(&self) -> Result<bool, Error> {
+        let changed = self.stage_all()?;
+        if changed.is_empty() {
+            return Ok(false);
+        }
+        if self.has_markers(&changed) {
+            self.say(&format!(
+                "changes left uncommitted here hold conflict markers ({}); not rescued",
+                changed.join(", ")
+            ));
+            return Ok(false);
+        }
+        if self.only_lags(&changed)? {
+            return Ok(false);
+        }
+        self.commit_all(&format!(
+            "farm: work left in {}'s clone by an earlier run",
+            self.name
+        ))
+    }
+
+    /// Whether every path in `changed` (staged, differing from HEAD) is as
+    /// in some commit farm moved this clone's HEAD away from without
+    /// touching the files: the old side of its in-memory rebases and of its
+    /// syncs' ref moves, as the reflogs record them.
+    fn only_lags(&self, changed: &[String]) -> Result<bool, Error> {
+        let git_dir = self.dir().join(".git");
+        let mut states: Vec<String> = Vec::new();
+        for log in ["logs/HEAD", &format!("logs/refs/heads/{WORK_BRANCH}")] {
+            let text = std::fs::read_to_string(git_dir.join(log)).unwrap_or_default();
+            for line in text.lines().rev().take(200) {
+                let Some((head, message)) = line.split_once('\t') else {
+                    continue;
+                };
+                let farm_moved = message.starts_with(crate::workdir::REBASE_LOG)
+                    || message == crate::workdir::SYNC_LOG;
+                let old = head.split(' ').next().unwrap_or("");
+                if farm_moved && !states.iter().any(|s| s == old) {
+                    states.push(old.to_owned());
+                }
+            }
+        }
+        if states.is_empty() {
+            return Ok(false);
+        }
+        let staged = self.git(["write-tree"])?;
+        let mut unexplained: Vec<&String> = changed.iter().collect();
+        for state in states.iter().take(20) {
+            // Paths where the staged files differ from that state.
+            let Ok(differ) = self.git([
+                "diff-tree",
+                "-r",
+                "--name-only",
+                "--no-renames",
+                "-z",
+                &staged,
+                state,
+            ]) else {
+                continue; // a commit this clone no longer has
+            };
+            let differ: Vec<&str> = differ.split('\0').collect();
+            unexplained.retain(|p| differ.contains(&p.as_str()));
+            if unexplained.is_empty() {
+                self.out.debug(&format!(
+                    "{}: the work tree lags HEAD (farm moved HEAD without the files); \
+                     nothing of the agent's there",
+                    self.name
+                ));
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// HEAD, when it has commits that `upstream` lacks by ancestry and by
+    /// patch (rule 5 of `recover`); when some of its commits are on
+    /// `upstream` already, replayed onto it without them (in memory when it
+    /// can be, as integration does), so that the rescue holds only the
+    /// agent's own — or HEAD as it is, when that conflicts. `None`: nothing
+    /// of the agent's.
+    fn own_tip(&self, upstream: &str) -> Result<Option<String>, Error> {
+        // Counted in-process first, for the usual answer: none.
+        if self.count_since(upstream)? == 0 {
+            return Ok(None);
+        }
+        let head = self.head()?;
+        let cherry = self.git(["cherry", upstream, &head])?;
+        let own = cherry.lines().filter(|l| l.starts_with('+')).count();
+        let landed = cherry.lines().filter(|l| l.starts_with('-')).count();
+        if own == 0 {
+            return Ok(None);
+        }
+        if landed > 0 && self.rebase(upstream)? && self.count_since(upstream)? > 0 {
+            return Ok(Some(self.head()?));
+        }
+        Ok(Some(head))
+    }
+
+    /// Whether `tip` has commits that `upstream` lacks, by ancestry and by
+    /// patch (a commit rebased onto the branch is there already).
+    fn has_own_commits(&self, upstream: &str, tip: &str) -> Result<bool, Error> {
+        let cherry = self.git(["cherry", upstream, tip])?;
+        Ok(cherry.lines().any(|l| l.starts_with('+')))
+    }
+
+    /// Rescue what commits can be read from `aside`, a broken clone set
+    /// aside (see [`set_aside`]): its branches are fetched into this new
+    /// clone, and each with commits the hub's branch lacks is pushed to a
+    /// rescue branch. `aside` is removed once all went well, else kept.
+    fn salvage(&self, hub: &Hub, aside: &Path) -> Result<Vec<String>, Error> {
+        let old_git = aside.join(".git");
+        let mut rescued = Vec::new();
+        if !old_git.is_dir() {
+            self.say(&format!(
+                "no commit could be read from `{}`: it is left there",
+                aside.display()
+            ));
+            return Ok(rescued);
+        }
+        // git reads no repository whose HEAD is garbage, though its refs and
+        // objects may be fine: the copy set aside is ours to mend.
+        let head = std::fs::read_to_string(old_git.join("HEAD")).unwrap_or_default();
+        let head = head.trim();
+        let valid = head.starts_with("ref: refs/")
+            || (head.len() >= 40 && head.bytes().all(|b| b.is_ascii_hexdigit()));
+        if !valid {
+            let _ = std::fs::write(
+                old_git.join("HEAD"),
+                format!("ref: refs/heads/{WORK_BRANCH}\n"),
+            );
+        }
+        const SALVAGED: &str = "refs/farm/salvaged/";
+        let spec = format!("+refs/heads/*:{SALVAGED}*");
+        let fetched = self.repo.run([
+            OsStr::new("fetch"),
+            OsStr::new("--quiet"),
+            OsStr::new("--no-tags"),
+            old_git.as_os_str(),
+            OsStr::new(&spec),
+        ]);
+        if let Err(e) = fetched {
+            self.say(&format!(
+                "no commit could be read from `{}` ({}): it is left there",
+                aside.display(),
+                e.said
+            ));
+            return Ok(rescued);
+        }
+        self.fetch_if_moved(hub)?;
+        let upstream = format!("origin/{}", hub.branch);
+        let refs = self.git([
+            "for-each-ref",
+            "--format=%(objectname) %(refname)",
+            SALVAGED,
+        ])?;
+        for line in refs.lines() {
+            let Some((sha, name)) = line.split_once(' ') else {
+                continue;
+            };
+            if self.has_own_commits(&upstream, sha)? {
+                let branch = format!(
+                    "farm/rescue/orphan/{}-{}",
+                    self.name,
+                    &sha[..12.min(sha.len())]
+                );
+                self.push_ref(sha, &branch)?;
+                self.say(&format!(
+                    "the broken clone had commits of its own; they are on `{branch}`"
+                ));
+                rescued.push(branch);
+            }
+            self.git(["update-ref", "-d", name])?;
+        }
+        let _ = std::fs::remove_dir_all(aside);
+        Ok(rescued)
     }
 
     fn say(&self, what: &str) {
@@ -349,7 +669,11 @@ impl PrivateClone {
         Ok(self.repo.commit_all(message)?)
     }
 
+    /// Commit what a session left uncommitted (its git locks, stale now
+    /// that its process group is gone, removed first: a session killed at
+    /// its timeout while git held `index.lock` must not wedge the clone).
     pub fn commit_leftovers(&self, name: &str, id: &str) -> Result<bool, Error> {
+        self.remove_stale_locks();
         self.commit_all(&format!("farm: work {name} left uncommitted on `{id}`"))
     }
 
@@ -457,7 +781,9 @@ impl PrivateClone {
             .unwrap_or(0))
     }
 
-    /// Move `tasks/<id>.md` to `tasks/done/<id>.md` with a short result.
+    /// Move `tasks/<id>.md` to `tasks/done/<id>.md` with a short result,
+    /// after the session that did it (its stale git locks removed first, as
+    /// for [`PrivateClone::commit_leftovers`]).
     pub fn mark_done(
         &self,
         task: &Task,
@@ -465,6 +791,7 @@ impl PrivateClone {
         attempt: u32,
         log: &Path,
     ) -> Result<(), Error> {
+        self.remove_stale_locks();
         let id = task.id.as_str();
         let pending = self.dir().join("tasks").join(format!("{id}.md"));
         let text = std::fs::read_to_string(&pending).unwrap_or_else(|_| task.render());
@@ -534,6 +861,151 @@ impl PrivateClone {
             }
         }
     }
+}
+
+/// A git operation that can be left half-done in a clone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Operation {
+    Rebase,
+    Am,
+    Merge,
+    CherryPick,
+    Revert,
+}
+
+impl Operation {
+    /// The operation whose state git keeps in `git_dir`, if any.
+    fn found(git_dir: &Path) -> Option<Operation> {
+        let has = |f: &str| git_dir.join(f).exists();
+        if has("rebase-merge") {
+            Some(Operation::Rebase)
+        } else if has("rebase-apply/applying") {
+            Some(Operation::Am)
+        } else if has("rebase-apply") {
+            Some(Operation::Rebase)
+        } else if has("MERGE_HEAD") {
+            Some(Operation::Merge)
+        } else if has("REVERT_HEAD") {
+            Some(Operation::Revert)
+        } else if has("CHERRY_PICK_HEAD") || has("sequencer") {
+            Some(Operation::CherryPick)
+        } else {
+            None
+        }
+    }
+
+    /// The git command that does it (and takes `--abort`).
+    fn command(self) -> &'static str {
+        match self {
+            Operation::Rebase => "rebase",
+            Operation::Am => "am",
+            Operation::Merge => "merge",
+            Operation::CherryPick => "cherry-pick",
+            Operation::Revert => "revert",
+        }
+    }
+}
+
+/// Remove the git lock files in the clone at `dir`, each named through
+/// `say`: stale once the clone's flock is ours and its session's group is
+/// gone (see `PrivateClone::recover`), and each one left would fail every
+/// later git command here.
+fn remove_stale_locks(dir: &Path, say: &dyn Fn(&str)) {
+    let git_dir = dir.join(".git");
+    let mut locks = Vec::new();
+    lock_files(&git_dir, false, &mut locks);
+    lock_files(&git_dir.join("refs"), true, &mut locks);
+    for lock in locks {
+        match std::fs::remove_file(&lock) {
+            Ok(()) => say(&format!(
+                "removed `{}`, a stale git lock (no process works in this clone now)",
+                lock.display()
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => say(&format!(
+                "cannot remove the stale git lock `{}`: {e}",
+                lock.display()
+            )),
+        }
+    }
+}
+
+/// Collect the `*.lock` files in `dir` (and below it when `deep`) into
+/// `out`. Symlinks are not followed.
+fn lock_files(dir: &Path, deep: bool, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            if deep {
+                lock_files(&path, deep, out);
+            }
+        } else if path.extension().is_some_and(|e| e == "lock") {
+            out.push(path);
+        }
+    }
+}
+
+/// Whether `dir` holds a clone farm can work in (or nothing at all); why
+/// not, when it does not: a directory that is not a repository, a `.git`
+/// git cannot open, a HEAD that names no readable commit. (Opened by git2
+/// at `dir` itself: a broken `.git` must not make git look further up,
+/// where a hub's own repository may be.)
+fn usable(dir: &Path) -> Result<(), String> {
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
+        return Err("it is not a directory".to_owned());
+    }
+    let empty = std::fs::read_dir(dir).map_or(true, |mut d| d.next().is_none());
+    if empty {
+        return Ok(());
+    }
+    if !std::fs::symlink_metadata(dir.join(".git")).is_ok_and(|m| m.is_dir()) {
+        return Err("it is not a clone: no `.git` directory".to_owned());
+    }
+    let repo =
+        git2::Repository::open(dir).map_err(|e| format!("git cannot open it: {}", e.message()))?;
+    let commit = repo
+        .head()
+        .and_then(|h| h.peel_to_commit())
+        .map_err(|e| format!("its HEAD names no commit: {}", e.message()))?;
+    commit
+        .tree()
+        .map_err(|e| format!("its HEAD's files cannot be read: {}", e.message()))?;
+    // The index is a cache of HEAD and the files: one git cannot read is
+    // made again from them (what differs from HEAD is then still seen).
+    if repo.index().is_err() {
+        let _ = std::fs::remove_file(dir.join(".git/index"));
+    }
+    Ok(())
+}
+
+/// Move a broken clone at `dir` aside, next to it, for its commits to be
+/// salvaged from there; where it went.
+fn set_aside(dir: &Path, why: &str, say: &dyn Fn(&str)) -> Result<PathBuf, Error> {
+    let stamp = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let mut name = dir.file_name().unwrap_or_default().to_owned();
+    name.push(format!(".broken-{stamp}"));
+    let aside = dir.with_file_name(name);
+    std::fs::rename(dir, &aside).map_err(|e| {
+        Error::failure(format!(
+            "cannot move the broken clone `{}` aside: {e}",
+            dir.display()
+        ))
+        .hint("move it away; farm makes its clones itself")
+    })?;
+    say(&format!(
+        "`{}` was no usable clone ({why}); moved it to `{}` and cloning again",
+        dir.display(),
+        aside.display()
+    ));
+    Ok(aside)
 }
 
 pub(crate) fn ensure_newline(s: &str) -> String {
@@ -645,6 +1117,156 @@ mod tests {
             "one\ntwo\nthree\n"
         );
         assert_eq!(clone.git(["status", "--porcelain"]).unwrap(), "");
+    }
+
+    /// The hub's `farm/rescue/*` branches: `(name, commit)`.
+    fn rescues(hub_git: &Repo) -> Vec<(String, String)> {
+        let refs = hub_git
+            .run([
+                "for-each-ref",
+                "--format=%(refname) %(objectname)",
+                "refs/heads/farm/rescue/",
+            ])
+            .unwrap();
+        refs.lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(r, c)| (r.to_owned(), c.to_owned()))
+            .collect()
+    }
+
+    /// Open the clone again, as the next farm does (recovering it).
+    fn reopen(tmp: &Path, hub: &Hub, clone: PrivateClone) -> PrivateClone {
+        drop(clone);
+        let out = Out::new(ColorWhen::Never, true, 0);
+        // A process forked meanwhile by another test's thread holds a copy
+        // of the clone's flock until it execs: wait that out.
+        let start = std::time::Instant::now();
+        loop {
+            match PrivateClone::prepare(&tmp.join("state"), hub, "a", "a", out) {
+                Ok(clone) => return clone,
+                Err(e)
+                    if e.to_string().contains("already running")
+                        && start.elapsed() < Duration::from_secs(30) =>
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+
+    /// Regression (issue 10, item 9): killed after an in-memory rebase, the
+    /// index and the work tree still show the commit before; recovery must
+    /// not commit that (it reverts what the branch gained) but rescue the
+    /// rebased commit as it is.
+    #[test]
+    fn recovery_after_an_in_memory_rebase_rescues_the_commit_not_a_revert() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (hub_git, hub, clone) = hub_and_clone(tmp.path());
+        let (h, d) = (hub_git.dir().to_path_buf(), clone.dir().to_path_buf());
+        write(&d, "mine.txt", "mine\n");
+        assert!(clone.commit_all("mine").unwrap());
+        write(&h, "c.txt", "c\n");
+        hub_git.commit_all("theirs: c").unwrap();
+        clone.fetch_if_moved(&hub).unwrap();
+        assert!(clone.rebase("origin/main").unwrap());
+        assert!(clone.behind.get() && !d.join("c.txt").exists());
+        let rebased = clone.head().unwrap();
+
+        let clone = reopen(tmp.path(), &hub, clone);
+        let rescued = rescues(&hub_git);
+        assert_eq!(rescued.len(), 1, "{rescued:?}");
+        assert_eq!(rescued[0].1, rebased, "the rebased commit itself");
+        assert_eq!(clone.rescued().len(), 1);
+        assert_eq!(
+            hub_git.run(["show", &format!("{rebased}:c.txt")]).unwrap(),
+            "c"
+        );
+
+        // Pushed as it is, the next start finds nothing of the agent's.
+        hub_git
+            .run(["merge", "--quiet", "--ff-only", &rebased])
+            .unwrap();
+        hub_git
+            .run([
+                "branch",
+                "-D",
+                "--quiet",
+                rescued[0].0.trim_start_matches("refs/heads/"),
+            ])
+            .unwrap();
+        let clone = reopen(tmp.path(), &hub, clone);
+        assert_eq!(rescues(&hub_git), [], "nothing more to rescue");
+        assert!(clone.rescued().is_empty());
+    }
+
+    /// Regression (issue 10, item 9): a sync cut short after its ref move
+    /// (the files still those of the commit before), and a clone left
+    /// behind the branch, hold nothing of the agent's.
+    #[test]
+    fn recovery_of_a_sync_cut_short_rescues_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (hub_git, hub, clone) = hub_and_clone(tmp.path());
+        let h = hub_git.dir().to_path_buf();
+        std::fs::remove_file(h.join("b.txt")).unwrap();
+        write(&h, "a.txt", "one\ntwo\nTHREE\n");
+        hub_git.commit_all("theirs").unwrap();
+        let now = clone.fetch_if_moved(&hub).unwrap();
+        let work = clone.work.as_ref().unwrap();
+        work.set_ref(&format!("refs/heads/{WORK_BRANCH}"), &now)
+            .unwrap();
+        let clone = reopen(tmp.path(), &hub, clone);
+        assert_eq!(rescues(&hub_git), []);
+        assert!(clone.rescued().is_empty());
+    }
+
+    /// What an agent left uncommitted is still its own after farm moved the
+    /// clone's HEAD in earlier turns: committed and rescued.
+    #[test]
+    fn recovery_rescues_uncommitted_work_of_the_agents() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (hub_git, hub, clone) = hub_and_clone(tmp.path());
+        let (h, d) = (hub_git.dir().to_path_buf(), clone.dir().to_path_buf());
+        write(&h, "c.txt", "c\n");
+        hub_git.commit_all("theirs: c").unwrap();
+        clone.sync(&hub).unwrap();
+        write(&d, "a.txt", "one\ntwo\nmine\n");
+        let clone = reopen(tmp.path(), &hub, clone);
+        let rescued = rescues(&hub_git);
+        assert_eq!(rescued.len(), 1, "{rescued:?}");
+        let tip = &rescued[0].1;
+        assert_eq!(
+            hub_git.run(["show", &format!("{tip}:a.txt")]).unwrap(),
+            "one\ntwo\nmine"
+        );
+        assert_eq!(hub_git.run(["show", &format!("{tip}:c.txt")]).unwrap(), "c");
+        assert_eq!(
+            clone.rescued(),
+            [rescued[0].0.trim_start_matches("refs/heads/")]
+        );
+    }
+
+    /// Regression (issue 10, item 9): a rescue holds only commits the
+    /// branch lacks — one whose patch landed meanwhile is left out.
+    #[test]
+    fn recovery_rescues_only_commits_the_branch_lacks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (hub_git, hub, clone) = hub_and_clone(tmp.path());
+        let (h, d) = (hub_git.dir().to_path_buf(), clone.dir().to_path_buf());
+        write(&d, "x.txt", "x\n");
+        assert!(clone.commit_all("landed elsewhere").unwrap());
+        write(&d, "y.txt", "y\n");
+        assert!(clone.commit_all("mine alone").unwrap());
+        write(&h, "x.txt", "x\n");
+        hub_git.commit_all("the same patch, on main").unwrap();
+        let _clone = reopen(tmp.path(), &hub, clone);
+        let rescued = rescues(&hub_git);
+        assert_eq!(rescued.len(), 1, "{rescued:?}");
+        let range = format!("main..{}", rescued[0].1);
+        assert_eq!(
+            hub_git.run(["log", "--format=%s", &range]).unwrap(),
+            "mine alone"
+        );
     }
 
     /// After an in-memory rebase the work tree lags HEAD; when the next

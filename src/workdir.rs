@@ -25,6 +25,13 @@ use git2::{
     Commit, Index, IndexAddOption, Oid, Repository, Sort, Status, StatusOptions, message_prettify,
 };
 
+/// The reflog message of [`Workdir::set_ref`]: the ref moved, the files not
+/// (recovery reads it, see `PrivateClone::recover`).
+pub const SYNC_LOG: &str = "farm: to the hub's branch";
+/// How the reflog message of an in-memory [`Workdir::rebase`] starts: the
+/// branch moved, the index and the files not.
+pub const REBASE_LOG: &str = "farm: rebase onto";
+
 /// The clone's repository, opened once for its loop's life.
 pub struct Workdir {
     repo: Repository,
@@ -188,7 +195,7 @@ impl Workdir {
             )?;
             new_tip = self.repo.find_commit(id)?;
         }
-        let log = format!("farm: rebase onto {}", new_tip.id());
+        let log = format!("{REBASE_LOG} {}", new_tip.id());
         self.repo
             .reference_matching(&branch, new_tip.id(), true, tip.id(), &log)?;
         Ok(Some(new_tip.id()))
@@ -198,8 +205,7 @@ impl Workdir {
     /// the clone's objects or those it borrows).
     pub fn set_ref(&self, name: &str, sha: &str) -> Result<(), git2::Error> {
         let commit = self.repo.find_commit(Oid::from_str(sha)?)?;
-        self.repo
-            .reference(name, commit.id(), true, "farm: to the hub's branch")?;
+        self.repo.reference(name, commit.id(), true, SYNC_LOG)?;
         Ok(())
     }
 

@@ -12,6 +12,7 @@ mod hold;
 mod input;
 mod race;
 mod reap;
+mod recovery;
 mod remote;
 mod run;
 mod stop;
