@@ -1030,7 +1030,13 @@ fn work(
     if result.is_err() {
         let branch = format!("farm/rescue/{}/{}", task.id, held.claim().nonce);
         let upstream = format!("origin/{}", run.hub.branch);
-        if clone.count_since(&upstream).unwrap_or(0) > 0 && clone.push_ref("HEAD", &branch).is_ok()
+        let _ = clone.fetch_if_moved(&run.hub);
+        if clone.count_since(&upstream).unwrap_or(0) > 0
+            && clone
+                .head()
+                .and_then(|tip| clone.has_own_commits(&upstream, &tip))
+                .unwrap_or(true)
+            && clone.push_ref("HEAD", &branch).is_ok()
         {
             run.say(
                 name,
@@ -1210,6 +1216,18 @@ fn finish(
         }
         let tip = clone.head()?;
         if work_tip == base && tip == base {
+            return Ok(false);
+        }
+        // A push whose answer was lost (the hub cut off mid-reply) may have
+        // landed: what the branch has already, by ancestry or patch, needs
+        // no rescue branch.
+        let upstream = format!("origin/{}", run.hub.branch);
+        if clone.fetch_if_moved(&run.hub).is_ok() && !clone.has_own_commits(&upstream, &tip)? {
+            run.journal.log(
+                name,
+                "rescue_skipped",
+                json!({"task": id, "why": why, "because": "its commits are on the branch"}),
+            );
             return Ok(false);
         }
         let branch = format!("farm/rescue/{id}/{nonce}");

@@ -437,7 +437,7 @@ impl PrivateClone {
 
     /// Whether `tip` has commits that `upstream` lacks, by ancestry and by
     /// patch (a commit rebased onto the branch is there already).
-    fn has_own_commits(&self, upstream: &str, tip: &str) -> Result<bool, Error> {
+    pub fn has_own_commits(&self, upstream: &str, tip: &str) -> Result<bool, Error> {
         let cherry = self.git(["cherry", upstream, tip])?;
         Ok(cherry.lines().any(|l| l.starts_with('+')))
     }

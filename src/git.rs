@@ -527,8 +527,18 @@ impl Repo {
                 Err(self.error(&args, stderr.into_owned()))
             }
             Some(updates) => Ok(updates),
-            // No ref lines at all: git failed before talking to the remote.
-            None => Err(self.error(&args, stderr.into_owned())),
+            // No ref lines at all: git failed before talking to the remote,
+            // or was killed (then, settled above, trying again tells).
+            None => {
+                let mut e = self.error(&args, stderr.into_owned());
+                if let Some(signal) = std::os::unix::process::ExitStatusExt::signal(&out.status) {
+                    e.transient = true;
+                    if e.said.is_empty() {
+                        e.said = format!("git push was killed by signal {signal}");
+                    }
+                }
+                Err(e)
+            }
         }
     }
 }

@@ -1015,3 +1015,59 @@ fn an_atomic_publish_from_a_reaped_holder_lands_nothing() {
     let now = beta.read(&x).unwrap().expect("beta's claim is still there");
     assert_eq!(now.record.unwrap().nonce, new.claim().nonce);
 }
+
+/// The hub lands a publish (the work on main, the claim released, in one
+/// atomic push) and the answer never reaches farm: its `git push` is killed
+/// by the hub's post-receive hook, which runs after the refs moved. Farm
+/// then finds its claim gone; the work it would rescue is on main already,
+/// so there is nothing to rescue and no attempt to count.
+///
+/// Regression (issue 10, item 11): `remote::runs_ride_out_a_hub_outage`
+/// failed with "work was rescued during the outage" — a rescue branch
+/// holding a commit that main had.
+#[test]
+fn a_publish_whose_answer_was_lost_is_not_rescued() {
+    let _serial = one_at_a_time();
+    let daemon = Daemon::with_hub(&[("tasks/t1.md", &task_file("t1", &[], "Write t1.txt."))]);
+    let l = logs(&daemon);
+    let hook = daemon.hub_dir().join("hooks/post-receive");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\n\
+             # Once: kill the client's push of the work (the claim's own pushes pass).\n\
+             if [ ! -e '{l}/killed' ] && git rev-parse -q --verify main:tasks/done/t1.md >/dev/null; then\n\
+               touch '{l}/killed'; pkill -KILL -f 'push --porcelain --atomic' || true\n\
+             fi\n",
+            l = l.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let agent = agent_script(
+        &daemon,
+        "agent.sh",
+        "set -eu\necho t1 > t1.txt\ngit add -A\ngit commit -q -m \"do $FARM_TASK\"\n",
+    );
+    let m = daemon.machine("east");
+    let out = m
+        .farm(["run", "--agent", &agent, "--name", "east"])
+        .run_within(Duration::from_secs(120));
+    assert!(
+        l.join("killed").exists(),
+        "the hook killed the push: {out:#?}"
+    );
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    let hub = daemon.hub();
+    assert_eq!(done_subjects(&hub, "main", "t1"), 1, "{out:#?}");
+    assert_eq!(
+        hub.git([
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/heads/farm/rescue/"
+        ]),
+        "",
+        "nothing to rescue: {out:#?}"
+    );
+    assert_no_claims(&m);
+}
