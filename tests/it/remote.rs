@@ -1030,16 +1030,20 @@ fn a_publish_whose_answer_was_lost_is_not_rescued() {
     let _serial = one_at_a_time();
     let daemon = Daemon::with_hub(&[("tasks/t1.md", &task_file("t1", &[], "Write t1.txt."))]);
     let l = logs(&daemon);
+    let m = daemon.machine("east");
     let hook = daemon.hub_dir().join("hooks/post-receive");
+    // Only this machine's pushes (its clones are in its state dir): other
+    // tests' pushes run alongside.
     std::fs::write(
         &hook,
         format!(
             "#!/bin/sh\ncat > /dev/null\n\
              # Once: kill the client's push of the work (the claim's own pushes pass).\n\
              if [ ! -e '{l}/killed' ] && git rev-parse -q --verify main:tasks/done/t1.md >/dev/null; then\n\
-               touch '{l}/killed'; pkill -KILL -f 'push --porcelain --atomic' || true\n\
+               touch '{l}/killed'; pkill -KILL -f '{s}.* push --porcelain --atomic' || true\n\
              fi\n",
-            l = l.display()
+            l = l.display(),
+            s = m.state_dir().display()
         ),
     )
     .unwrap();
@@ -1049,7 +1053,6 @@ fn a_publish_whose_answer_was_lost_is_not_rescued() {
         "agent.sh",
         "set -eu\necho t1 > t1.txt\ngit add -A\ngit commit -q -m \"do $FARM_TASK\"\n",
     );
-    let m = daemon.machine("east");
     let out = m
         .farm(["run", "--agent", &agent, "--name", "east"])
         .run_within(Duration::from_secs(120));
