@@ -232,6 +232,15 @@ impl PrivateClone {
         self.commit_own_leftovers()?;
         self.fetch_if_moved(hub)?;
         let upstream = format!("origin/{}", hub.branch);
+        if self.count_since(&upstream)? == 0 {
+            return Ok(Vec::new());
+        }
+        // A push the earlier farm started may still be landing these very
+        // commits: its processes outlive it and keep the hub's push lock
+        // (see `Hub::push_lock`). Judged once it let go, they are on the
+        // branch and need no rescue.
+        let _settled = hub.push_lock()?;
+        self.fetch_if_moved(hub)?;
         let Some(head) = self.own_tip(&upstream)? else {
             return Ok(Vec::new());
         };

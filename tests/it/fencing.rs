@@ -78,6 +78,9 @@ enum Kill {
     FarmAndPush,
     /// Only the `git push`: farm lives on, and must learn what landed.
     Push,
+    /// Farm, restarted at once with the same agent name: its recovery of
+    /// the clone must not rescue the commits the push is still landing.
+    FarmRestarted,
 }
 
 /// Something of farm `a` is killed while its push of `t1` waits in the
@@ -119,7 +122,7 @@ fn killed_mid_push(kill: Kill) {
         &format!(
             "set -eu\n\
              echo \"$FARM_AGENT\" >> \"{m}/sessions-$FARM_TASK\"\n\
-             if [ \"$FARM_AGENT\" = b ]; then\n\
+             if [ \"$FARM_AGENT\" = b ] || [ -e \"{m}/a-again\" ]; then\n\
                touch '{m}/go'\n\
                i=0; while ! git --git-dir \"$FARM_HUB/.git\" cat-file -e main:tasks/done/t1.md 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done\n\
              fi\n\
@@ -160,7 +163,16 @@ fn killed_mid_push(kill: Kill) {
         }
     }
 
-    let b = run("b").spawn();
+    if kill == Kill::FarmRestarted {
+        // A session of the restarted `a` on t1 (the bug) acts as `b`'s would.
+        std::fs::write(l.join("a-again"), "").unwrap();
+    }
+    let b = run(if kill == Kill::FarmRestarted {
+        "a"
+    } else {
+        "b"
+    })
+    .spawn();
     // Give `b` every chance to reap and claim t1 (its session would say go
     // itself), then let the push go on.
     appears(&l.join("go"), Duration::from_secs(3));
@@ -195,6 +207,14 @@ fn killed_mid_push(kill: Kill) {
 #[test]
 fn a_push_in_flight_when_farm_dies_lands_before_its_claim_can_be_reaped() {
     killed_mid_push(Kill::Farm);
+}
+
+/// Regression (issue 10, found by the chaos suite): the restarted farm
+/// rescued the clone's commits to `farm/rescue/orphan/…` while the push it
+/// had left was still landing them on main.
+#[test]
+fn a_restarted_farm_does_not_rescue_what_its_last_push_is_landing() {
+    killed_mid_push(Kill::FarmRestarted);
 }
 
 #[test]
