@@ -97,6 +97,7 @@ impl PrivateClone {
             say("killed what was left of a session an earlier farm was running here");
             std::thread::sleep(Duration::from_millis(100));
         }
+        wait_for_git_left_in(&dir, &say);
         remove_stale_locks(&dir, &say);
         // A clone the agent deleted or broke is moved aside and made again;
         // its readable commits are rescued from there once the new clone
@@ -193,8 +194,10 @@ impl PrivateClone {
     ///
     /// The rules (DESIGN.md MUST 12), in order:
     ///
-    /// 1. What is left of the session's process group is killed: from then
-    ///    on nothing but this farm works here (it holds the clone's flock).
+    /// 1. What is left of the session's process group is killed, and the git
+    ///    processes an earlier farm left here (a `git push` that may still
+    ///    land) are waited for: from then on nothing but this farm works
+    ///    here (it holds the clone's flock).
     /// 2. So every git lock in the clone (`index.lock`, `HEAD.lock`,
     ///    `refs/**/*.lock`, `packed-refs.lock`, `config.lock`, …) is stale:
     ///    removed, and each named once.
@@ -904,6 +907,56 @@ impl Operation {
             Operation::Revert => "revert",
         }
     }
+}
+
+/// The longest wait for git processes an earlier farm left in a clone.
+const GIT_LEFT_SETTLES: Duration = Duration::from_secs(600);
+
+/// Wait (up to [`GIT_LEFT_SETTLES`], saying so once) until no git process
+/// works in the clone at `dir`: a killed farm's `git push` outlives it and
+/// may still land, so until it is gone its locks are not stale, and the
+/// commits it pushes are not to be rescued (the chaos suite saw an orphan
+/// rescue of a tip that landed on main just after). Only git processes
+/// count (a user's shell may sit in a clone); read from `/proc`, so on a
+/// system without it there is nothing to wait for.
+fn wait_for_git_left_in(dir: &Path, say: &dyn Fn(&str)) {
+    let Ok(dir) = dir.canonicalize() else {
+        return;
+    };
+    let start = std::time::Instant::now();
+    let mut said = false;
+    while let Some(pid) = git_working_in(&dir) {
+        if start.elapsed() > GIT_LEFT_SETTLES {
+            say(&format!(
+                "git (process {pid}) still works in this clone after {}s; going on",
+                GIT_LEFT_SETTLES.as_secs()
+            ));
+            return;
+        }
+        if !said {
+            say(&format!(
+                "waiting for git (process {pid}), left working in this clone by an earlier run"
+            ));
+            said = true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A git process (other than this one) whose working directory is in `dir`.
+fn git_working_in(dir: &Path) -> Option<u32> {
+    let me = std::process::id();
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let comm = std::fs::read_to_string(entry.path().join("comm")).ok()?;
+            let comm = comm.trim();
+            let git = comm == "git" || comm.starts_with("git-");
+            let cwd = std::fs::read_link(entry.path().join("cwd")).ok()?;
+            (pid != me && git && cwd.starts_with(dir)).then_some(pid)
+        })
 }
 
 /// Remove the git lock files in the clone at `dir`, each named through
