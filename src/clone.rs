@@ -97,8 +97,7 @@ impl PrivateClone {
             say("killed what was left of a session an earlier farm was running here");
             std::thread::sleep(Duration::from_millis(100));
         }
-        let hub_git_dir = hub.local.as_ref().map(|l| l.git_dir.as_path());
-        wait_for_git_left_in(&dir, hub_git_dir, &say);
+        wait_for_git_left_in(&dir, &say);
         remove_stale_locks(&dir, &say);
         // A clone the agent deleted or broke is moved aside and made again;
         // its readable commits are rescued from there once the new clone
@@ -928,17 +927,16 @@ const GIT_LEFT_SETTLES: Duration = Duration::from_secs(600);
 /// commits it pushes are not to be rescued (the chaos suite saw an orphan
 /// rescue of a tip that landed on main just after). Only git processes
 /// count (a user's shell may sit in a clone); read from `/proc`, so on a
-/// system without it there is nothing to wait for. On a hub on this
-/// machine, an orphaned `git receive-pack` (its pusher killed: it may still
-/// update the branch) is waited for too.
-fn wait_for_git_left_in(dir: &Path, hub_git_dir: Option<&Path>, say: &dyn Fn(&str)) {
+/// system without it there is nothing to wait for. (The hub's side of such
+/// a push, a `receive-pack` on this machine whose pusher was killed too,
+/// keeps the hub's push lock, which `recover` waits for.)
+fn wait_for_git_left_in(dir: &Path, say: &dyn Fn(&str)) {
     let Ok(dir) = dir.canonicalize() else {
         return;
     };
-    let hub = hub_git_dir.and_then(|h| h.canonicalize().ok());
     let start = std::time::Instant::now();
     let mut said = false;
-    while let Some(pid) = git_working_in(&dir, hub.as_deref()) {
+    while let Some(pid) = git_working_in(&dir) {
         if start.elapsed() > GIT_LEFT_SETTLES {
             say(&format!(
                 "git (process {pid}) still works in this clone after {}s; going on",
@@ -956,37 +954,21 @@ fn wait_for_git_left_in(dir: &Path, hub_git_dir: Option<&Path>, say: &dyn Fn(&st
     }
 }
 
-/// A git process (other than this one) whose working directory is in
-/// `dir`, or in `hub` with no git process for a parent (orphaned).
-fn git_working_in(dir: &Path, hub: Option<&Path>) -> Option<u32> {
+/// A git process (other than this one) whose working directory is in `dir`.
+fn git_working_in(dir: &Path) -> Option<u32> {
     let me = std::process::id();
-    let is_git = |pid: &str| {
-        std::fs::read_to_string(format!("/proc/{pid}/comm"))
-            .is_ok_and(|c| c.trim() == "git" || c.trim().starts_with("git-"))
-    };
     std::fs::read_dir("/proc")
         .ok()?
         .flatten()
         .find_map(|entry| {
-            let name = entry.file_name();
-            let name = name.to_str()?;
-            let pid: u32 = name.parse().ok()?;
-            if pid == me || !is_git(name) {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let comm = std::fs::read_to_string(entry.path().join("comm")).ok()?;
+            let comm = comm.trim();
+            if pid == me || !(comm == "git" || comm.starts_with("git-")) {
                 return None;
             }
             let cwd = std::fs::read_link(entry.path().join("cwd")).ok()?;
-            if cwd.starts_with(dir) {
-                return Some(pid);
-            }
-            // `pid (comm) state ppid ...`; comm may hold spaces and parens.
-            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
-            let ppid = stat
-                .rsplit_once(')')?
-                .1
-                .split_whitespace()
-                .nth(1)?
-                .to_owned();
-            (hub.is_some_and(|h| cwd.starts_with(h)) && !is_git(&ppid)).then_some(pid)
+            cwd.starts_with(dir).then_some(pid)
         })
 }
 
