@@ -16,6 +16,23 @@ fn write_hook(env: &Env, name: &str, body: &str) {
     std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
 }
 
+/// The hub's first push waits in its pre-receive hook (touching
+/// `marks/in-hook`) until the test writes `marks/go`; the others pass.
+fn hold_first_push(env: &Env, marks: &Path) {
+    let m = marks.display();
+    write_hook(
+        env,
+        "pre-receive",
+        &format!(
+            "cat > /dev/null\n\
+             if mkdir '{m}/held' 2>/dev/null; then\n\
+               touch '{m}/in-hook'\n\
+               i=0; while [ ! -e '{m}/go' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n\
+             fi\n"
+        ),
+    );
+}
+
 /// Wait (bounded) for a file to appear; false when it did not.
 fn appears(path: &Path, within: Duration) -> bool {
     let start = Instant::now();
@@ -98,18 +115,7 @@ fn killed_mid_push(kill: Kill) {
         .run()
         .success();
     let m = l.display();
-    // The first push to main waits in the hook until the test says go.
-    write_hook(
-        &env,
-        "pre-receive",
-        &format!(
-            "cat > /dev/null\n\
-             if mkdir '{m}/held' 2>/dev/null; then\n\
-               touch '{m}/in-hook'\n\
-               i=0; while [ ! -e '{m}/go' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n\
-             fi\n"
-        ),
-    );
+    hold_first_push(&env, &l);
     // No keepalives while the hook holds the push: one written to a killed
     // `git push` would end the receive-pack, and the push would never land.
     env.git(["config", "receive.keepAlive", "0"]);
@@ -306,17 +312,7 @@ fn a_push_left_by_a_killed_farm_keeps_the_hubs_push_lock() {
     }
     env.git(["config", "receive.keepAlive", "0"]);
     let m = l.display();
-    write_hook(
-        &env,
-        "pre-receive",
-        &format!(
-            "cat > /dev/null\n\
-             if mkdir '{m}/held' 2>/dev/null; then\n\
-               touch '{m}/in-hook'\n\
-               i=0; while [ ! -e '{m}/go' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n\
-             fi\n"
-        ),
-    );
+    hold_first_push(&env, &l);
     let agent = env.agent_script(
         "agent.sh",
         &format!(
