@@ -535,7 +535,31 @@ impl PrivateClone {
     }
 
     pub fn git<const N: usize>(&self, args: [&str; N]) -> Result<String, Error> {
-        self.repo.run(args).map_err(Error::from)
+        self.healing(|| self.repo.run(args))
+    }
+
+    /// Run `op`; if it failed on a git lock file left in this clone (a git
+    /// process of farm's, or of the agent's, killed mid-way while farm went
+    /// on) and no git process works here now, remove the stale locks, say
+    /// so, and run it once more. This clone is this loop's alone (its
+    /// flock), so a lock with no live git behind it is stale, as at
+    /// recovery (found by the chaos suite: a run exited 1 on `index.lock`).
+    fn healing<T>(&self, op: impl Fn() -> Result<T, GitError>) -> Result<T, Error> {
+        match op() {
+            Err(e) if e.said.contains(".lock': File exists") => {
+                let alive = self
+                    .dir()
+                    .canonicalize()
+                    .ok()
+                    .and_then(|d| git_working_in(&d));
+                if alive.is_some() {
+                    return Err(e.into());
+                }
+                self.remove_stale_locks();
+                op().map_err(Error::from)
+            }
+            other => other.map_err(Error::from),
+        }
     }
 
     /// Talk to the hub, patiently: a hub that does not answer is tried
@@ -678,7 +702,7 @@ impl PrivateClone {
         if let Some(Ok(committed)) = self.work.as_ref().map(|w| w.commit_all(message)) {
             return Ok(committed);
         }
-        Ok(self.repo.commit_all(message)?)
+        self.healing(|| self.repo.commit_all(message))
     }
 
     /// Commit what a session left uncommitted (its git locks, stale now
@@ -1137,6 +1161,25 @@ mod tests {
         assert!(clone.work.is_some(), "the in-process path is under test");
         clone.sync(&hub).unwrap();
         (hub_git, hub, clone)
+    }
+
+    /// Regression (issue 10, found by the chaos suite): a git process
+    /// killed mid-run left `index.lock` in the clone, and farm's next git
+    /// command there failed the run. With no git working in the clone, the
+    /// lock is stale: removed, and the command run again.
+    #[test]
+    fn a_stale_index_lock_left_mid_run_is_removed_and_the_command_retried() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (_hub_git, _hub, clone) = hub_and_clone(tmp.path());
+        let d = clone.dir().to_path_buf();
+        write(&d, "new.txt", "new\n");
+        std::fs::write(d.join(".git/index.lock"), "").unwrap();
+        clone.git(["add", "--all"]).unwrap();
+        assert!(!d.join(".git/index.lock").exists());
+        assert_eq!(
+            clone.git(["diff", "--cached", "--name-only"]).unwrap(),
+            "new.txt"
+        );
     }
 
     /// A sync after an in-memory rebase (index and work tree behind HEAD)
