@@ -53,7 +53,7 @@
 //! - nothing of a session outlives farm: a second or two after a SIGKILL of
 //!   farm (and after the run ends), no process carrying that farm's marker
 //!   in its environment runs (the hub's own receive-pack and hooks aside,
-//!   and farm's `git push`, which holds its claim until it settles).
+//!   and farm's own git commands, which the next farm waits for).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
@@ -1026,12 +1026,15 @@ exit 0
                 .filter(|p| {
                     // loop.sh itself, and the hub's side of a local push
                     // (the server, not a session).
-                    // farm's own `git push` may outlive it by design: the push
-                    // holds its claim until it settles (issue 10, item 1);
-                    // the claim and exactly-once checks judge that case.
+                    // farm's own git commands (`git -C <clone> …`) may outlive
+                    // it by design: a push holds its claim until it settles
+                    // (issue 10, item 1), and the next farm waits for any git
+                    // still working in a clone before recovering it (killing
+                    // them mid-way would leave half-updated work trees); the
+                    // claim, exactly-once and rescue checks judge those cases.
                     let cmd = cmdline(p.pid);
-                    let push = p.comm == "git" && cmd.contains(" push ");
-                    !(cmd.contains("loop.sh") || cmd.contains("receive-pack") || push)
+                    let farms_git = p.comm == "git" && cmd.starts_with("git -C ");
+                    !(cmd.contains("loop.sh") || cmd.contains("receive-pack") || farms_git)
                 })
                 .collect();
             // Stop looking once a new farm started (loop.sh's respawn, a
