@@ -30,6 +30,20 @@ pub struct GitError {
     pub transient: bool,
 }
 
+impl GitError {
+    /// A git killed by a signal (the OOM killer, a user, a chaos test)
+    /// failed for nothing the repository would do again: transient.
+    fn killed(mut self, status: &std::process::ExitStatus) -> GitError {
+        if let Some(signal) = std::os::unix::process::ExitStatusExt::signal(status) {
+            self.transient = true;
+            if self.said.is_empty() {
+                self.said = format!("git was killed by signal {signal}");
+            }
+        }
+        self
+    }
+}
+
 /// What git prints when it could not talk to a remote, or lost it halfway.
 const TRANSIENT: [&str; 21] = [
     "Operation too slow",
@@ -250,16 +264,7 @@ impl Repo {
             Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
         } else {
             let said = String::from_utf8_lossy(&out.stderr).into_owned();
-            let mut e = self.error(args, said);
-            // Killed (by the OOM killer, a user, a chaos test): nothing about
-            // the repository says it would fail again.
-            if let Some(signal) = std::os::unix::process::ExitStatusExt::signal(&out.status) {
-                e.transient = true;
-                if e.said.is_empty() {
-                    e.said = format!("git was killed by signal {signal}");
-                }
-            }
-            Err(e)
+            Err(self.error(args, said).killed(&out.status))
         }
     }
 
@@ -529,16 +534,7 @@ impl Repo {
             Some(updates) => Ok(updates),
             // No ref lines at all: git failed before talking to the remote,
             // or was killed (then, settled above, trying again tells).
-            None => {
-                let mut e = self.error(&args, stderr.into_owned());
-                if let Some(signal) = std::os::unix::process::ExitStatusExt::signal(&out.status) {
-                    e.transient = true;
-                    if e.said.is_empty() {
-                        e.said = format!("git push was killed by signal {signal}");
-                    }
-                }
-                Err(e)
-            }
+            None => Err(self.error(&args, stderr.into_owned()).killed(&out.status)),
         }
     }
 }

@@ -252,10 +252,10 @@ struct Group {
 /// blocks reading a pipe whose only writer is farm: the kernel closes it
 /// when farm dies, SIGKILL included, and the keeper then SIGKILLs its own
 /// group (`kill 0`) — itself last. It is started before the agent, which
-/// joins its group: no moment of the session runs without it. Being a
-/// member, it also keeps the group's id from being reused while it waits. (A child that leaves the
-/// group with `setsid` escapes it; the next farm's `kill_leftover` and the
-/// clone's recovery are the remaining net.)
+/// joins its group: no moment of the session runs without it. Leading
+/// the group, it also keeps the group's id from being reused while it
+/// waits. (A child that leaves the group with `setsid` escapes it; the next
+/// farm's `kill_leftover` and the clone's recovery are the remaining net.)
 struct Keeper {
     process: Child,
     /// Held, never written: its closing is the signal.

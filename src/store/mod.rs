@@ -105,7 +105,7 @@ pub trait ClaimStore: Send + Sync {
                 .collect();
             match repo.push_refs_holding(remote, refspecs, false, &hold) {
                 Ok(updates) => break updates,
-                Err(_) if tries + 1 < TRIES => tries += 1,
+                Err(e) if e.transient && tries + 1 < TRIES => tries += 1,
                 Err(e) => return Err(e.into()),
             }
         };
@@ -224,7 +224,7 @@ impl Held {
 
     /// The open file that carries the claim's OS lock, when one is held
     /// (the fs store's, for a holder process).
-    pub(crate) fn lock_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+    pub(crate) fn lock_fd(&self) -> Option<BorrowedFd<'_>> {
         use std::os::fd::AsFd;
         match &self.guard {
             Guard::Fs(g) => g.file().map(AsFd::as_fd),
