@@ -463,6 +463,30 @@ impl Run {
 /// Run one agent's loop until the board is settled, a stop is asked, or
 /// `--once`/`--max-sessions` says so, counting what it did in `summary`.
 pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Error> {
+    // One of farm's git commands killed by a signal (the OOM killer, a
+    // user) ends the turns, every claim released and the work rescued, but
+    // not the run: the turns start again, reopening the clones, whose
+    // recovery makes good what the command left. A few times at most: a git
+    // that is killed again and again is for the user to see.
+    let mut restarts = 0;
+    loop {
+        match turns_settled(run, name, summary) {
+            Err(e) if e.git_killed && restarts < GIT_KILLED_RESTARTS && !run.stop.draining() => {
+                restarts += 1;
+                run.say(name, &format!("{e}; reopening its clone and going on"));
+                run.journal
+                    .log(name, "git_killed", json!({"error": e.message}));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// How often one agent's loop starts again after a git of farm's was killed.
+const GIT_KILLED_RESTARTS: u32 = 3;
+
+/// The turns, and the integration left beside them when they ended.
+fn turns_settled(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Error> {
     let slot = Slot::default();
     std::thread::scope(|scope| {
         let mut beside = None;
@@ -1194,10 +1218,8 @@ fn finish(
     // A session must build on the commit it started from: history rewritten
     // under it (a reset to the root, say) would rebase into a board holding
     // the task twice, or be rejected push after push.
-    let descends = base == clone.head()?
-        || clone
-            .repo
-            .check(["merge-base", "--is-ancestor", &base, "HEAD"])?;
+    let descends =
+        base == clone.head()? || clone.check(["merge-base", "--is-ancestor", &base, "HEAD"])?;
     // What the agent left uncommitted is committed: with the move to done
     // when it succeeded (one commit), on its own otherwise (to be rescued).
     if class == Class::Success && !lost && descends {
@@ -1212,7 +1234,7 @@ fn finish(
     // a merge in progress is aborted first, back to the work itself.
     let rescue = |why: &str| -> Result<bool, Error> {
         if clone.dir().join(".git/MERGE_HEAD").exists() {
-            clone.repo.check(["merge", "--abort"])?;
+            clone.check(["merge", "--abort"])?;
         }
         let tip = clone.head()?;
         if work_tip == base && tip == base {
@@ -1568,7 +1590,7 @@ fn integrate(
                 Merge::Lost => return Ok(Integrated::Lost),
                 Merge::Interrupted => return Ok(Integrated::Interrupted),
                 Merge::Unresolved => {
-                    clone.repo.check(["merge", "--abort"])?;
+                    clone.check(["merge", "--abort"])?;
                     return Ok(Integrated::Conflict(files));
                 }
             }
@@ -1650,10 +1672,7 @@ fn merge_session(
     // An agent may also have aborted the merge and exited 0: only a HEAD
     // that now contains the branch counts as merged.
     let upstream = format!("origin/{}", run.hub.branch);
-    if !clone
-        .repo
-        .check(["merge-base", "--is-ancestor", &upstream, "HEAD"])?
-    {
+    if !clone.check(["merge-base", "--is-ancestor", &upstream, "HEAD"])? {
         return Ok(Merge::Unresolved);
     }
     Ok(Merge::Resolved)

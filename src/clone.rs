@@ -538,15 +538,25 @@ impl PrivateClone {
         self.healing(|| self.repo.run(args))
     }
 
+    /// Run git in the clone; whether it succeeded (for commands whose
+    /// failure is an answer), healed as [`PrivateClone::git`] is.
+    pub fn check<const N: usize>(&self, args: [&str; N]) -> Result<bool, Error> {
+        self.healing(|| self.repo.check(args))
+    }
+
     /// Run `op`; if it failed on a git lock file left in this clone (a git
     /// process of farm's, or of the agent's, killed mid-way while farm went
     /// on) and no git process works here now, remove the stale locks, say
     /// so, and run it once more. This clone is this loop's alone (its
     /// flock), so a lock with no live git behind it is stale, as at
     /// recovery (found by the chaos suite: a run exited 1 on `index.lock`).
+    /// A git killed by a signal (the OOM killer, a user) is run once more
+    /// the same way: the commands run here read, or write what running
+    /// them again writes again (found by the chaos suite: a run exited 1 on
+    /// a killed `git commit`).
     fn healing<T>(&self, op: impl Fn() -> Result<T, GitError>) -> Result<T, Error> {
         match op() {
-            Err(e) if e.said.contains(".lock': File exists") => {
+            Err(e) if e.signal.is_some() || e.said.contains(".lock': File exists") => {
                 let alive = self
                     .dir()
                     .canonicalize()

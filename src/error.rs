@@ -26,6 +26,10 @@ pub struct Error {
     pub hint: Option<String>,
     /// Writing output failed because the reader went away: exit quietly.
     pub broken_pipe: bool,
+    /// One of farm's git commands was killed by a signal (the OOM killer, a
+    /// user): an agent's loop reopens its clone, whose recovery makes good
+    /// what the command left half-done, and goes on.
+    pub git_killed: bool,
 }
 
 impl Error {
@@ -35,6 +39,7 @@ impl Error {
             message: message.into(),
             hint: None,
             broken_pipe: false,
+            git_killed: false,
         }
     }
 
@@ -107,8 +112,14 @@ impl From<StoreError> for Error {
 impl From<crate::git::GitError> for Error {
     fn from(e: crate::git::GitError) -> Error {
         let transient = e.transient;
-        let err = Error::failure(e.to_string());
-        if transient {
+        let mut err = Error::failure(e.to_string());
+        if let Some(signal) = e.signal {
+            err.git_killed = true;
+            err.hint(format!(
+                "git was killed by signal {signal} (out of memory, or by hand?); \
+                 the next run recovers the clone"
+            ))
+        } else if transient {
             err.hint("the hub did not answer; check that it is reachable (git ls-remote HUB), then run again")
         } else {
             err

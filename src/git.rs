@@ -28,6 +28,9 @@ pub struct GitError {
     /// The failure looks like the network or the remote's server, not the
     /// repository: trying again later may succeed.
     pub transient: bool,
+    /// git was killed by this signal: it failed for nothing the repository
+    /// would do again.
+    pub signal: Option<i32>,
 }
 
 impl GitError {
@@ -36,6 +39,7 @@ impl GitError {
     fn killed(mut self, status: &std::process::ExitStatus) -> GitError {
         if let Some(signal) = std::os::unix::process::ExitStatusExt::signal(status) {
             self.transient = true;
+            self.signal = Some(signal);
             if self.said.is_empty() {
                 self.said = format!("git was killed by signal {signal}");
             }
@@ -250,6 +254,7 @@ impl Repo {
             dir: self.dir.clone(),
             transient: TRANSIENT.iter().any(|t| said.contains(t)),
             said: self::said(&said),
+            signal: None,
         }
     }
 
@@ -300,7 +305,9 @@ impl Repo {
         if out.status.success() {
             Ok(out.stdout)
         } else {
-            Err(self.error(args, String::from_utf8_lossy(&out.stderr).into_owned()))
+            Err(self
+                .error(args, String::from_utf8_lossy(&out.stderr).into_owned())
+                .killed(&out.status))
         }
     }
 
@@ -310,7 +317,13 @@ impl Repo {
         I: IntoIterator<Item = S> + Clone,
         S: AsRef<OsStr>,
     {
-        Ok(self.output(args)?.status.success())
+        let out = self.output(args.clone())?;
+        if std::os::unix::process::ExitStatusExt::signal(&out.status).is_some() {
+            // Killed before it could answer: not a "no".
+            let said = String::from_utf8_lossy(&out.stderr).into_owned();
+            return Err(self.error(args, said).killed(&out.status));
+        }
+        Ok(out.status.success())
     }
 
     /// Clone branch `branch` of `hub` (a path or a URL) into `dest` (which

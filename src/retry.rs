@@ -65,6 +65,7 @@ mod tests {
             dir: PathBuf::from("/x"),
             said: "Connection refused".into(),
             transient,
+            signal: None,
         }
     }
 

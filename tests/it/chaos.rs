@@ -718,15 +718,21 @@ exit 0
 
     /// loop.sh's lines on respawning a farm that ended by itself: any exit
     /// but 137 (the test's SIGKILL).
+    /// Each comes with the lines farm printed just before it (its error).
     fn unprompted_loop_exits(&self) -> Vec<String> {
-        std::fs::read_to_string(self.c().join("farm.out"))
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| {
+        let text = std::fs::read_to_string(self.c().join("farm.out")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| {
                 l.strip_prefix("loop.sh: farm run exited ")
                     .is_some_and(|rest| !rest.starts_with("137;"))
             })
-            .map(str::to_owned)
+            .map(|(i, l)| {
+                let before = &lines[i.saturating_sub(4)..i];
+                format!("{l}\n  before it: {}", before.join("\n  before it: "))
+            })
             .collect()
     }
 
@@ -1196,6 +1202,40 @@ exit 0
         kill_tagged(&format!("FARM_CHAOS_TAG={}", self.tag));
     }
 
+    /// What farm said and journaled about `task` and `agent`, and where
+    /// the agent's clones last had `sha`: a lost commit explained from the
+    /// suite's output alone (a violation may not come back on replay).
+    fn story(&self, task: &str, agent: &str, sha: &str) -> String {
+        let out = std::fs::read_to_string(self.c().join("farm.out")).unwrap_or_default();
+        let said: Vec<&str> = out
+            .lines()
+            .filter(|l| l.contains(&format!("`{task}`")) || l.contains(&format!("{agent}:")))
+            .collect();
+        let journal =
+            std::fs::read_to_string(self.c().join("state/journal.jsonl")).unwrap_or_default();
+        let logged: Vec<&str> = journal
+            .lines()
+            .filter(|l| l.contains(&format!("\"{task}\"")) || l.contains("rescue"))
+            .collect();
+        let mut reflogs = Vec::new();
+        for clone in [agent.to_owned(), format!("{agent}@2")] {
+            let dir = self.c().join("state/clones").join(&clone);
+            for log in ["HEAD", "refs/heads/farm-work"] {
+                let text =
+                    std::fs::read_to_string(dir.join(".git/logs").join(log)).unwrap_or_default();
+                for line in text.lines().filter(|l| l.contains(sha)) {
+                    reflogs.push(format!("{clone} {log}: {line}"));
+                }
+            }
+        }
+        format!(
+            "  farm said:\n    {}\n  journal:\n    {}\n  clone reflogs with it:\n    {}",
+            said.join("\n    "),
+            logged.join("\n    "),
+            reflogs.join("\n    ")
+        )
+    }
+
     fn git(&self, args: &[&str]) -> (bool, String, String) {
         git_in(&self.repo, &self.c().join("home"), args)
     }
@@ -1334,9 +1374,12 @@ exit 0
             figures.check("every agent commit on a hub ref");
             let (task, agent, sha, patch) = (f[1], f[2], f[4], f[5]);
             if !reachable.contains(sha) && !patches.contains(patch) {
+                let story = self.story(task, agent, sha);
                 self.violation(
                     "lost-commit",
-                    format!("{agent}'s commit {sha} on `{task}` (patch {patch}) is on no hub ref"),
+                    format!(
+                        "{agent}'s commit {sha} on `{task}` (patch {patch}) is on no hub ref\n{story}"
+                    ),
                 );
             }
         }

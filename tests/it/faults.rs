@@ -356,3 +356,111 @@ fn a_task_already_out_of_attempts_is_failed_without_a_session() {
     assert!(text.contains("## Out of attempts"), "{text}");
     assert_hub_sound(&env);
 }
+
+/// `farm run ARGS...` with a `git` on PATH that SIGKILLs itself, once, when
+/// farm runs `git <pattern>...` on its clone — as the OOM killer or a user
+/// might kill one of farm's git children. Every other git command (and the
+/// agent's own) is the real git.
+fn run_with_git_killed_once(env: &Env, agent: &str, pattern: &str) -> crate::common::Output {
+    let real = std::process::Command::new("sh")
+        .args(["-c", "command -v git"])
+        .output()
+        .unwrap();
+    let real = String::from_utf8(real.stdout).unwrap().trim().to_owned();
+    let bin = env.tmp.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let mark = env.tmp.path().join("git-killed");
+    let wrapper = bin.join("git");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *'/state/clones/'*)\n  case \" $* \" in *\" {pattern} \"*)\n    if mkdir '{mark}' 2>/dev/null; then kill -KILL $$; fi;;\n  esac;;\nesac\nexec '{real}' \"$@\"\n",
+            mark = mark.display()
+        ),
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&wrapper).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&wrapper, perms).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = env
+        .farm_git(run_args(env, agent, &[]))
+        .env("PATH", path)
+        .run_within(LIMIT);
+    assert!(mark.exists(), "farm never ran `git {pattern}`: {out:#?}");
+    out
+}
+
+/// Regression (issue 10, chaos suite): a git command of farm's killed by a
+/// signal in its clone (there, its commit of a merge session; here, the
+/// reset of the clone to the branch before the second session) made farm
+/// exit 1 ("git was killed by signal 9", with a hint that the hub did not
+/// answer). It is run again, and the run ends as if nothing happened: each
+/// task done once, in one session, no rescue branch.
+#[test]
+fn a_killed_git_of_farms_in_its_clone_is_run_again() {
+    let env = Env::git_hub(&[]);
+    let logs = logs(&env);
+    for id in ["g1", "g2"] {
+        add_task(&env, &[id, "-m", "Anything"]);
+    }
+    let agent = env.agent_script(
+        "work.sh",
+        &format!(
+            "set -eu\necho \"$FARM_TASK\" >> '{}/sessions.log'\necho w > \"w-$FARM_TASK\"\ngit add -A\ngit commit -q -m \"$FARM_TASK\"\n",
+            logs.display()
+        ),
+    );
+    let out = run_with_git_killed_once(&env, &agent, "read-tree --reset -u").success();
+    assert_eq!(
+        board(&env, "tasks/done"),
+        BTreeSet::from(["g1".into(), "g2".into()]),
+        "{out:#?}"
+    );
+    for id in ["g1", "g2"] {
+        assert_eq!(sessions_of(&env, id), 1, "{id}: {out:#?}");
+        assert!(rescue_branches(&env, id).is_empty(), "{id}: {out:#?}");
+    }
+    assert_hub_sound(&env);
+}
+
+/// Regression (issue 10, chaos suite): a git command of farm's that is not
+/// simply run again — here, the listing of conflicts as the clone is
+/// opened; in the suite, a merge — killed by a signal ended the agent's loop and made farm exit 1. The loop
+/// reopens its clone (recovery makes good what the killed command left),
+/// says so, and goes on: exit 0, every task done once on main.
+#[test]
+fn a_killed_git_of_farms_does_not_end_the_run() {
+    let env = Env::git_hub(&[]);
+    for id in ["h1", "h2"] {
+        add_task(&env, &[id, "-m", "Anything"]);
+    }
+    let agent = env.agent_script(
+        "work.sh",
+        "set -eu\necho w > \"w-$FARM_TASK\"\ngit add -A\ngit commit -q -m \"$FARM_TASK\"\n",
+    );
+    let out = run_with_git_killed_once(&env, &agent, "diff --name-only --diff-filter=U").success();
+    assert_eq!(
+        board(&env, "tasks/done"),
+        BTreeSet::from(["h1".into(), "h2".into()]),
+        "{out:#?}"
+    );
+    for id in ["h1", "h2"] {
+        assert_eq!(
+            env.git(["log", "--format=%s", "main", "--", &format!("w-{id}")])
+                .lines()
+                .count(),
+            1,
+            "{id} landed once: {out:#?}"
+        );
+    }
+    assert!(
+        out.stderr.contains("killed by signal 9") && out.stderr.contains("going on"),
+        "{out:#?}"
+    );
+    assert_hub_sound(&env);
+}
