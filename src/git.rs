@@ -18,6 +18,36 @@ use std::time::{Duration, Instant};
 /// refs until they exit.
 const PUSH_SETTLES: Duration = Duration::from_secs(600);
 
+/// The variables by which git names a repository, its index and work tree
+/// (`git rev-parse --local-env-vars`). farm run from a git hook, `git rebase
+/// -x` or `git bisect run` inherits them naming the user's repository:
+/// farm's git commands, and its agents', must work where farm says instead.
+const REPOSITORY_ENV: [&str; 15] = [
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_CONFIG",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_IMPLICIT_WORK_TREE",
+    "GIT_GRAFT_FILE",
+    "GIT_INDEX_FILE",
+    "GIT_NO_REPLACE_OBJECTS",
+    "GIT_REPLACE_REF_BASE",
+    "GIT_PREFIX",
+    "GIT_SHALLOW_FILE",
+    "GIT_COMMON_DIR",
+];
+
+/// Keep `cmd` from inheriting [`REPOSITORY_ENV`].
+pub fn unset_repository_env(cmd: &mut Command) -> &mut Command {
+    for var in REPOSITORY_ENV {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
 /// A failed git command: what was run, and what git said.
 #[derive(Debug, thiserror::Error)]
 #[error("`git {args}` failed in `{}`: {said}", dir.display())]
@@ -210,6 +240,7 @@ impl Repo {
         S: AsRef<OsStr>,
     {
         let mut cmd = Command::new("git");
+        unset_repository_env(&mut cmd);
         cmd.arg("-C")
             .arg(&self.dir)
             .args(args)

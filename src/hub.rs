@@ -277,7 +277,7 @@ impl Hub {
             return Ok(dest);
         }
         let mut archive = std::process::Command::new("git");
-        archive
+        crate::git::unset_repository_env(&mut archive)
             .arg("-C")
             .arg(&local.dir)
             .args(["archive", "--format=tar", &self.branch])

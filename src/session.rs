@@ -136,7 +136,10 @@ pub fn run(spec: &Spec<'_>, mut tick: impl FnMut() -> Tick) -> std::io::Result<O
         argv = wrapped;
     }
     let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..])
+    // The agent's git works in its clone, not in a repository farm's own
+    // environment names.
+    crate::git::unset_repository_env(&mut cmd)
+        .args(&argv[1..])
         .current_dir(spec.cwd)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdout(log.try_clone()?)

@@ -408,6 +408,14 @@ impl Farm {
     }
 }
 
+/// `git`, deaf to variables that name a repository (`GIT_DIR`, …): the
+/// suite run under `git rebase -x` must not work on this project's own.
+pub fn git_command() -> Command {
+    let mut cmd = Command::new("git");
+    farm::git::unset_repository_env(&mut cmd);
+    cmd
+}
+
 /// The patch ids (`git patch-id --stable`) of every non-merge commit of the
 /// repository at `dir`, given its `git log --all --no-merges -p`: farm
 /// rebases work, so an agent's commit may reach the hub as another commit

@@ -249,7 +249,7 @@ contract!(fs, |hub| Box::new(FsStore::new(hub)));
 /// fetch` and `git push`, as to any URL.
 fn git_store(dir: &std::path::Path, cache: &std::path::Path) -> Box<dyn ClaimStore> {
     let remote = dir.join("hub.git");
-    let made = std::process::Command::new("git")
+    let made = crate::common::git_command()
         .args(["init", "--quiet", "--bare", "-b", "main"])
         .arg(&remote)
         .status()

@@ -6,7 +6,7 @@
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -141,7 +141,7 @@ impl Daemon {
             .append(true)
             .open(self.base.path().join("daemon.log"))
             .unwrap();
-        let mut child = Command::new("git")
+        let mut child = crate::common::git_command()
             .arg("daemon")
             .arg("--reuseaddr")
             .arg("--enable=receive-pack")

@@ -351,3 +351,54 @@ fn task_add_refuses_the_name_of_the_boards_readme() {
     let json = env.farm_git(["tasks", "--json"]).run().success().json();
     assert!(json.to_string().contains("\"readme\""), "{json:#}");
 }
+
+/// Regression: farm run from a git hook, `git rebase -x` or `git bisect run`
+/// inherits git's repository variables (`GIT_DIR`, `GIT_INDEX_FILE`,
+/// `GIT_WORK_TREE`) naming the user's repository. farm's git commands — and
+/// its agents' — followed them there instead of to the hub and the clones:
+/// the user's branch was moved and its index rewritten (found when a unit
+/// test run under `git rebase -x` moved this project's own `main`). They work
+/// on the hub and the clones only; the other repository is untouched.
+#[test]
+fn git_variables_naming_another_repository_do_not_steer_farm() {
+    let env = Env::git_hub(&[]);
+    crate::run::add_task(&env, &["v1", "-m", "Anything"]);
+    let home = env.tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let other = env.tmp.path().join("bystander");
+    std::fs::create_dir_all(&other).unwrap();
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["commit", "-q", "--allow-empty", "-m", "mine"],
+    ] {
+        let (ok, _, err) = git_in(&other, &home, args);
+        assert!(ok, "{err}");
+    }
+    let before = git_in(&other, &home, ["rev-parse", "HEAD"]).1;
+    let agent = env.agent_script(
+        "work.sh",
+        "set -eu\necho w > w-v1\ngit add -A\ngit commit -q -m v1\n",
+    );
+    let out = env
+        .farm_git(crate::run::run_args(&env, &agent, &[]))
+        .env("GIT_DIR", other.join(".git"))
+        .env("GIT_WORK_TREE", &other)
+        .env("GIT_INDEX_FILE", other.join(".git/index"))
+        .run_within(LIMIT);
+    assert_eq!(
+        git_in(&other, &home, ["rev-parse", "HEAD"]).1,
+        before,
+        "the other repository's branch moved: {out:#?}"
+    );
+    assert_eq!(
+        git_in(&other, &home, ["status", "--porcelain"]).1,
+        "",
+        "the other repository's files or index changed: {out:#?}"
+    );
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert_eq!(
+        env.git(["show", "main:w-v1"]),
+        "w",
+        "the work landed on the hub: {out:#?}"
+    );
+}

@@ -6,7 +6,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::common::{GIT_ENV, Output, race};
@@ -952,7 +951,7 @@ fn an_atomic_publish_from_a_reaped_holder_lands_nothing() {
 
     let tmp = tempfile::tempdir().unwrap();
     let git = |dir: &std::path::Path, args: &[&str]| {
-        let out = Command::new("git")
+        let out = crate::common::git_command()
             .arg("-C")
             .arg(dir)
             .args(args)

@@ -32,7 +32,7 @@ fn git_env() -> [(&'static str, &'static str); 6] {
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
+    let out = crate::common::git_command()
         .arg("-C")
         .arg(dir)
         .args(args)
