@@ -44,10 +44,10 @@ use std::path::Path;
 use std::process::{ChildStdout, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use farm::claim::{Claim, Holder};
-use farm::store::fs::{DIR, FsStore};
-use farm::store::{Attempt, ClaimStore};
-use farm::task::TaskId;
+use farm::claims::fs::{DIR, FsStore};
+use farm::claims::record::{Claim, Holder};
+use farm::claims::{Attempt, ClaimStore};
+use farm::names::TaskId;
 
 /// Set in a worker's environment to the hub it claims in.
 const WORKER_ENV: &str = "FARM_BENCH_WORKER";
@@ -179,7 +179,7 @@ fn single() -> Res<()> {
         .len();
     let holder = Holder {
         pid: std::process::id(),
-        start: farm::host::own_start().ok_or("cannot read this process's start time")?,
+        start: farm::claims::host::own_start().ok_or("cannot read this process's start time")?,
     };
     let bench = Bench {
         store: FsStore::new(hub.path()),
@@ -263,7 +263,7 @@ fn worker(hub: &Path) -> Res<()> {
     let store = FsStore::new(hub);
     let tasks = task_ids();
     // Read /proc once now rather than inside the timed part.
-    farm::host::Here::current();
+    farm::claims::host::Here::current();
     let mut out = io::stdout().lock();
     writeln!(out, "{READY}")
         .and_then(|()| out.flush())

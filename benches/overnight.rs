@@ -639,7 +639,7 @@ fn night(state: &Path, pid: u32) -> String {
         let secs_ms = slot_ms * 8 / 10 + rng.below(slot_ms / 10);
         let end_at = claim_at + ms(secs_ms);
         let done_at = end_at + ms(300 + rng.below(500));
-        let stamp: String = farm::claim::timestamp(claim_at)
+        let stamp: String = farm::claims::record::timestamp(claim_at)
             .chars()
             .filter(char::is_ascii_alphanumeric)
             .collect();

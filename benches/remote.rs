@@ -80,10 +80,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use farm::claim::Claim;
-use farm::store::git::GitStore;
-use farm::store::{Attempt, ClaimStore};
-use farm::task::TaskId;
+use farm::claims::git::GitStore;
+use farm::claims::record::Claim;
+use farm::claims::{Attempt, ClaimStore};
+use farm::names::TaskId;
 
 const FARM: &str = env!("CARGO_BIN_EXE_farm");
 
@@ -237,7 +237,7 @@ impl Daemon {
         // dies with the bench even when the bench is killed and cannot drop
         // this (in a group of its own, a Ctrl-C does not reach it).
         let mut cmd = command(daemon_program()?);
-        farm::host::die_with_parent(&mut cmd);
+        farm::claims::host::die_with_parent(&mut cmd);
         let child = cmd
             .arg("--reuseaddr")
             .arg("--enable=receive-pack")
@@ -553,7 +553,7 @@ fn worker(url: &str) -> Res<()> {
     let tasks = task_ids();
     // Fetch the tip and read /proc now rather than inside the timed part.
     store.list().map_err(|e| format!("list: {e}"))?;
-    farm::host::Here::current();
+    farm::claims::host::Here::current();
     let mut out = io::stdout().lock();
     writeln!(out, "{READY}")
         .and_then(|()| out.flush())
@@ -653,7 +653,7 @@ fn run_workers(scratch: &Path, url: &str, hub: &str, workers: usize) -> Res<Repo
     let mut children = Workers(Vec::with_capacity(workers));
     for i in 0..workers {
         let mut cmd = command(&exe);
-        farm::host::die_with_parent(&mut cmd);
+        farm::claims::host::die_with_parent(&mut cmd);
         let child = cmd
             .env(WORKER_ENV, url)
             .env(INDEX_ENV, i.to_string())

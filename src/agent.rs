@@ -56,19 +56,19 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::board::{self, Task};
 use serde_json::json;
 
-use crate::claim::{Claim, Holder, Nonce, timestamp};
+use crate::claims::host::{self, Here};
+use crate::claims::liveness::Judge;
+use crate::claims::record::{Claim, Holder, Nonce, timestamp};
+use crate::claims::{Attempt, ClaimStore, Held, Listed, Published, Reap, StoreError};
 use crate::classify::{self, Class};
 use crate::clone::{PrivateClone, ensure_newline, io_error};
 use crate::error::Error;
-use crate::host::{self, Here};
 use crate::hub::Hub;
 use crate::journal::Journal;
 use crate::limits::Limits;
-use crate::liveness::Judge;
 use crate::output::Out;
 use crate::prompt;
 use crate::session::{self, Outcome, PromptVia, Tick};
-use crate::store::{Attempt, ClaimStore, Held, Listed, Published, Reap, StoreError};
 use crate::usage::{self, Usage};
 
 /// How far a run has been asked to stop.
@@ -135,7 +135,7 @@ pub struct Run {
     tripped: AtomicUsize,
     /// The task of the last session of this run that did not start (see
     /// [`classify::did_not_start`]), while no session since has started.
-    unstarted: Mutex<Option<crate::task::TaskId>>,
+    unstarted: Mutex<Option<crate::names::TaskId>>,
     last_start: Mutex<Option<Instant>>,
     started: AtomicUsize,
     wake: Arc<Wake>,
@@ -293,7 +293,7 @@ impl Run {
     /// session of the run that did not start either. Two different tasks in
     /// a row is an agent that cannot start (MUST 13: a setup error, not a
     /// failed task); the same task again is that task's failure.
-    fn not_started(&self, id: &crate::task::TaskId) -> Unstarted {
+    fn not_started(&self, id: &crate::names::TaskId) -> Unstarted {
         let mut last = self.unstarted.lock().unwrap_or_else(|e| e.into_inner());
         match last.replace(id.clone()) {
             None => Unstarted::First,
@@ -408,7 +408,7 @@ impl Run {
         let mut watcher =
             notify::recommended_watcher(move |_: notify::Result<notify::Event>| wake.bump())
                 .ok()?;
-        let claims = local.dir.join(crate::store::fs::DIR);
+        let claims = local.dir.join(crate::claims::fs::DIR);
         let _ = std::fs::create_dir(&claims);
         let watched = [
             (local.git_dir.join("refs/heads"), RecursiveMode::Recursive),
@@ -506,9 +506,9 @@ fn turns_settled(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Err
 
 /// An integration going on beside the loop: its clone, task and end.
 type Beside<'scope> =
-    std::thread::ScopedJoinHandle<'scope, (PrivateClone, crate::task::TaskId, Result<End, Error>)>;
+    std::thread::ScopedJoinHandle<'scope, (PrivateClone, crate::names::TaskId, Result<End, Error>)>;
 
-fn join(b: Beside<'_>) -> Result<(PrivateClone, crate::task::TaskId, End), Error> {
+fn join(b: Beside<'_>) -> Result<(PrivateClone, crate::names::TaskId, End), Error> {
     let (clone, id, end) = b.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
     end.map(|end| (clone, id, end))
 }
@@ -550,7 +550,7 @@ fn turns<'scope, 'env: 'scope>(
     let mut at = 0;
     let mut tally = Tally::default();
     // The task of the integration beside the loop, while there is one.
-    let mut beside_task: Option<crate::task::TaskId> = None;
+    let mut beside_task: Option<crate::names::TaskId> = None;
     // The hub's work tree said a task was ready that the branch does not
     // have pending (an uncommitted draft, say): read the board from the
     // branch until the hub changes, instead of claiming it again and again.
@@ -606,7 +606,7 @@ fn turns<'scope, 'env: 'scope>(
                 board_dir.display()
             ))
         })?;
-        snapshot.claimed = crate::store::holders(&claims);
+        snapshot.claimed = crate::claims::holders(&claims);
         let Some(task) = tally.pick(&snapshot, in_flight) else {
             let not_in_flight = in_flight.into_iter().cloned().collect();
             if let Some(left) = board::next(&snapshot, &not_in_flight) {
@@ -768,13 +768,13 @@ struct Tally {
     pause_due: bool,
     /// Claims on a task taken over by another holder while this agent
     /// worked on it, per task.
-    lost: HashMap<crate::task::TaskId, u32>,
+    lost: HashMap<crate::names::TaskId, u32>,
     /// Tasks this agent claims no more in this run: taken over again and
     /// again, it would otherwise run sessions on them that count nothing.
-    skip: HashSet<crate::task::TaskId>,
+    skip: HashSet<crate::names::TaskId>,
     /// A task whose session did not start: the next pick tries another one
     /// first, so that an agent that cannot start shows on two tasks.
-    skip_once: Option<crate::task::TaskId>,
+    skip_once: Option<crate::names::TaskId>,
 }
 
 impl Tally {
@@ -784,7 +784,7 @@ impl Tally {
     fn pick(
         &mut self,
         snapshot: &board::Snapshot,
-        in_flight: Option<&crate::task::TaskId>,
+        in_flight: Option<&crate::names::TaskId>,
     ) -> Option<Task> {
         let mut skip = self.skip.clone();
         skip.extend(in_flight.cloned());
@@ -805,7 +805,7 @@ impl Tally {
         &mut self,
         run: &Run,
         name: &str,
-        id: &crate::task::TaskId,
+        id: &crate::names::TaskId,
         end: End,
         summary: &mut Summary,
     ) -> Result<(), Error> {
@@ -980,10 +980,16 @@ fn reap(run: &Run, name: &str) -> Result<Vec<Listed>, Error> {
 /// Say once per run (per file) that a task waits on a corrupt claim, which
 /// would otherwise keep it waiting in silence until the claim is old enough
 /// to reap (issue 10, item 6).
-fn say_corrupt_once(run: &Run, name: &str, entry: &Listed, verdict: &crate::liveness::Verdict) {
+fn say_corrupt_once(
+    run: &Run,
+    name: &str,
+    entry: &Listed,
+    verdict: &crate::claims::liveness::Verdict,
+) {
     static SAID: Mutex<std::collections::BTreeSet<(String, u64)>> =
         Mutex::new(std::collections::BTreeSet::new());
-    let Some(note) = crate::liveness::waiting_on(&entry.name, verdict, run.stale_after) else {
+    let Some(note) = crate::claims::liveness::waiting_on(&entry.name, verdict, run.stale_after)
+    else {
         return;
     };
     let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
@@ -999,7 +1005,7 @@ enum Unstarted {
     /// The last one was on this task too.
     Again,
     /// The last one was on this other task.
-    Elsewhere(crate::task::TaskId),
+    Elsewhere(crate::names::TaskId),
 }
 
 /// How one claimed task ended.
@@ -1757,7 +1763,7 @@ fn edit_task(
     run: &Run,
     clone: &PrivateClone,
     held: &Held,
-    id: &crate::task::TaskId,
+    id: &crate::names::TaskId,
     edit: &dyn Fn(&mut Task) -> (bool, String),
 ) -> Result<(Recorded, bool), Error> {
     for round in 0..push_rounds(run) {

@@ -26,7 +26,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use crate::task::{TaskId, shown};
+use crate::names::{TaskId, shown};
 
 /// Task files larger than this are invalid without being read further: a
 /// description is prose for an agent, not a place for data.
@@ -338,7 +338,7 @@ impl Task {
     }
 }
 
-/// A time as `created` is written: milliseconds like [`crate::claim::timestamp`],
+/// A time as `created` is written: milliseconds like [`crate::claims::record::timestamp`],
 /// nanoseconds when that would lose precision, so that every parsed time is
 /// written back unchanged.
 fn rfc3339(t: SystemTime) -> String {

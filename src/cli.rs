@@ -2,15 +2,13 @@
 //! No logic here; each subcommand's arguments live beside its code in
 //! `commands/`.
 
-use std::path::PathBuf;
-
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 use crate::commands::{
     agents, claim, demo, demo_agent, doctor, init, locks, logs, reap, release, run, status, stop,
     task, tasks,
 };
-use crate::output::ColorWhen;
+use crate::config::GlobalArgs;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -39,52 +37,6 @@ pub struct Cli {
     pub global: GlobalArgs,
     #[command(subcommand)]
     pub command: Command,
-}
-
-#[derive(Debug, Args)]
-pub struct GlobalArgs {
-    /// The hub: the shared repository, a local path or a git URL
-    /// (ssh://, git://, https://, file://, user@host:path). Default: the
-    /// repository around the current directory.
-    #[arg(long, global = true, env = "FARM_HUB", value_name = "PATH|URL")]
-    pub hub: Option<String>,
-
-    /// Where claims live: fs (`current_tasks/` in a hub on this machine) or
-    /// git (branch `farm/claims` of the hub, for any machine). Default: fs
-    /// for a path, git for a URL.
-    #[arg(
-        long,
-        global = true,
-        env = "FARM_CLAIMS",
-        value_enum,
-        value_name = "STORE"
-    )]
-    pub claims: Option<ClaimsKind>,
-
-    /// Where farm keeps clones, logs and its cache of a remote's claims.
-    /// Default: HUB/.farm for a local hub, ~/.cache/farm/<url> for a URL.
-    #[arg(long, global = true, env = "FARM_STATE_DIR", value_name = "PATH")]
-    pub state_dir: Option<PathBuf>,
-
-    /// Print only what was asked for, and errors.
-    #[arg(short, long, global = true, conflicts_with = "verbose")]
-    pub quiet: bool,
-
-    /// Say more about what farm is doing (repeat for more).
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
-    pub verbose: u8,
-
-    /// When to use colour; `NO_COLOR` set means never for `auto`.
-    #[arg(long, global = true, value_enum, default_value_t = ColorWhen::Auto, value_name = "WHEN")]
-    pub color: ColorWhen,
-}
-
-/// The claim stores.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ClaimsKind {
-    Fs,
-    Git,
 }
 
 #[derive(Debug, Subcommand)]

@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use crate::board::{self, Task};
-use crate::claim::timestamp;
+use crate::claims::host::Here;
+use crate::claims::record::timestamp;
 use crate::error::Error;
 use crate::git::{GitError, Pushed, Repo};
-use crate::host::Here;
 use crate::hub::Hub;
 use crate::output::Out;
 use crate::retry::patiently;
@@ -755,7 +755,7 @@ impl PrivateClone {
     /// An agent must not change `current_tasks/`; if its commits did, put
     /// the directory back as it was (claims live in the hub, not here).
     pub fn undo_claim_tampering(&self, base: &str, name: &str) -> Result<(), Error> {
-        let dir = crate::store::fs::DIR;
+        let dir = crate::claims::fs::DIR;
         let head = self.head()?;
         let same = match self.work.as_ref().map(|w| w.same_at(base, &head, dir)) {
             Some(Ok(same)) => same,
@@ -792,7 +792,7 @@ impl PrivateClone {
     /// there: no longer pending, or waiting for a task that is not done on
     /// the branch yet. (A hub's work tree shows a push before its branch
     /// does: receive-pack updates the files, then the ref.)
-    pub fn fresh_task(&self, hub: &Hub, id: &crate::task::TaskId) -> Result<Option<Task>, Error> {
+    pub fn fresh_task(&self, hub: &Hub, id: &crate::names::TaskId) -> Result<Option<Task>, Error> {
         self.sync(hub)?;
         let tasks = self.dir().join("tasks");
         let Ok(text) = std::fs::read_to_string(tasks.join(format!("{id}.md"))) else {

@@ -5,13 +5,53 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cli::{ClaimsKind, GlobalArgs};
+use crate::claims::ClaimStore;
+use crate::claims::ClaimsKind;
+use crate::claims::fs::FsStore;
+use crate::claims::git::GitStore;
 use crate::error::Error;
-use crate::output::Out;
+use crate::output::{ColorWhen, Out};
 use crate::settings::Settings;
-use crate::store::ClaimStore;
-use crate::store::fs::FsStore;
-use crate::store::git::GitStore;
+
+/// The flags every command takes, as clap parses them (flattened into
+/// [`crate::cli::Cli`]).
+#[derive(Debug, clap::Args)]
+pub struct GlobalArgs {
+    /// The hub: the shared repository, a local path or a git URL
+    /// (ssh://, git://, https://, file://, user@host:path). Default: the
+    /// repository around the current directory.
+    #[arg(long, global = true, env = "FARM_HUB", value_name = "PATH|URL")]
+    pub hub: Option<String>,
+
+    /// Where claims live: fs (`current_tasks/` in a hub on this machine) or
+    /// git (branch `farm/claims` of the hub, for any machine). Default: fs
+    /// for a path, git for a URL.
+    #[arg(
+        long,
+        global = true,
+        env = "FARM_CLAIMS",
+        value_enum,
+        value_name = "STORE"
+    )]
+    pub claims: Option<ClaimsKind>,
+
+    /// Where farm keeps clones, logs and its cache of a remote's claims.
+    /// Default: HUB/.farm for a local hub, ~/.cache/farm/<url> for a URL.
+    #[arg(long, global = true, env = "FARM_STATE_DIR", value_name = "PATH")]
+    pub state_dir: Option<PathBuf>,
+
+    /// Print only what was asked for, and errors.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+
+    /// Say more about what farm is doing (repeat for more).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    /// When to use colour; `NO_COLOR` set means never for `auto`.
+    #[arg(long, global = true, value_enum, default_value_t = ColorWhen::Auto, value_name = "WHEN")]
+    pub color: ColorWhen,
+}
 
 /// What every command gets.
 #[derive(Debug)]

@@ -9,7 +9,7 @@
 use std::fmt;
 use std::io;
 
-use crate::store::StoreError;
+use crate::claims::StoreError;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Code {

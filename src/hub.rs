@@ -180,7 +180,7 @@ impl Hub {
         let Some(local) = &self.local else {
             return Ok(None);
         };
-        let dir = local.dir.join(crate::store::fs::DIR);
+        let dir = local.dir.join(crate::claims::fs::DIR);
         let _ = std::fs::create_dir(&dir);
         let path = dir.join(".push.lock");
         let file = std::fs::OpenOptions::new()
@@ -233,7 +233,7 @@ impl Hub {
         vec![
             mtime(local.git_dir.join("refs/heads").join(&self.branch)),
             mtime(local.git_dir.join("packed-refs")),
-            mtime(local.dir.join(crate::store::fs::DIR)),
+            mtime(local.dir.join(crate::claims::fs::DIR)),
         ]
     }
 

@@ -18,7 +18,7 @@ use std::time::SystemTime;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::claim::timestamp;
+use crate::claims::record::timestamp;
 
 pub const FILE: &str = "journal.jsonl";
 

@@ -155,10 +155,10 @@ pub fn run(spec: &Spec<'_>, mut tick: impl FnMut() -> Tick) -> std::io::Result<O
     let keeper = Keeper::start();
     let leader = keeper.as_ref().map(|k| k.process.id());
     cmd.process_group(leader.map_or(0, |pid| pid as i32));
-    crate::host::die_with_parent(&mut cmd);
+    crate::claims::host::die_with_parent(&mut cmd);
     let child = cmd.spawn()?;
     let pgid = leader.unwrap_or(child.id());
-    let start = crate::host::process_start(pgid).unwrap_or(0);
+    let start = crate::claims::host::process_start(pgid).unwrap_or(0);
     let _ = std::fs::write(spec.record, format!("{pgid} {start}\n"));
     let mut group = Group {
         child,
@@ -351,7 +351,7 @@ pub fn kill_leftover(record: &Path) -> bool {
     // The leader may be gone while its children live on in the group, so
     // the group is killed whenever the leader is gone or is still the same
     // process; only a pid now used by another process is spared.
-    match crate::host::process_start(pid) {
+    match crate::claims::host::process_start(pid) {
         Some(now) if now != start => false,
         _ => {
             // SAFETY: kill(2) on a process group id; ESRCH when it is empty.
@@ -483,7 +483,7 @@ mod tests {
             .parse()
             .unwrap();
         let start = Instant::now();
-        while crate::host::process_start(pid).is_some() {
+        while crate::claims::host::process_start(pid).is_some() {
             assert!(
                 start.elapsed() < Duration::from_secs(5),
                 "grandchild {pid} survived"

@@ -23,7 +23,7 @@ pub struct Settings {
     pub stale_after: Option<String>,
     pub branch: Option<String>,
     /// The claim store: "fs" or "git" (default: by the hub, see `--claims`).
-    pub claims: Option<crate::cli::ClaimsKind>,
+    pub claims: Option<crate::claims::ClaimsKind>,
 }
 
 impl Settings {

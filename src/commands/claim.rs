@@ -9,13 +9,13 @@ use serde_json::json;
 
 use super::{default_agent, held_by, judge_now, parse_agent};
 use crate::age::parse_duration;
-use crate::claim::{Claim, Holder, timestamp};
+use crate::claims::Attempt;
+use crate::claims::host;
+use crate::claims::liveness::State;
+use crate::claims::record::{Claim, Holder, timestamp};
 use crate::config::Ctx;
 use crate::error::{Code, Error};
-use crate::host;
-use crate::liveness::State;
-use crate::store::Attempt;
-use crate::task::TaskId;
+use crate::names::TaskId;
 
 /// Claim tasks: exit 0 when won, 3 with "held by …" when someone else holds one.
 ///
@@ -101,8 +101,13 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
                     ))?;
                 }
                 if holding {
-                    let code =
-                        crate::hold::run(&*store, held, &args.command, args.heartbeat, &ctx.out)?;
+                    let code = crate::claims::hold::run(
+                        &*store,
+                        held,
+                        &args.command,
+                        args.heartbeat,
+                        &ctx.out,
+                    )?;
                     return Ok(ExitCode::from(code));
                 }
             }

@@ -82,7 +82,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             d.clone()
         }
         None => {
-            let unique = crate::claim::Nonce::random();
+            let unique = crate::claims::record::Nonce::random();
             std::env::temp_dir().join(format!("farm-demo-{}", unique.short()))
         }
     };

@@ -3,14 +3,14 @@
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
-use crate::claim::Claim;
+use crate::claims::Attempt;
+use crate::claims::record::Claim;
 use crate::config::{Ctx, HubSpec};
 use crate::error::Error;
 use crate::hub::Hub;
+use crate::names::TaskId;
 use crate::output::Style;
 use crate::session::which;
-use crate::store::Attempt;
-use crate::task::TaskId;
 
 /// Check git, the hub (reachable, writable: a probe claimed and released),
 /// the agent CLI (found, answers --version), the templates, the board
@@ -129,7 +129,7 @@ fn claims(ctx: &Ctx, spec: &HubSpec, settings: &crate::settings::Settings) -> Ch
             .map_err(|e| (e.message.clone(), e.hint.clone().unwrap_or_default()))?;
         let probe = TaskId::parse("farm-doctor-probe").expect("a valid id");
         let claim = Claim::new(probe, "farm-doctor", None, 1, std::time::SystemTime::now());
-        let fail = |e: crate::store::StoreError| {
+        let fail = |e: crate::claims::StoreError| {
             let e: Error = e.into();
             (e.message, e.hint.unwrap_or_default())
         };

@@ -5,12 +5,12 @@ use std::time::{Duration, SystemTime};
 
 use super::judge_now;
 use crate::age::{Age, parse_duration};
-use crate::claim::timestamp;
+use crate::claims::Listed;
+use crate::claims::liveness::{State, Verdict};
+use crate::claims::record::timestamp;
 use crate::config::Ctx;
 use crate::error::Error;
-use crate::liveness::{State, Verdict};
 use crate::output::{Style, table};
-use crate::store::Listed;
 
 /// List the claims: task, agent, host, pid, age, heartbeat age and state.
 ///

@@ -21,12 +21,12 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use crate::age::Age;
+use crate::claims::Listed;
+use crate::claims::host::{self, Here};
+use crate::claims::liveness::Judge;
 use crate::cli::Command;
 use crate::config::Ctx;
 use crate::error::Error;
-use crate::host::{self, Here};
-use crate::liveness::Judge;
-use crate::store::Listed;
 
 pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<ExitCode, Error> {
     match command {
@@ -78,10 +78,10 @@ fn held_by(entry: &Listed, now: SystemTime) -> String {
 fn default_agent() -> String {
     std::env::var("USER")
         .ok()
-        .filter(|u| crate::claim::check_agent_name(u).is_ok())
+        .filter(|u| crate::claims::record::check_agent_name(u).is_ok())
         .unwrap_or_else(|| "farm".to_owned())
 }
 
 fn parse_agent(s: &str) -> Result<String, String> {
-    crate::claim::check_agent_name(s).map(|()| s.to_owned())
+    crate::claims::record::check_agent_name(s).map(|()| s.to_owned())
 }

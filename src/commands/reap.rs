@@ -8,9 +8,9 @@ use serde_json::json;
 
 use super::{held_by, judge_now};
 use crate::age::{Age, parse_duration};
+use crate::claims::Reap;
 use crate::config::Ctx;
 use crate::error::Error;
-use crate::store::Reap;
 
 /// Take back dead claims, and with --older-than, stale ones.
 ///

@@ -3,12 +3,12 @@
 use std::process::ExitCode;
 
 use super::{default_agent, held_by, parse_agent};
-use crate::claim::Nonce;
+use crate::claims::host::Here;
+use crate::claims::record::Nonce;
+use crate::claims::{Release, Released, StoreError};
 use crate::config::Ctx;
 use crate::error::{Code, Error};
-use crate::host::Here;
-use crate::store::{Release, Released, StoreError};
-use crate::task::TaskId;
+use crate::names::TaskId;
 
 /// Release a claim.
 ///

@@ -9,9 +9,9 @@ use signal_hook::iterator::Signals;
 
 use crate::age::parse_duration;
 use crate::agent::{AgentConfig, Run, Summary, run_loop};
+use crate::claims::host::Here;
 use crate::config::Ctx;
 use crate::error::Error;
-use crate::host::Here;
 use crate::hub::Hub;
 use crate::session::{PromptVia, which};
 
@@ -418,7 +418,7 @@ fn agent_names(name: Option<&str>, jobs: usize) -> Result<Vec<String>, Error> {
         (1..=jobs).map(|i| format!("{base}-{i}")).collect()
     };
     for n in &names {
-        if let Err(e) = crate::task::check_agent_name(n) {
+        if let Err(e) = crate::names::check_agent_name(n) {
             let hint = match (name, jobs) {
                 (None, _) => "name the agents yourself: farm run --name NAME".to_owned(),
                 (Some(_), 1) => "pick another --name".to_owned(),
@@ -441,7 +441,7 @@ fn agent_names(name: Option<&str>, jobs: usize) -> Result<Vec<String>, Error> {
 /// every other run on the hub, see the same one) until the loops are done.
 fn watch_for_stop(
     run: &Run,
-    old: Option<&crate::claim::Nonce>,
+    old: Option<&crate::claims::record::Nonce>,
     finished: &std::sync::atomic::AtomicBool,
 ) {
     use std::sync::atomic::Ordering;

@@ -100,7 +100,7 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
     for e in &entries {
         match e.event.as_str() {
             "run_start" => {
-                let alive = crate::host::process_start(e.pid).is_some();
+                let alive = crate::claims::host::process_start(e.pid).is_some();
                 runs.insert(e.pid, (alive, time(&e.at)));
             }
             "run_end" => {
@@ -192,7 +192,7 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
     // One listing for the claims table and the board (with the git store,
     // each listing is a fetch).
     let listed = store.list()?;
-    let holders = crate::store::holders(&listed);
+    let holders = crate::claims::holders(&listed);
     let claims = listed
         .into_iter()
         .map(|l| {
@@ -317,22 +317,22 @@ impl Report {
             .map(|(name, doing)| match doing {
                 Doing::Working { task, since } => json!({
                     "agent": name, "state": "working", "task": task,
-                    "since": crate::claim::timestamp(*since),
+                    "since": crate::claims::record::timestamp(*since),
                 }),
                 Doing::Waiting { until, why } => json!({
                     "agent": name, "state": "waiting", "why": why,
-                    "until": crate::claim::timestamp(*until),
+                    "until": crate::claims::record::timestamp(*until),
                 }),
                 Doing::Idle { since } => json!({
                     "agent": name, "state": "idle",
-                    "since": crate::claim::timestamp(*since),
+                    "since": crate::claims::record::timestamp(*since),
                 }),
             })
             .collect();
         json!({
             "journal": self.journal,
             "runs": self.runs.iter().map(|(pid, alive, at)| json!({
-                "pid": pid, "running": alive, "started": crate::claim::timestamp(*at),
+                "pid": pid, "running": alive, "started": crate::claims::record::timestamp(*at),
             })).collect::<Vec<_>>(),
             "agents": agents,
             "board": self.board.as_ref().map(|c| json!(c)),

@@ -3,10 +3,10 @@
 
 use std::process::ExitCode;
 
+use crate::claims::StopNotice;
+use crate::claims::host::Here;
 use crate::config::Ctx;
 use crate::error::Error;
-use crate::host::Here;
-use crate::store::StopNotice;
 
 /// Ask every `farm run` on the hub to drain: no new claims; running
 /// sessions finish and are integrated, then each run exits 0.

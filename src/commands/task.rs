@@ -9,7 +9,7 @@ use crate::config::Ctx;
 use crate::error::{Code, Error};
 use crate::git::{Pushed, Repo};
 use crate::hub::Hub;
-use crate::task::TaskId;
+use crate::names::TaskId;
 
 /// Manage tasks on the board.
 #[derive(Debug, clap::Args)]

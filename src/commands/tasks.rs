@@ -8,8 +8,8 @@ use crate::board::{self, Status};
 use crate::config::Ctx;
 use crate::error::Error;
 use crate::hub::Hub;
+use crate::names::TaskId;
 use crate::output::{Style, table};
-use crate::task::TaskId;
 
 /// Show the board on the hub's branch, with each task's state.
 #[derive(Debug, clap::Args)]
@@ -34,7 +34,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     let dir = hub.extract_board(tmp.path())?;
     let mut snapshot =
         board::load(&dir).map_err(|e| Error::failure(format!("cannot read the board: {e}")))?;
-    snapshot.claimed = crate::store::holders(&ctx.store()?.list()?);
+    snapshot.claimed = crate::claims::holders(&ctx.store()?.list()?);
     let statuses = board::statuses(&snapshot);
     let find = |id: &TaskId| snapshot.pending.iter().find(|t| &t.id == id);
     if args.json {

@@ -29,7 +29,7 @@ fn claim_then_claim_again_is_refused_with_who_holds_it() {
         .farm(["claim", "parse-if", "--agent", "bob"])
         .run()
         .code(3);
-    let host = &farm::host::Here::current().host;
+    let host = &farm::claims::host::Here::current().host;
     let first = lost.stderr.lines().next().unwrap();
     assert_eq!(
         first,
@@ -93,7 +93,7 @@ fn locks_table_is_aligned_and_sorted() {
     let out = env.farm(["locks"]).run().success();
     let text = out
         .stdout
-        .replace(&farm::host::Here::current().host, "[HOST]");
+        .replace(&farm::claims::host::Here::current().host, "[HOST]");
     insta::assert_snapshot!(text, @r"
     TASK      AGENT  HOST  PID  AGE  HEARTBEAT  STATE    WHY
     broken    -      -     -    0s   -          corrupt  corrupt (not a claim record: key with no value, expected `=`), modified 0s ago

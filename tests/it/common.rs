@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use farm::claim::{Claim, Holder, Nonce};
-use farm::task::TaskId;
+use farm::claims::record::{Claim, Holder, Nonce};
+use farm::names::TaskId;
 
 pub const FARM: &str = env!("CARGO_BIN_EXE_farm");
 
@@ -95,7 +95,7 @@ pub fn record(
         task: TaskId::parse(task).unwrap(),
         agent: agent.into(),
         host: host.into(),
-        boot_id: farm::host::Here::current().boot_id.clone(),
+        boot_id: farm::claims::host::Here::current().boot_id.clone(),
         holder: None,
         nonce: Nonce::random(),
         claimed_at: now - claimed_ago,
@@ -112,7 +112,7 @@ pub fn dead_local_record(task: &str) -> Claim {
     let mut c = record(
         task,
         "ghost",
-        &farm::host::Here::current().host,
+        &farm::claims::host::Here::current().host,
         Duration::ZERO,
         Duration::ZERO,
     );
@@ -242,7 +242,7 @@ pub fn wait_for(path: &Path) {
 
 /// Is a process with this pid still running (a zombie counts as gone)?
 pub fn running(pid: u32) -> bool {
-    farm::host::process_start(pid).is_some()
+    farm::claims::host::process_start(pid).is_some()
 }
 
 /// Start every command held at a barrier, then let them all go at once, so

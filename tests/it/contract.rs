@@ -4,13 +4,13 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use farm::claim::{Claim, Holder, Nonce};
-use farm::host::{self, Here};
-use farm::liveness::{Judge, State};
-use farm::store::fs::FsStore;
-use farm::store::git::GitStore;
-use farm::store::{Attempt, ClaimStore, Held, Reap, Release, Released, StoreError};
-use farm::task::TaskId;
+use farm::claims::fs::FsStore;
+use farm::claims::git::GitStore;
+use farm::claims::host::{self, Here};
+use farm::claims::liveness::{Judge, State};
+use farm::claims::record::{Claim, Holder, Nonce};
+use farm::claims::{Attempt, ClaimStore, Held, Reap, Release, Released, StoreError};
+use farm::names::TaskId;
 
 fn id(s: &str) -> TaskId {
     TaskId::parse(s).unwrap()
@@ -263,7 +263,7 @@ contract!(git, |dir| git_store(dir, &dir.join("cache/claims.git")));
 /// `farm stop`'s notice lives beside the claims without being one.
 #[test]
 fn a_stop_notice_is_kept_and_is_no_claim() {
-    use farm::store::StopNotice;
+    use farm::claims::StopNotice;
     for kind in ["fs", "git"] {
         let tmp = tempfile::tempdir().unwrap();
         let store: Box<dyn ClaimStore> = if kind == "fs" {

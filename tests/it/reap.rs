@@ -82,7 +82,7 @@ fn a_claim_made_by_hand_lives_until_it_goes_stale() {
             .unwrap(),
         &format!(
             "heartbeat_at = \"{}\"",
-            farm::claim::timestamp(SystemTime::now() - 3 * H)
+            farm::claims::record::timestamp(SystemTime::now() - 3 * H)
         ),
     );
     std::fs::write(env.claim_path("manual"), aged).unwrap();

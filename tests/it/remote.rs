@@ -336,10 +336,10 @@ const TWIN_ROUNDS: usize = 20;
 #[test]
 fn identical_claims_race_and_one_wins() {
     let _serial = one_at_a_time();
-    use farm::claim::Claim;
-    use farm::store::git::GitStore;
-    use farm::store::{Attempt, ClaimStore};
-    use farm::task::TaskId;
+    use farm::claims::git::GitStore;
+    use farm::claims::record::Claim;
+    use farm::claims::{Attempt, ClaimStore};
+    use farm::names::TaskId;
 
     let daemon = Daemon::with_hub(&[("README", "twins\n")]);
     let url = daemon.url();
@@ -944,10 +944,10 @@ git commit -q -m "work on $FARM_TASK by $FARM_AGENT"
 /// itself would have taken it — and the holder learns that it lost.
 #[test]
 fn an_atomic_publish_from_a_reaped_holder_lands_nothing() {
-    use farm::claim::Claim;
-    use farm::store::git::GitStore;
-    use farm::store::{Attempt, ClaimStore, Published, Release};
-    use farm::task::TaskId;
+    use farm::claims::git::GitStore;
+    use farm::claims::record::Claim;
+    use farm::claims::{Attempt, ClaimStore, Published, Release};
+    use farm::names::TaskId;
 
     let tmp = tempfile::tempdir().unwrap();
     let git = |dir: &std::path::Path, args: &[&str]| {

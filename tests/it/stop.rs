@@ -165,7 +165,7 @@ fn second_signal_kills_the_session_rescues_its_work_and_exits_130() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     assert!(
-        farm::host::process_start(agent_pid).is_none(),
+        farm::claims::host::process_start(agent_pid).is_none(),
         "the agent was killed"
     );
     let rescue = git(
@@ -282,13 +282,13 @@ fn a_restarted_farm_rescues_commits_and_kills_processes_left_in_its_clone() {
     first.wait().unwrap();
     std::thread::sleep(Duration::from_millis(300));
     assert!(
-        farm::host::process_start(pid).is_some(),
+        farm::claims::host::process_start(pid).is_some(),
         "the agent's background process outlived farm and its keeper"
     );
 
     let out = farm(&env, ["run", "--agent", &agent]).run().success();
     let start = Instant::now();
-    while farm::host::process_start(pid).is_some() {
+    while farm::claims::host::process_start(pid).is_some() {
         assert!(
             start.elapsed() < Duration::from_secs(5),
             "the straggler {pid} still runs: {out:?}"

@@ -18,9 +18,9 @@ use std::time::{Duration, SystemTime};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
+use crate::claims::{ClaimStore, Held, StoreError};
 use crate::error::Error;
 use crate::output::Out;
-use crate::store::{ClaimStore, Held, StoreError};
 
 /// Run `argv` while holding `held`; release it afterwards. Returns the
 /// command's exit status as an exit code (128 + N when killed by signal N).
@@ -39,7 +39,7 @@ pub fn run(
         .env("FARM_AGENT", &held.claim().agent)
         .env("FARM_NONCE", held.claim().nonce.as_str())
         .env("FARM_CLAIM", store.claim_location(&task));
-    crate::host::die_with_parent(&mut command);
+    crate::claims::host::die_with_parent(&mut command);
     // Register before spawning so that a signal in between is not lost.
     let mut signals = Signals::new([SIGTERM, SIGHUP, SIGINT])
         .map_err(|e| Error::failure(format!("cannot install signal handlers: {e}")))?;

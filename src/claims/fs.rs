@@ -69,9 +69,9 @@ use super::{
     Attempt, ClaimStore, Guard, Held, Listed, Reap, Release, Released, SCRATCH_MAX_AGE, StopNotice,
     StoreError,
 };
-use crate::claim::{Claim, Corrupt, MAX_CLAIM_BYTES, Nonce, timestamp};
-use crate::liveness::{Judge, State};
-use crate::task::TaskId;
+use crate::claims::liveness::{Judge, State};
+use crate::claims::record::{Claim, Corrupt, MAX_CLAIM_BYTES, Nonce, timestamp};
+use crate::names::TaskId;
 
 /// The directory of claims inside a hub.
 pub const DIR: &str = "current_tasks";
@@ -258,7 +258,7 @@ impl FsStore {
             "\n[reaped]\nat = \"{}\"\nby = \"farm pid {} on {}\"\nreason = {}\n",
             timestamp(now),
             std::process::id(),
-            crate::host::Here::current().host,
+            crate::claims::host::Here::current().host,
             toml_string(why),
         );
         let regular = fs::symlink_metadata(&tomb).is_ok_and(|m| m.is_file());

@@ -10,16 +10,28 @@
 
 pub mod fs;
 pub mod git;
+pub mod hold;
+pub mod host;
+pub mod liveness;
+pub mod record;
 
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
 use std::time::SystemTime;
 
-use crate::claim::{Claim, Corrupt, Nonce};
+use crate::claims::liveness::{Judge, Verdict};
+use crate::claims::record::{Claim, Corrupt, Nonce};
 use crate::git::{GitError, RefUpdate, Repo};
-use crate::liveness::{Judge, Verdict};
-use crate::task::TaskId;
+use crate::names::TaskId;
+
+/// The claim stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClaimsKind {
+    Fs,
+    Git,
+}
 
 /// A claim store.
 pub trait ClaimStore: Send + Sync {
@@ -159,7 +171,7 @@ impl StopNotice {
         }
         let raw = Raw {
             by: &self.by,
-            at: crate::claim::timestamp(self.at),
+            at: crate::claims::record::timestamp(self.at),
             now: self.now,
             nonce: self.nonce.as_str(),
         };

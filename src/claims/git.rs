@@ -27,7 +27,7 @@
 //!
 //! **Age is judged on the judge's clock.** Hosts' clocks disagree, so the
 //! store notes when it first saw each record (by blob id) unchanged, on its
-//! own clock, and keeps these notes in the cache. [`crate::liveness`] judges
+//! own clock, and keeps these notes in the cache. [`crate::claims::liveness`] judges
 //! a claim from another host by that age, or by the record's own heartbeat
 //! stamp less an allowance for clock skew, whichever is older.
 //!
@@ -51,12 +51,12 @@ use super::{
     Attempt, ClaimStore, Guard, Held, Listed, Published, Reap, Release, Released, STOP, StopNotice,
     StoreError, record_of,
 };
-use crate::claim::{Claim, Corrupt, Nonce};
+use crate::claims::host::{self, Here};
+use crate::claims::liveness::Judge;
+use crate::claims::record::{Claim, Corrupt, Nonce};
 use crate::git::{GitError, Repo};
-use crate::host::{self, Here};
-use crate::liveness::Judge;
+use crate::names::TaskId;
 use crate::retry::{jitter, patiently};
-use crate::task::TaskId;
 
 /// The branch of the hub that holds the claims.
 pub const BRANCH: &str = "farm/claims";

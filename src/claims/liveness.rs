@@ -25,8 +25,8 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use crate::age::Age;
-use crate::claim::Claim;
-use crate::host::Here;
+use crate::claims::host::Here;
+use crate::claims::record::Claim;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -151,7 +151,7 @@ pub fn waiting_on(name: &str, verdict: &Verdict, stale_after: Duration) -> Optio
         return None;
     }
     let stale = Age(stale_after);
-    let now = match crate::task::TaskId::parse(name) {
+    let now = match crate::names::TaskId::parse(name) {
         Ok(_) => format!(", or free it now: farm release {name} --force"),
         Err(_) => String::new(),
     };
@@ -165,8 +165,8 @@ pub fn waiting_on(name: &str, verdict: &Verdict, stale_after: Duration) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::claim::{Holder, Nonce};
-    use crate::task::TaskId;
+    use crate::claims::record::{Holder, Nonce};
+    use crate::names::TaskId;
     use std::time::UNIX_EPOCH;
 
     const T0: u64 = 1_796_000_000;

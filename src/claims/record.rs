@@ -12,8 +12,8 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::host::Here;
-use crate::task::TaskId;
+use crate::claims::host::Here;
+use crate::names::TaskId;
 
 /// Claim files larger than this are corrupt without being read further.
 pub const MAX_CLAIM_BYTES: u64 = 4096;
@@ -163,7 +163,7 @@ impl Claim {
             Err(e) => return bad(format!("not a claim record: {}", one_line(e.message()))),
         };
         let task = TaskId::parse(&raw.task).map_err(|e| Corrupt(e.to_string()))?;
-        crate::task::check_agent_name(&raw.agent).map_err(|e| Corrupt(e.to_string()))?;
+        crate::names::check_agent_name(&raw.agent).map_err(|e| Corrupt(e.to_string()))?;
         check_name("host", &raw.host)?;
         if raw.boot_id.len() > 64 || raw.boot_id.chars().any(char::is_control) {
             return bad("boot_id is not a boot id".into());
@@ -202,7 +202,7 @@ impl Claim {
 /// Agent names: what `--agent` accepts and what a claim may carry — the
 /// task-id rule, since an agent name becomes a directory name.
 pub fn check_agent_name(name: &str) -> Result<(), String> {
-    crate::task::check_agent_name(name).map_err(|e| e.to_string())
+    crate::names::check_agent_name(name).map_err(|e| e.to_string())
 }
 
 fn check_name(field: &str, value: &str) -> Result<(), Corrupt> {
