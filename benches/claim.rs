@@ -44,9 +44,10 @@ use std::path::Path;
 use std::process::{ChildStdout, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use farm::claims::fs::{DIR, FsStore};
+use farm::claims::fs::FsStore;
 use farm::claims::record::{Claim, Holder};
 use farm::claims::{Attempt, ClaimStore};
+use farm::names::CLAIMS_DIR;
 use farm::names::TaskId;
 
 /// Set in a worker's environment to the hub it claims in.
@@ -171,7 +172,7 @@ impl Bench {
 
 fn single() -> Res<()> {
     let hub = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
-    let dir = hub.path().join(DIR);
+    let dir = hub.path().join(CLAIMS_DIR);
     fs::create_dir(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
     let task = TaskId::parse(TASK).map_err(|e| e.to_string())?;
     let record_len = Claim::new(task.clone(), AGENT, None, 1, SystemTime::now())
@@ -304,7 +305,7 @@ impl Contention {
 
 fn contend() -> Res<Contention> {
     let hub = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
-    let dir = hub.path().join(DIR);
+    let dir = hub.path().join(CLAIMS_DIR);
     fs::create_dir(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
     let exe = env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
 

@@ -110,7 +110,7 @@ const WORKERS: usize = 8;
 const TASKS: usize = 200;
 const RUNS: usize = 2;
 /// The store's compare-and-swap rounds before it gives up (`Busy`):
-/// `ROUNDS` in src/store/git.rs, private there.
+/// `ROUNDS` in src/claims/git.rs, private there.
 const STORE_ROUNDS: usize = 256;
 
 fn main() -> ExitCode {

@@ -143,7 +143,7 @@ fn run() -> Res<()> {
 /// type, and for ext4 whether it has a journal. Without one (this project's
 /// CI VMs) the inode allocator skips every inode freed in the last 30 s, and
 /// git's churn of lock files and rewritten files makes every new file dearer
-/// (see src/workdir.rs); run with `TMPDIR=DIR` to measure elsewhere.
+/// (see src/git/workdir.rs); run with `TMPDIR=DIR` to measure elsewhere.
 fn filesystem(dir: &Path) -> String {
     let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
     let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();

@@ -63,7 +63,7 @@ use crate::claims::{Attempt, ClaimStore, Held, Listed, Published, Reap, StoreErr
 use crate::classify::{self, Class};
 use crate::clone::{PrivateClone, ensure_newline, io_error};
 use crate::error::Error;
-use crate::hub::Hub;
+use crate::git::hub::Hub;
 use crate::journal::Journal;
 use crate::limits::Limits;
 use crate::output::Out;
@@ -229,7 +229,7 @@ fn push_rounds(run: &Run) -> usize {
 fn after_rejection(run: &Run, round: usize) {
     if run.hub.local.is_none() {
         let wait = Duration::from_millis(50 << round.min(5));
-        std::thread::sleep(crate::retry::jitter(wait));
+        std::thread::sleep(crate::git::retry::jitter(wait));
     }
 }
 
@@ -408,7 +408,7 @@ impl Run {
         let mut watcher =
             notify::recommended_watcher(move |_: notify::Result<notify::Event>| wake.bump())
                 .ok()?;
-        let claims = local.dir.join(crate::claims::fs::DIR);
+        let claims = local.dir.join(crate::names::CLAIMS_DIR);
         let _ = std::fs::create_dir(&claims);
         let watched = [
             (local.git_dir.join("refs/heads"), RecursiveMode::Recursive),
@@ -436,7 +436,7 @@ impl Run {
         let remote = self.hub.local.is_none();
         let until = Instant::now()
             + if remote {
-                crate::retry::jitter(IDLE_REMOTE)
+                crate::git::retry::jitter(IDLE_REMOTE)
             } else {
                 IDLE_MAX
             };
@@ -907,7 +907,7 @@ impl Tally {
         if !std::mem::take(&mut self.pause_due) {
             return false;
         }
-        let pause = crate::retry::jitter(
+        let pause = crate::git::retry::jitter(
             run.trip_pause
                 .saturating_mul(1 << self.trips.min(10))
                 .min(TRIP_LONGEST),

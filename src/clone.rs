@@ -14,12 +14,12 @@ use crate::board::{self, Task};
 use crate::claims::host::Here;
 use crate::claims::record::timestamp;
 use crate::error::Error;
-use crate::git::{GitError, Pushed, Repo};
-use crate::hub::Hub;
+use crate::git::command::{GitError, Pushed, Repo};
+use crate::git::hub::Hub;
+use crate::git::retry::patiently;
+use crate::git::workdir::Workdir;
 use crate::output::Out;
-use crate::retry::patiently;
 use crate::session;
-use crate::workdir::Workdir;
 
 fn lock_clone(dir: &Path, name: &str) -> Result<std::fs::File, Error> {
     let parent = dir.parent().unwrap_or(dir);
@@ -310,7 +310,7 @@ impl PrivateClone {
                 };
                 let (head_name, orig_head) = (read("head-name"), read("orig-head"));
                 if head_name.starts_with("refs/heads/")
-                    && crate::git::read_ref(&git_dir, &head_name).is_some()
+                    && crate::git::command::read_ref(&git_dir, &head_name).is_some()
                 {
                     self.git(["symbolic-ref", "HEAD", &head_name])?;
                     break;
@@ -383,8 +383,8 @@ impl PrivateClone {
                 let Some((head, message)) = line.split_once('\t') else {
                     continue;
                 };
-                let farm_moved = message.starts_with(crate::workdir::REBASE_LOG)
-                    || message == crate::workdir::SYNC_LOG;
+                let farm_moved = message.starts_with(crate::git::workdir::REBASE_LOG)
+                    || message == crate::git::workdir::SYNC_LOG;
                 let old = head.split(' ').next().unwrap_or("");
                 if farm_moved && !states.iter().any(|s| s == old) {
                     states.push(old.to_owned());
@@ -592,7 +592,7 @@ impl PrivateClone {
         if let Some(sha) = head
             .trim()
             .strip_prefix("ref: ")
-            .and_then(|r| crate::git::read_ref(&git_dir, r))
+            .and_then(|r| crate::git::command::read_ref(&git_dir, r))
         {
             return Ok(sha);
         }
@@ -601,7 +601,7 @@ impl PrivateClone {
 
     /// `origin/<branch>` as this clone last fetched it.
     fn origin(&self, branch: &str) -> Option<String> {
-        crate::git::read_ref(
+        crate::git::command::read_ref(
             &self.dir().join(".git"),
             &format!("refs/remotes/origin/{branch}"),
         )
@@ -755,7 +755,7 @@ impl PrivateClone {
     /// An agent must not change `current_tasks/`; if its commits did, put
     /// the directory back as it was (claims live in the hub, not here).
     pub fn undo_claim_tampering(&self, base: &str, name: &str) -> Result<(), Error> {
-        let dir = crate::claims::fs::DIR;
+        let dir = crate::names::CLAIMS_DIR;
         let head = self.head()?;
         let same = match self.work.as_ref().map(|w| w.same_at(base, &head, dir)) {
             Some(Ok(same)) => same,
@@ -1142,7 +1142,7 @@ fn borrow_objects(clone: &Path, hub_git_dir: &Path) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::HubSpec;
+    use crate::git::hub::HubSpec;
     use crate::output::ColorWhen;
 
     fn write(dir: &Path, rel: &str, text: &str) {

@@ -10,6 +10,7 @@ use crate::claims::ClaimsKind;
 use crate::claims::fs::FsStore;
 use crate::claims::git::GitStore;
 use crate::error::Error;
+use crate::git::hub::HubSpec;
 use crate::output::{ColorWhen, Out};
 use crate::settings::Settings;
 
@@ -60,37 +61,6 @@ pub struct Ctx {
     claims: Option<ClaimsKind>,
     state_dir: Option<PathBuf>,
     pub out: Out,
-}
-
-/// Where the hub is: a directory on this machine, or a git URL.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HubSpec {
-    Local(PathBuf),
-    Remote(String),
-}
-
-impl HubSpec {
-    /// What `git` is given to reach the hub.
-    pub fn url(&self) -> String {
-        match self {
-            HubSpec::Local(dir) => dir.display().to_string(),
-            HubSpec::Remote(url) => url.clone(),
-        }
-    }
-
-    /// The hub's directory, when it is on this machine.
-    pub fn local(&self) -> Option<&Path> {
-        match self {
-            HubSpec::Local(dir) => Some(dir),
-            HubSpec::Remote(_) => None,
-        }
-    }
-
-    /// The settings in the hub's `farm.toml` (a remote hub's are not read:
-    /// flags and the defaults apply).
-    pub fn settings(&self) -> Result<Settings, Error> {
-        self.local().map_or(Ok(Settings::default()), Settings::load)
-    }
 }
 
 /// Whether `hub` is a git URL rather than a path: `scheme://…`, or
@@ -216,7 +186,7 @@ impl Ctx {
     /// The claim store of the hub these flags name.
     pub fn store(&self) -> Result<Box<dyn ClaimStore>, Error> {
         let hub = self.hub_spec()?;
-        self.store_of(&hub, &hub.settings()?)
+        self.store_of(&hub, &Settings::of_hub(&hub)?)
     }
 }
 

@@ -9,8 +9,6 @@
 use std::fmt;
 use std::io;
 
-use crate::claims::StoreError;
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Code {
     Failure = 1,
@@ -70,59 +68,5 @@ impl From<io::Error> for Error {
         let mut err = Error::failure(format!("cannot write output: {e}"));
         err.broken_pipe = e.kind() == io::ErrorKind::BrokenPipe;
         err
-    }
-}
-
-impl From<StoreError> for Error {
-    fn from(e: StoreError) -> Error {
-        let message = e.to_string();
-        match e {
-            StoreError::Io { source, path, .. } => {
-                let err = Error::failure(message);
-                match source.kind() {
-                    io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem => err.hint(format!(
-                        "farm needs to create and rename files in `{}`; check its owner and mode (ls -ld)",
-                        if path.is_dir() { &path } else { path.parent().unwrap_or(&path) }.display()
-                    )),
-                    io::ErrorKind::NotADirectory => {
-                        err.hint("a path component is a file; pass --hub with the repository's directory")
-                    }
-                    _ => err,
-                }
-            }
-            StoreError::BadDir { .. } => Error::failure(message)
-                .hint("move it out of the way; farm creates `current_tasks/` itself"),
-            StoreError::NotFound { .. } => {
-                Error::new(Code::NotClaimed, message).hint("`farm locks` lists the claims")
-            }
-            StoreError::LiveHolder { task, pid } => Error::new(Code::Held, message).hint(format!(
-                "stop process {pid} first, or take the claim anyway: farm release {task} --force"
-            )),
-            StoreError::Lost { .. } => Error::failure(message),
-            StoreError::Changed { .. } | StoreError::Busy { .. } => {
-                Error::failure(message).hint("look again with `farm locks`, then retry")
-            }
-            StoreError::Refused(_) => Error::failure(message)
-                .hint("the hub may have a hook or a branch protection on farm/claims"),
-            StoreError::Git(e) => e.into(),
-        }
-    }
-}
-
-impl From<crate::git::GitError> for Error {
-    fn from(e: crate::git::GitError) -> Error {
-        let transient = e.transient;
-        let mut err = Error::failure(e.to_string());
-        if let Some(signal) = e.signal {
-            err.git_killed = true;
-            err.hint(format!(
-                "git was killed by signal {signal} (out of memory, or by hand?); \
-                 the next run recovers the clone"
-            ))
-        } else if transient {
-            err.hint("the hub did not answer; check that it is reachable (git ls-remote HUB), then run again")
-        } else {
-            err
-        }
     }
 }

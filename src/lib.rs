@@ -15,18 +15,15 @@ pub mod commands;
 pub mod config;
 pub mod error;
 pub mod git;
-pub mod hub;
 pub mod journal;
 pub mod limits;
 pub mod names;
 pub mod output;
 pub mod presets;
 pub mod prompt;
-pub mod retry;
 pub mod session;
 pub mod settings;
 pub mod usage;
-pub mod workdir;
 
 use std::process::ExitCode;
 

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use crate::age::Age;
-use crate::retry::jitter;
+use crate::git::retry::jitter;
 
 /// Backoff after a limit with no stated reset: doubling from the first, up
 /// to the longest.

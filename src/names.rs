@@ -8,6 +8,10 @@
 
 use std::fmt;
 
+/// The directory of claims: `current_tasks/` at the root of a hub on this
+/// machine, and the same path on the git store's branch.
+pub const CLAIMS_DIR: &str = "current_tasks";
+
 /// The rule, as shown to users when an id is refused.
 pub const TASK_ID_RULE: &str =
     "a letter or digit, then up to 99 letters, digits, `.`, `_` or `-`, with no `..`";

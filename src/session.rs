@@ -138,7 +138,7 @@ pub fn run(spec: &Spec<'_>, mut tick: impl FnMut() -> Tick) -> std::io::Result<O
     let mut cmd = Command::new(&argv[0]);
     // The agent's git works in its clone, not in a repository farm's own
     // environment names.
-    crate::git::unset_repository_env(&mut cmd)
+    crate::git::command::unset_repository_env(&mut cmd)
         .args(&argv[1..])
         .current_dir(spec.cwd)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))

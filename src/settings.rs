@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::error::Error;
+use crate::git::hub::HubSpec;
 use crate::session::PromptVia;
 
 pub const FILE: &str = "farm.toml";
@@ -27,6 +28,12 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The settings in the hub's `farm.toml` (a remote hub's are not read:
+    /// flags and the defaults apply).
+    pub fn of_hub(hub: &HubSpec) -> Result<Settings, Error> {
+        hub.local().map_or(Ok(Settings::default()), Settings::load)
+    }
+
     /// `<dir>/farm.toml`, or the defaults when there is none.
     pub fn load(dir: &Path) -> Result<Settings, Error> {
         let path = dir.join(FILE);

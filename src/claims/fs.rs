@@ -71,10 +71,8 @@ use super::{
 };
 use crate::claims::liveness::{Judge, State};
 use crate::claims::record::{Claim, Corrupt, MAX_CLAIM_BYTES, Nonce, timestamp};
-use crate::names::TaskId;
+use crate::names::{CLAIMS_DIR, TaskId};
 
-/// The directory of claims inside a hub.
-pub const DIR: &str = "current_tasks";
 const TOMBSTONES: &str = ".reaped";
 /// How often a claimer looks again when the holder it lost to is gone
 /// before it could be read; past that the task is too busy to call.
@@ -103,7 +101,9 @@ impl FsGuard {
 impl FsStore {
     /// The store of the hub at `hub` (its `current_tasks/` need not exist yet).
     pub fn new(hub: &Path) -> FsStore {
-        FsStore { dir: hub.join(DIR) }
+        FsStore {
+            dir: hub.join(CLAIMS_DIR),
+        }
     }
 
     pub fn dir(&self) -> &Path {

@@ -54,14 +54,14 @@ use super::{
 use crate::claims::host::{self, Here};
 use crate::claims::liveness::Judge;
 use crate::claims::record::{Claim, Corrupt, Nonce};
-use crate::git::{GitError, Repo};
+use crate::git::command::{GitError, Repo};
+use crate::git::retry::{jitter, patiently};
 use crate::names::TaskId;
-use crate::retry::{jitter, patiently};
 
 /// The branch of the hub that holds the claims.
 pub const BRANCH: &str = "farm/claims";
 const REF: &str = "refs/heads/farm/claims";
-const DIR: &str = super::fs::DIR;
+const DIR: &str = crate::names::CLAIMS_DIR;
 /// Compare-and-swap rounds before a task is called too busy.
 /// Generous: every agent on every machine moves the one claims branch, and
 /// a holder that gives up on its own release or publish ends its loop.

@@ -22,7 +22,8 @@ use std::time::SystemTime;
 
 use crate::claims::liveness::{Judge, Verdict};
 use crate::claims::record::{Claim, Corrupt, Nonce};
-use crate::git::{GitError, RefUpdate, Repo};
+use crate::error::{Code, Error};
+use crate::git::command::{GitError, RefUpdate, Repo};
 use crate::names::TaskId;
 
 /// The claim stores.
@@ -376,6 +377,42 @@ impl StoreError {
             action,
             path,
             source,
+        }
+    }
+}
+
+impl From<StoreError> for Error {
+    fn from(e: StoreError) -> Error {
+        let message = e.to_string();
+        match e {
+            StoreError::Io { source, path, .. } => {
+                let err = Error::failure(message);
+                match source.kind() {
+                    io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem => err.hint(format!(
+                        "farm needs to create and rename files in `{}`; check its owner and mode (ls -ld)",
+                        if path.is_dir() { &path } else { path.parent().unwrap_or(&path) }.display()
+                    )),
+                    io::ErrorKind::NotADirectory => {
+                        err.hint("a path component is a file; pass --hub with the repository's directory")
+                    }
+                    _ => err,
+                }
+            }
+            StoreError::BadDir { .. } => Error::failure(message)
+                .hint("move it out of the way; farm creates `current_tasks/` itself"),
+            StoreError::NotFound { .. } => {
+                Error::new(Code::NotClaimed, message).hint("`farm locks` lists the claims")
+            }
+            StoreError::LiveHolder { task, pid } => Error::new(Code::Held, message).hint(format!(
+                "stop process {pid} first, or take the claim anyway: farm release {task} --force"
+            )),
+            StoreError::Lost { .. } => Error::failure(message),
+            StoreError::Changed { .. } | StoreError::Busy { .. } => {
+                Error::failure(message).hint("look again with `farm locks`, then retry")
+            }
+            StoreError::Refused(_) => Error::failure(message)
+                .hint("the hub may have a hook or a branch protection on farm/claims"),
+            StoreError::Git(e) => e.into(),
         }
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::Ctx;
 use crate::error::Error;
-use crate::git::Repo;
+use crate::git::command::Repo;
 use crate::output::Style;
 
 /// Show farm working on a built-in example.

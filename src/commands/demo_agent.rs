@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::config::Ctx;
 use crate::error::Error;
-use crate::git::Repo;
+use crate::git::command::Repo;
 
 /// The demo's stand-in for a coding agent.
 #[derive(Debug, clap::Args)]

@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use crate::claims::Attempt;
 use crate::claims::record::Claim;
-use crate::config::{Ctx, HubSpec};
+use crate::config::Ctx;
 use crate::error::Error;
-use crate::hub::Hub;
+use crate::git::hub::Hub;
+use crate::git::hub::HubSpec;
 use crate::names::TaskId;
 use crate::output::Style;
 use crate::session::which;
@@ -47,7 +48,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             checks.push(agent_cli(args.agent.as_deref()));
         }
         Ok(spec) => {
-            let settings = spec.settings().ok().unwrap_or_default();
+            let settings = crate::settings::Settings::of_hub(spec)
+                .ok()
+                .unwrap_or_default();
             let hub = Hub::open(spec, settings.branch.as_deref());
             checks.push(Check {
                 name: "hub",

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use crate::config::Ctx;
 use crate::error::Error;
-use crate::git::Repo;
+use crate::git::command::Repo;
 use crate::prompt;
 use crate::settings;
 

@@ -12,7 +12,7 @@ use crate::agent::{AgentConfig, Run, Summary, run_loop};
 use crate::claims::host::Here;
 use crate::config::Ctx;
 use crate::error::Error;
-use crate::hub::Hub;
+use crate::git::hub::Hub;
 use crate::session::{PromptVia, which};
 
 /// Run agents on the board until it is settled.
@@ -130,7 +130,7 @@ const KNOWN_CLIS: [&str; 8] = [
 
 pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     let spec = ctx.hub_spec()?;
-    let settings = spec.settings()?;
+    let settings = crate::settings::Settings::of_hub(&spec)?;
     let command = args.agent.clone().or(settings.agent.clone()).ok_or_else(|| {
         Error::usage("no agent: say which CLI to run")
             .hint("farm run --agent \"claude -p --dangerously-skip-permissions\" (or agent = \"...\" in farm.toml)")

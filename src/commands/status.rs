@@ -11,7 +11,7 @@ use crate::age::Age;
 use crate::board;
 use crate::config::Ctx;
 use crate::error::Error;
-use crate::hub::Hub;
+use crate::git::hub::Hub;
 use crate::journal::{self, Entry};
 
 /// Show the run: its agents (working on what since when, idle, waiting for
@@ -187,7 +187,7 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
     }
     let sessions = sessions.split_off(sessions.len().saturating_sub(last));
 
-    let store = ctx.store_of(&spec, &spec.settings()?)?;
+    let store = ctx.store_of(&spec, &crate::settings::Settings::of_hub(&spec)?)?;
     let judge = super::judge_now(None);
     // One listing for the claims table and the board (with the git store,
     // each listing is a fetch).

@@ -7,8 +7,8 @@ use crate::age::parse_duration;
 use crate::board;
 use crate::config::Ctx;
 use crate::error::{Code, Error};
-use crate::git::{Pushed, Repo};
-use crate::hub::Hub;
+use crate::git::command::{Pushed, Repo};
+use crate::git::hub::Hub;
 use crate::names::TaskId;
 
 /// Manage tasks on the board.
@@ -103,7 +103,7 @@ fn run_add(ctx: &Ctx, args: &AddArgs) -> Result<ExitCode, Error> {
     board::parse(task.id.clone(), &text)
         .map_err(|e| Error::usage(format!("invalid task `{}`: {e}", task.id)))?;
 
-    let fail = |e: crate::git::GitError| Error::failure(e.to_string());
+    let fail = |e: crate::git::command::GitError| Error::failure(e.to_string());
     for _ in 0..10 {
         let tmp = tempfile::tempdir()
             .map_err(|e| Error::failure(format!("cannot make a temp dir: {e}")))?;

@@ -7,7 +7,7 @@ use serde_json::json;
 use crate::board::{self, Status};
 use crate::config::Ctx;
 use crate::error::Error;
-use crate::hub::Hub;
+use crate::git::hub::Hub;
 use crate::names::TaskId;
 use crate::output::{Style, table};
 

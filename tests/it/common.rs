@@ -412,7 +412,7 @@ impl Farm {
 /// suite run under `git rebase -x` must not work on this project's own.
 pub fn git_command() -> Command {
     let mut cmd = Command::new("git");
-    farm::git::unset_repository_env(&mut cmd);
+    farm::git::command::unset_repository_env(&mut cmd);
     cmd
 }
 

@@ -996,7 +996,7 @@ fn an_atomic_publish_from_a_reaped_holder_lands_nothing() {
     let published = alpha
         .publish(
             &held,
-            &farm::git::Repo::new(&work),
+            &farm::git::command::Repo::new(&work),
             "origin",
             &["HEAD:refs/heads/main".to_owned()],
             &[],

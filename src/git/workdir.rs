@@ -1,7 +1,7 @@
 //! A private clone's own git work, done in-process with git2: stage and
 //! commit what an agent left, replay its commits onto the hub's branch,
 //! clean the work tree, move its refs to the hub's branch. Talking to the
-//! hub stays with the `git` command (git.rs, design note 7).
+//! hub stays with the `git` command (command.rs, design note 7).
 //!
 //! Why not the `git` command here too: each one is a process, 2–3 ms apiece
 //! on a small VM, several per task. And `git rebase` checks the branch out
@@ -235,7 +235,7 @@ impl Workdir {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::git::Repo;
+    use crate::git::command::Repo;
 
     /// A repository with one commit (`a.txt`, `.gitignore` ignoring
     /// `*.log`), on branch `main`, with an identity of its own.

@@ -6,9 +6,33 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::config::HubSpec;
 use crate::error::Error;
-use crate::git::Repo;
+use crate::git::command::Repo;
+
+/// Where the hub is: a directory on this machine, or a git URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HubSpec {
+    Local(PathBuf),
+    Remote(String),
+}
+
+impl HubSpec {
+    /// What `git` is given to reach the hub.
+    pub fn url(&self) -> String {
+        match self {
+            HubSpec::Local(dir) => dir.display().to_string(),
+            HubSpec::Remote(url) => url.clone(),
+        }
+    }
+
+    /// The hub's directory, when it is on this machine.
+    pub fn local(&self) -> Option<&Path> {
+        match self {
+            HubSpec::Local(dir) => Some(dir),
+            HubSpec::Remote(_) => None,
+        }
+    }
+}
 
 /// How long to wait for the hub's push lock before pushing without it.
 const PUSH_LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(120);
@@ -47,7 +71,7 @@ impl Hub {
     /// A hub reached by URL: it answers, and has the branch.
     fn open_remote(url: &str, branch: Option<&str>) -> Result<Hub, Error> {
         let here = Repo::new(std::env::temp_dir());
-        let unreachable = |e: crate::git::GitError| {
+        let unreachable = |e: crate::git::command::GitError| {
             Error::usage(format!("cannot reach hub `{url}`: {}", e.said)).hint(format!(
                 "check the URL and your access: git ls-remote {url}"
             ))
@@ -180,7 +204,7 @@ impl Hub {
         let Some(local) = &self.local else {
             return Ok(None);
         };
-        let dir = local.dir.join(crate::claims::fs::DIR);
+        let dir = local.dir.join(crate::names::CLAIMS_DIR);
         let _ = std::fs::create_dir(&dir);
         let path = dir.join(".push.lock");
         let file = std::fs::OpenOptions::new()
@@ -219,7 +243,7 @@ impl Hub {
     /// elsewhere (ask it with a fetch).
     pub fn branch_rev(&self) -> Option<String> {
         let local = self.local.as_ref()?;
-        crate::git::read_ref(&local.git_dir, &format!("refs/heads/{}", self.branch))
+        crate::git::command::read_ref(&local.git_dir, &format!("refs/heads/{}", self.branch))
     }
 
     /// Something that changes whenever the branch moves or a claim comes or
@@ -233,7 +257,7 @@ impl Hub {
         vec![
             mtime(local.git_dir.join("refs/heads").join(&self.branch)),
             mtime(local.git_dir.join("packed-refs")),
-            mtime(local.dir.join(crate::claims::fs::DIR)),
+            mtime(local.dir.join(crate::names::CLAIMS_DIR)),
         ]
     }
 
@@ -277,7 +301,7 @@ impl Hub {
             return Ok(dest);
         }
         let mut archive = std::process::Command::new("git");
-        crate::git::unset_repository_env(&mut archive)
+        crate::git::command::unset_repository_env(&mut archive)
             .arg("-C")
             .arg(&local.dir)
             .args(["archive", "--format=tar", &self.branch])

@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::git::GitError;
+use crate::git::command::GitError;
 
 /// How long a remote may stay unreachable before farm gives up on it.
 pub const PATIENCE: Duration = Duration::from_secs(600);

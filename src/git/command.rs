@@ -1,10 +1,11 @@
 //! The hub and the clones, through the `git` command.
 //!
-//! Every git operation shells out (design note 7): the CLI brings the user's
-//! ssh config and credential helpers and runs hooks, and libgit2's local
-//! transport lost concurrent pushes where the CLI did not. A push is judged
-//! ref by ref from `git push --porcelain`, never by its exit code alone, and
-//! no refspec is ever forced.
+//! Every push and fetch shells out (design note 7), as does whatever a
+//! clone's in-process work ([`super::workdir`], git2) leaves to the CLI: the
+//! CLI brings the user's ssh config and credential helpers and runs hooks, and
+//! libgit2's local transport lost concurrent pushes where the CLI did not. A
+//! push is judged ref by ref from `git push --porcelain`, never by its exit
+//! code alone, and no refspec is ever forced.
 
 use std::ffi::OsStr;
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
@@ -12,6 +13,8 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use crate::error::Error;
 
 /// How long a push that ended without a full report may take to settle:
 /// its receive-pack and hooks, left running, may still update the hub's
@@ -668,6 +671,24 @@ pub fn parse_porcelain(out: &str) -> Option<Vec<RefUpdate>> {
         })
         .collect();
     (!updates.is_empty()).then_some(updates)
+}
+
+impl From<GitError> for Error {
+    fn from(e: GitError) -> Error {
+        let transient = e.transient;
+        let mut err = Error::failure(e.to_string());
+        if let Some(signal) = e.signal {
+            err.git_killed = true;
+            err.hint(format!(
+                "git was killed by signal {signal} (out of memory, or by hand?); \
+                 the next run recovers the clone"
+            ))
+        } else if transient {
+            err.hint("the hub did not answer; check that it is reachable (git ls-remote HUB), then run again")
+        } else {
+            err
+        }
+    }
 }
 
 #[cfg(test)]
