@@ -649,7 +649,7 @@ fn night(state: &Path, pid: u32) -> String {
             .join(format!("{task}-{stamp}.log"));
         events.push((
             claim_at,
-            farm::journal::line(
+            farm::run::journal::line(
                 claim_at,
                 pid,
                 &agent,
@@ -659,7 +659,7 @@ fn night(state: &Path, pid: u32) -> String {
         ));
         events.push((
             end_at,
-            farm::journal::line(
+            farm::run::journal::line(
                 end_at,
                 pid,
                 &agent,
@@ -676,13 +676,13 @@ fn night(state: &Path, pid: u32) -> String {
         ));
         events.push((
             done_at,
-            farm::journal::line(done_at, pid, &agent, "done", json!({"task": task})),
+            farm::run::journal::line(done_at, pid, &agent, "done", json!({"task": task})),
         ));
     }
     events.sort_by_key(|(at, _)| *at);
     let agents: Vec<String> = (1..=AGENTS).map(|a| format!("bench-{a}")).collect();
     let end = events.last().map_or(start, |(at, _)| *at) + ms(500);
-    let mut text = farm::journal::line(
+    let mut text = farm::run::journal::line(
         start,
         pid,
         "",
@@ -692,7 +692,7 @@ fn night(state: &Path, pid: u32) -> String {
     for (_, line) in &events {
         text.push_str(line);
     }
-    text.push_str(&farm::journal::line(
+    text.push_str(&farm::run::journal::line(
         end,
         pid,
         "",
@@ -710,8 +710,8 @@ fn status(scratch: &Path, summary: &mut Vec<[String; 3]>) -> Res<()> {
     let empty = scratch.join("state-empty");
     let pid = dead_pid()?;
     let text = night(&full, pid);
-    write_file(&full.join(farm::journal::FILE), &text)?;
-    write_file(&empty.join(farm::journal::FILE), "")?;
+    write_file(&full.join(farm::run::journal::FILE), &text)?;
+    write_file(&empty.join(farm::run::journal::FILE), "")?;
     let lines = text.lines().count();
 
     // Correctness first: what --json says of the night.

@@ -5,25 +5,17 @@
 //! `claim`, `task`, `host`). No store knows the commands.
 
 pub mod age;
-pub mod agent;
 pub mod board;
 pub mod claims;
-pub mod classify;
 pub mod cli;
-pub mod clone;
 pub mod commands;
 pub mod config;
 pub mod error;
 pub mod git;
-pub mod journal;
-pub mod limits;
 pub mod names;
 pub mod output;
-pub mod presets;
-pub mod prompt;
-pub mod session;
+pub mod run;
 pub mod settings;
-pub mod usage;
 
 use std::process::ExitCode;
 

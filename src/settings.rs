@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use crate::error::Error;
 use crate::git::hub::HubSpec;
-use crate::session::PromptVia;
+use crate::run::session::PromptVia;
 
 pub const FILE: &str = "farm.toml";
 

@@ -7,8 +7,8 @@ use serde_json::json;
 use crate::config::Ctx;
 use crate::error::Error;
 use crate::output::{Style, table};
-use crate::presets;
-use crate::session::which;
+use crate::run::presets;
+use crate::run::session::which;
 
 /// List the agent presets: `farm run --agent NAME` runs NAME's command.
 ///

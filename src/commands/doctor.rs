@@ -11,7 +11,7 @@ use crate::git::hub::Hub;
 use crate::git::hub::HubSpec;
 use crate::names::TaskId;
 use crate::output::Style;
-use crate::session::which;
+use crate::run::session::which;
 
 /// Check git, the hub (reachable, writable: a probe claimed and released),
 /// the agent CLI (found, answers --version), the templates, the board
@@ -211,7 +211,7 @@ fn agent_cli(agent: Option<&str>) -> Check {
                 "pass --agent NAME, or set agent = \"...\" in farm.toml".into(),
             ));
         };
-        let command = crate::presets::find(agent)
+        let command = crate::run::presets::find(agent)
             .ok()
             .flatten()
             .map_or(agent.to_owned(), |p| p.command);

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use crate::config::Ctx;
 use crate::error::Error;
 use crate::git::command::Repo;
-use crate::prompt;
+use crate::run::prompt;
 use crate::settings;
 
 /// Set up a repository for farm.

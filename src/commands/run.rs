@@ -8,12 +8,12 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::age::parse_duration;
-use crate::agent::{AgentConfig, Run, Summary, run_loop};
 use crate::claims::host::Here;
 use crate::config::Ctx;
 use crate::error::Error;
 use crate::git::hub::Hub;
-use crate::session::{PromptVia, which};
+use crate::run::agent::{AgentConfig, Run, Summary, run_loop};
+use crate::run::session::{PromptVia, which};
 
 /// Run agents on the board until it is settled.
 ///
@@ -136,7 +136,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             .hint("farm run --agent \"claude -p --dangerously-skip-permissions\" (or agent = \"...\" in farm.toml)")
     })?;
     // A preset's name stands for its command line (and its prompt passing).
-    let preset = crate::presets::find(&command)?;
+    let preset = crate::run::presets::find(&command)?;
     let command = preset.as_ref().map_or(command, |p| p.command.clone());
     let argv = shell_words::split(&command)
         .map_err(|e| Error::usage(format!("cannot split --agent `{command}` into words: {e}")))?;
@@ -255,7 +255,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
                 seed: p
                     .config_seed
                     .iter()
-                    .map(|s| crate::presets::expand_home(s))
+                    .map(|s| crate::run::presets::expand_home(s))
                     .collect(),
             })
         }

@@ -12,7 +12,7 @@ use crate::board;
 use crate::config::Ctx;
 use crate::error::Error;
 use crate::git::hub::Hub;
-use crate::journal::{self, Entry};
+use crate::run::journal::{self, Entry};
 
 /// Show the run: its agents (working on what since when, idle, waiting for
 /// a usage limit to lift, paused by the circuit breaker), the board's
@@ -76,7 +76,7 @@ struct Report {
     sessions: Vec<Entry>,
     totals: BTreeMap<&'static str, usize>,
     /// What the sessions cost, where the CLI said.
-    spent: crate::usage::Usage,
+    spent: crate::run::usage::Usage,
     now: SystemTime,
 }
 
@@ -126,7 +126,7 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
     let mut agents: BTreeMap<String, Doing> = BTreeMap::new();
     let mut totals: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut sessions = Vec::new();
-    let mut spent = crate::usage::Usage::default();
+    let mut spent = crate::run::usage::Usage::default();
     for e in &in_scope {
         if e.event == "session_end" {
             for (total, add) in [

@@ -20,7 +20,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::session::Outcome;
+use crate::run::session::Outcome;
 
 /// How many of a log's last lines are read.
 pub const TAIL_LINES: usize = 30;

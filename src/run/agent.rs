@@ -60,16 +60,16 @@ use crate::claims::host::{self, Here};
 use crate::claims::liveness::Judge;
 use crate::claims::record::{Claim, Holder, Nonce, timestamp};
 use crate::claims::{Attempt, ClaimStore, Held, Listed, Published, Reap, StoreError};
-use crate::classify::{self, Class};
-use crate::clone::{PrivateClone, ensure_newline, io_error};
 use crate::error::Error;
 use crate::git::hub::Hub;
-use crate::journal::Journal;
-use crate::limits::Limits;
 use crate::output::Out;
-use crate::prompt;
-use crate::session::{self, Outcome, PromptVia, Tick};
-use crate::usage::{self, Usage};
+use crate::run::classify::{self, Class};
+use crate::run::clone::{PrivateClone, ensure_newline, io_error};
+use crate::run::journal::Journal;
+use crate::run::limits::Limits;
+use crate::run::prompt;
+use crate::run::session::{self, Outcome, PromptVia, Tick};
+use crate::run::usage::{self, Usage};
 
 /// How far a run has been asked to stop.
 #[derive(Debug, Default)]

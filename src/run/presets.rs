@@ -13,10 +13,10 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use crate::error::Error;
-use crate::session::PromptVia;
+use crate::run::session::PromptVia;
 
 /// The built-in presets.
-pub const BUILT_IN: &str = include_str!("../presets/agents.toml");
+pub const BUILT_IN: &str = include_str!("../../presets/agents.toml");
 
 /// One preset, as the data file spells it.
 #[derive(Debug, Clone, Deserialize)]
@@ -45,7 +45,7 @@ pub struct Preset {
     /// (`[NAME.patterns]`: `limited`, `transient`, `fatal`, lower case), on
     /// top of the common ones.
     #[serde(default)]
-    pub patterns: crate::classify::Patterns,
+    pub patterns: crate::run::classify::Patterns,
 }
 
 /// Where a preset came from.

@@ -7,8 +7,8 @@
 
 use std::path::Path;
 
-pub const PROMPT: &str = include_str!("../templates/prompt.md");
-pub const MERGE: &str = include_str!("../templates/merge.md");
+pub const PROMPT: &str = include_str!("../../templates/prompt.md");
+pub const MERGE: &str = include_str!("../../templates/merge.md");
 
 /// The template `name` (`prompt.md` or `merge.md`): the clone's own, if any.
 pub fn template(clone: &Path, name: &str, builtin: &str) -> String {

@@ -19,7 +19,7 @@ use crate::git::hub::Hub;
 use crate::git::retry::patiently;
 use crate::git::workdir::Workdir;
 use crate::output::Out;
-use crate::session;
+use crate::run::session;
 
 fn lock_clone(dir: &Path, name: &str) -> Result<std::fs::File, Error> {
     let parent = dir.parent().unwrap_or(dir);

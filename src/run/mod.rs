@@ -1,0 +1,13 @@
+//! `farm run`: the agent loop and what it drives — the private clone and its
+//! recovery, one session at a time, the classification of how a session
+//! ended, usage limits and cost, the prompt, and the journal of the night.
+
+pub mod agent;
+pub mod classify;
+pub mod clone;
+pub mod journal;
+pub mod limits;
+pub mod presets;
+pub mod prompt;
+pub mod session;
+pub mod usage;
