@@ -1,5 +1,24 @@
 //! The board: tasks as files on the hub's main branch, and the state of each.
+//!
+//! A task is `tasks/<id>.md`: TOML front matter between two lines that are
+//! exactly `+++`, then a markdown description. A finished task is moved to
+//! `tasks/done/`, one that used up its attempts to `tasks/failed/`. The board
+//! is three parts, re-exported here:
+//!
+//! - [`task`]: a task and its file format ([`parse`], [`Task::render`], [`new_task`]);
+//! - [`load`](mod@load): reading a checked-out board into a [`Snapshot`] ([`load()`], the only I/O);
+//! - [`graph`]: the dependency graph and every task's state ([`statuses`],
+//!   [`next`], [`settled`], [`counts`]), pure: a [`Snapshot`] in, states out.
+//!
+//! Claims are not the board's business: the caller turns claim files into
+//! [`Snapshot::claimed`]. Nor are sessions: nothing here knows the loop.
 
-mod graph;
+pub mod graph;
+pub mod load;
+pub mod task;
+#[cfg(test)]
+mod testing;
 
-pub use graph::*;
+pub use graph::{Counts, Status, counts, next, settled, statuses};
+pub use load::{Invalid, Snapshot, load};
+pub use task::{DEFAULT_MAX_ATTEMPTS, MAX_TASK_BYTES, Task, check_title, new_task, parse};
