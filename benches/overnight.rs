@@ -25,7 +25,7 @@
 //!
 //! **2. `farm status` over a 10,000-session journal.** A synthetic
 //! `journal.jsonl` in a state dir, written line by line as
-//! `src/journal.rs` writes them: a `run_start` whose pid is a process that
+//! `src/run/journal.rs` writes them: a `run_start` whose pid is a process that
 //! has exited (so the run reads as ended), then for each of 10,000 sessions
 //! `claim` {task, attempt}, `session_end` {task, attempt, outcome, class,
 //! secs, log} and `done` {task}, spread over 16 agents working side by side

@@ -1,5 +1,7 @@
 //! The user-facing error: what failed, a hint with the command to run, and
-//! the exit code its kind maps to. Every failure leaves through here.
+//! the exit code its kind maps to. Most failures leave through here; two exit
+//! codes do not (yet): `farm claim` exits 3 with an `ExitCode` after saying
+//! who holds the task, and `farm run` exits 130 after an interrupt.
 //!
 //! Exit codes (documented in the README):
 //! 0 success · 1 failure · 2 bad usage or input · 3 held by someone else ·

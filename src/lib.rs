@@ -1,8 +1,30 @@
 //! farm: the harness that runs many headless coding agents on one repository
 //! without doing a task twice, losing work, or leaving orphan locks.
 //!
-//! Layers point one way: `cli` → `commands` → (`hold`, `store`) → (`liveness`,
-//! `claim`, `task`, `host`). No store knows the commands.
+//! The map, one folder per layer (the README's "Architecture" lists every file):
+//!
+//! - `main.rs`, [`cli`]: parse the command line (clap), dispatch, print the
+//!   error, exit.
+//! - [`commands`]: one thin file per subcommand, with its arguments.
+//! - [`config`], [`settings`]: the global flags, environment and `farm.toml`,
+//!   turned into what commands act on (the hub, its claim store, the state dir).
+//! - [`run`](mod@run): `farm run`: the agent loop ([`run::agent`]), the private clone
+//!   and its recovery, sessions, outcome classification, usage limits, usage
+//!   and cost, the prompt, the journal, agent presets.
+//! - [`board`]: the task file format, loading a board, the dependency graph
+//!   and every task's state.
+//! - [`claims`]: the claim record, liveness, the [`claims::ClaimStore`] trait
+//!   and its `fs` and `git` stores, holding a claim while a command runs.
+//! - [`git`]: the `git` command (every push and fetch), the hub, a clone's
+//!   in-process work (git2), patience with a remote.
+//! - [`names`], [`error`], [`output`], [`age`]: task ids and agent names, the
+//!   user-facing error, output, ages and durations.
+//!
+//! Layers point one way: `cli` → `commands` → (`config`, `settings`) → `run`
+//! → (`board`, `claims`, `git`) → (`names`, `error`, `output`, `age`). Of the
+//! middle layer only `claims` uses `git` (the git store). No store knows the
+//! loop; the board knows nothing of sessions. The one cycle is `cli` ⇄
+//! `commands`: the command enum names each subcommand's arguments.
 
 pub mod age;
 pub mod board;
