@@ -1,29 +1,63 @@
-//! The user-facing error: what failed, a hint with the command to run, and
-//! the exit code its kind maps to. Most failures leave through here; two exit
-//! codes do not (yet): `farm claim` exits 3 with an `ExitCode` after saying
-//! who holds the task, and `farm run` exits 130 after an interrupt.
+//! The user-facing error: what failed, hints with the command to run, the
+//! cause it came from, and the exit code its kind maps to. Every exit but
+//! success leaves through here: `farm` commands return `Result<(), Error>`
+//! and `main.rs` alone prints an error and turns its kind into the exit code.
+//! An error whose story was already told (a `farm run` that was interrupted,
+//! a `farm claim` of several tasks that lost some and said which, the status
+//! of the command `farm claim -- COMMAND` ran) carries no message and prints
+//! nothing; a closed output pipe is a quiet end with status 0.
 //!
 //! Exit codes (documented in the README):
 //! 0 success · 1 failure · 2 bad usage or input · 3 held by someone else ·
 //! 4 not claimed · 130 interrupted. `farm claim -- COMMAND` passes the
-//! command's own status through instead.
+//! command's own status through instead ([`Code::Status`]).
 
 use std::fmt;
 use std::io;
 
+/// The kind of a failure: what the exit code says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Code {
-    Failure = 1,
-    Usage = 2,
-    Held = 3,
-    NotClaimed = 4,
+    Failure,
+    Usage,
+    Held,
+    NotClaimed,
+    /// The run was stopped by a signal (Ctrl-C, `farm stop --now`).
+    Interrupted,
+    /// The status of the command `farm claim -- COMMAND` ran (or 126/127
+    /// when it could not be started), passed through.
+    Status(u8),
 }
+
+impl Code {
+    /// The process exit code of this kind.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Code::Failure => 1,
+            Code::Usage => 2,
+            Code::Held => 3,
+            Code::NotClaimed => 4,
+            Code::Interrupted => 130,
+            Code::Status(status) => status,
+        }
+    }
+}
+
+/// A cause kept under an error (`std::error::Error::source`).
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 #[derive(Debug)]
 pub struct Error {
     pub code: Code,
+    /// What failed; empty when it was already said (nothing is printed).
     pub message: String,
-    pub hint: Option<String>,
+    /// What to do about it, in order, each printed on its own `hint:` line.
+    pub hints: Vec<String>,
+    /// The error this one came from, if any: shown at `-v` as "caused by".
+    pub cause: Option<Cause>,
+    /// More errors that ended the same command (one per agent loop of a
+    /// `farm run -j N`), printed after this one.
+    pub also: Vec<Error>,
     /// Writing output failed because the reader went away: exit quietly.
     pub broken_pipe: bool,
     /// One of farm's git commands was killed by a signal (the OOM killer, a
@@ -37,7 +71,9 @@ impl Error {
         Error {
             code,
             message: message.into(),
-            hint: None,
+            hints: Vec::new(),
+            cause: None,
+            also: Vec::new(),
             broken_pipe: false,
             git_killed: false,
         }
@@ -51,10 +87,28 @@ impl Error {
         Error::new(Code::Failure, message)
     }
 
+    /// An exit of this kind whose story was already told: prints nothing.
+    pub fn said(code: Code) -> Error {
+        Error::new(code, "")
+    }
+
+    /// Add a hint after those already given.
     #[must_use]
     pub fn hint(mut self, hint: impl Into<String>) -> Error {
-        self.hint = Some(hint.into());
+        self.hints.push(hint.into());
         self
+    }
+
+    /// Keep the error this one came from.
+    #[must_use]
+    pub fn caused_by(mut self, cause: impl Into<Cause>) -> Error {
+        self.cause = Some(cause.into());
+        self
+    }
+
+    /// The hints on one line, for reports that have one column for them.
+    pub fn hints_line(&self) -> String {
+        self.hints.join("; ")
     }
 }
 
@@ -64,11 +118,76 @@ impl fmt::Display for Error {
     }
 }
 
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause
+            .as_deref()
+            .map(|c| c as &(dyn std::error::Error + 'static))
+    }
+}
+
 impl From<io::Error> for Error {
     /// Only output errors reach here unconverted: a closed pipe is a quiet end.
     fn from(e: io::Error) -> Error {
-        let mut err = Error::failure(format!("cannot write output: {e}"));
-        err.broken_pipe = e.kind() == io::ErrorKind::BrokenPipe;
+        let broken_pipe = e.kind() == io::ErrorKind::BrokenPipe;
+        let mut err = Error::failure(format!("cannot write output: {e}")).caused_by(e);
+        err.broken_pipe = broken_pipe;
         err
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn each_kind_maps_to_its_exit_code() {
+        let codes = [
+            (Code::Failure, 1),
+            (Code::Usage, 2),
+            (Code::Held, 3),
+            (Code::NotClaimed, 4),
+            (Code::Interrupted, 130),
+            (Code::Status(0), 0),
+            (Code::Status(127), 127),
+            (Code::Status(255), 255),
+        ];
+        for (code, exit) in codes {
+            assert_eq!(code.exit_code(), exit, "{code:?}");
+            assert_eq!(Error::said(code).code.exit_code(), exit, "{code:?}");
+        }
+        assert_eq!(Error::usage("x").code, Code::Usage);
+        assert_eq!(Error::failure("x").code, Code::Failure);
+    }
+
+    #[test]
+    fn hints_accumulate_in_order() {
+        let e = Error::failure("cannot push").hint("first").hint("second");
+        assert_eq!(e.hints, ["first", "second"]);
+        assert_eq!(e.hints_line(), "first; second");
+        assert!(Error::failure("x").hints.is_empty());
+    }
+
+    #[test]
+    fn the_source_chain_is_kept() {
+        let inner = io::Error::new(io::ErrorKind::PermissionDenied, "no entry");
+        let middle = Error::failure("cannot open `x`").caused_by(inner);
+        let outer = Error::failure("cannot claim `t`").caused_by(middle);
+        assert_eq!(outer.to_string(), "cannot claim `t`");
+        let mut chain = Vec::new();
+        let mut cause = outer.source();
+        while let Some(c) = cause {
+            chain.push(c.to_string());
+            cause = c.source();
+        }
+        assert_eq!(chain, ["cannot open `x`", "no entry"]);
+
+        let pipe: Error = io::Error::from(io::ErrorKind::BrokenPipe).into();
+        assert!(pipe.broken_pipe);
+        assert_eq!(
+            pipe.source().unwrap().to_string(),
+            io::Error::from(io::ErrorKind::BrokenPipe).to_string()
+        );
     }
 }

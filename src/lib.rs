@@ -39,10 +39,8 @@ pub mod output;
 pub mod run;
 pub mod settings;
 
-use std::process::ExitCode;
-
 /// Run a parsed command line.
-pub fn run(cli: &cli::Cli) -> Result<ExitCode, error::Error> {
+pub fn run(cli: &cli::Cli) -> Result<(), error::Error> {
     let ctx = config::Ctx::new(&cli.global);
     commands::dispatch(&ctx, &cli.command)
 }

@@ -19,11 +19,13 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::claims::{ClaimStore, Held, StoreError};
-use crate::error::Error;
+use crate::error::{Code, Error};
 use crate::output::Out;
 
 /// Run `argv` while holding `held`; release it afterwards. Returns the
-/// command's exit status as an exit code (128 + N when killed by signal N).
+/// command's exit status as an exit code (128 + N when killed by signal N);
+/// a command that cannot be started is an error of kind
+/// [`Code::Status`] 127 (not found), 126 (not executable) or 1.
 pub fn run(
     store: &dyn ClaimStore,
     held: Held,
@@ -42,7 +44,7 @@ pub fn run(
     crate::claims::host::die_with_parent(&mut command);
     // Register before spawning so that a signal in between is not lost.
     let mut signals = Signals::new([SIGTERM, SIGHUP, SIGINT])
-        .map_err(|e| Error::failure(format!("cannot install signal handlers: {e}")))?;
+        .map_err(|e| Error::failure(format!("cannot install signal handlers: {e}")).caused_by(e))?;
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
@@ -55,10 +57,18 @@ pub fn run(
                 std::io::ErrorKind::PermissionDenied => (126, format!("is `{name}` executable?")),
                 _ => (1, "check the command".to_owned()),
             };
-            out.note(&format!("error: cannot run `{name}`: {e}"));
-            out.note(&format!("hint: {hint}"));
-            release?;
-            return Ok(code);
+            let cannot = Error::new(Code::Status(code), format!("cannot run `{name}`: {e}"))
+                .hint(hint)
+                .caused_by(e);
+            return Err(match release {
+                Ok(()) => cannot,
+                // Both are told, the release's failure deciding the exit.
+                Err(r) => {
+                    let mut r = Error::from(r);
+                    r.also.push(cannot);
+                    r
+                }
+            });
         }
     };
     let pid = child.id() as libc::pid_t;
@@ -83,7 +93,8 @@ pub fn run(
         let _ = stop.send(());
         status
     });
-    let status = status.map_err(|e| Error::failure(format!("cannot wait for the command: {e}")))?;
+    let status = status
+        .map_err(|e| Error::failure(format!("cannot wait for the command: {e}")).caused_by(e))?;
     match store.release_held(held) {
         Ok(()) => out.debug(&format!("released `{task}`")),
         Err(e @ StoreError::Lost { .. }) => {

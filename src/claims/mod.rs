@@ -382,15 +382,21 @@ impl StoreError {
 }
 
 impl From<StoreError> for Error {
+    /// The message is the store error's text; the store error is kept as
+    /// the cause (a git failure is converted as git's own, keeping it).
     fn from(e: StoreError) -> Error {
+        let e = match e {
+            StoreError::Git(git) => return git.into(),
+            e => e,
+        };
         let message = e.to_string();
-        match e {
+        let err = match &e {
             StoreError::Io { source, path, .. } => {
                 let err = Error::failure(message);
                 match source.kind() {
                     io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem => err.hint(format!(
                         "farm needs to create and rename files in `{}`; check its owner and mode (ls -ld)",
-                        if path.is_dir() { &path } else { path.parent().unwrap_or(&path) }.display()
+                        if path.is_dir() { path } else { path.parent().unwrap_or(path) }.display()
                     )),
                     io::ErrorKind::NotADirectory => {
                         err.hint("a path component is a file; pass --hub with the repository's directory")
@@ -412,7 +418,8 @@ impl From<StoreError> for Error {
             }
             StoreError::Refused(_) => Error::failure(message)
                 .hint("the hub may have a hook or a branch protection on farm/claims"),
-            StoreError::Git(e) => e.into(),
-        }
+            StoreError::Git(_) => unreachable!("converted above"),
+        };
+        err.caused_by(e)
     }
 }

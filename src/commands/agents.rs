@@ -1,7 +1,5 @@
 //! `farm agents`: the agent presets `farm run --agent NAME` knows.
 
-use std::process::ExitCode;
-
 use serde_json::json;
 
 use crate::config::Ctx;
@@ -29,7 +27,7 @@ pub struct Args {
     json: bool,
 }
 
-pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
+pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let all = presets::all()?;
     let installed = |command: &str| {
         shell_words::split(command)
@@ -58,7 +56,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             "agents": agents,
         });
         ctx.out.data(&format!("{doc:#}\n"))?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     let rows: Vec<_> = all
         .iter()
@@ -83,5 +81,5 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         ctx.out
             .note(&format!("your own presets go in {}", path.display()));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

@@ -2,7 +2,6 @@
 //! the claim while the command runs.
 
 use std::ffi::OsString;
-use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use serde_json::json;
@@ -59,7 +58,7 @@ pub struct Args {
     command: Vec<OsString>,
 }
 
-pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
+pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     if !args.command.is_empty() && args.tasks.len() != 1 {
         return Err(
             Error::usage("`farm claim -- COMMAND` holds exactly one task")
@@ -108,14 +107,18 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
                         args.heartbeat,
                         &ctx.out,
                     )?;
-                    return Ok(ExitCode::from(code));
+                    // The command's own status, passed through.
+                    return match code {
+                        0 => Ok(()),
+                        status => Err(Error::said(Code::Status(status))),
+                    };
                 }
             }
             Attempt::Lost(entry) => lost.push((task, entry)),
         }
     }
     let Some((task, entry)) = lost.first() else {
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     };
     let judge = judge_now(None);
     let now = judge.now;
@@ -141,7 +144,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             held_by(entry, now)
         ));
     }
-    Ok(ExitCode::from(Code::Held as u8))
+    Err(Error::said(Code::Held))
 }
 
 fn claim_json(c: &Claim) -> serde_json::Value {

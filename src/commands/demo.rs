@@ -5,7 +5,7 @@
 //! exactly as a user would, and shows its output.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::config::Ctx;
@@ -72,7 +72,7 @@ const BOARD: &[(&str, &str, &[&str], &str)] = &[
     ),
 ];
 
-pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
+pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let root = match &args.dir {
         Some(d) => {
             if d.exists() {
@@ -86,8 +86,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             std::env::temp_dir().join(format!("farm-demo-{}", unique.short()))
         }
     };
-    std::fs::create_dir_all(&root)
-        .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", root.display())))?;
+    std::fs::create_dir_all(&root).map_err(|e| {
+        Error::failure(format!("cannot create `{}`: {e}", root.display())).caused_by(e)
+    })?;
     let hub = root.join("hub");
     let result = Demo { ctx, hub: &hub }.play();
     if args.keep || args.dir.is_some() {
@@ -96,7 +97,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     } else {
         let _ = std::fs::remove_dir_all(&root);
     }
-    result.map(|()| ExitCode::SUCCESS)
+    result
 }
 
 struct Demo<'a> {
@@ -165,7 +166,7 @@ impl Demo<'_> {
         let mut carol = self
             .command(&["claim", "lexer", "--agent", "carol", "--", "sleep", "600"])
             .spawn()
-            .map_err(|e| Error::failure(format!("cannot start farm: {e}")))?;
+            .map_err(|e| Error::failure(format!("cannot start farm: {e}")).caused_by(e))?;
         self.wait_for_claim("lexer", &mut carol)?;
         self.farm(&["claim", "lexer", "--agent", "dave"], true)?;
         self.say(&format!(
@@ -217,7 +218,7 @@ impl Demo<'_> {
         }
         let status = cmd
             .status()
-            .map_err(|e| Error::failure(format!("cannot run farm: {e}")))?;
+            .map_err(|e| Error::failure(format!("cannot run farm: {e}")).caused_by(e))?;
         if !status.success() {
             let code = status
                 .code()
@@ -237,7 +238,7 @@ impl Demo<'_> {
         let out = self
             .command(args)
             .output()
-            .map_err(|e| Error::failure(format!("cannot run farm: {e}")))?;
+            .map_err(|e| Error::failure(format!("cannot run farm: {e}")).caused_by(e))?;
         if !out.status.success() {
             return Err(Error::failure(format!(
                 "`farm {}` failed: {}",
@@ -253,7 +254,7 @@ impl Demo<'_> {
         let status = self
             .command(args)
             .status()
-            .map_err(|e| Error::failure(format!("cannot run farm: {e}")))?;
+            .map_err(|e| Error::failure(format!("cannot run farm: {e}")).caused_by(e))?;
         if status.success() {
             Ok(())
         } else {

@@ -4,11 +4,10 @@
 //! prompt, it resolves conflicts by keeping both sides. No network, no key.
 
 use std::path::Path;
-use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::config::Ctx;
-use crate::error::Error;
+use crate::error::{Code, Error};
 use crate::git::command::Repo;
 
 /// The demo's stand-in for a coding agent.
@@ -22,7 +21,7 @@ pub struct Args {
     prompt: String,
 }
 
-pub fn run(_ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
+pub fn run(_ctx: &Ctx, args: &Args) -> Result<(), Error> {
     std::thread::sleep(args.think);
     let here = Path::new(".");
     if args.prompt.contains("resolving a merge conflict") {
@@ -43,7 +42,7 @@ pub fn run(_ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             git(&["add", "--", file])?;
             println!("resolved {file}: kept both sides");
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     let mut edits = 0;
     for line in args.prompt.lines() {
@@ -74,7 +73,7 @@ pub fn run(_ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     }
     if edits == 0 {
         println!("nothing to do in this task's description");
-        return Ok(ExitCode::FAILURE);
+        return Err(Error::said(Code::Failure));
     }
     let task = std::env::var("FARM_TASK").unwrap_or_else(|_| "task".into());
     git(&["add", "--all"])?;
@@ -84,7 +83,7 @@ pub fn run(_ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         "-m",
         &format!("{task}: {edits} edit(s) by the demo agent"),
     ])?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// git in the clone the agent runs in.

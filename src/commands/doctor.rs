@@ -1,12 +1,12 @@
 //! `farm doctor`: is everything a night of `farm run` needs in place?
 
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::claims::Attempt;
 use crate::claims::record::Claim;
 use crate::config::Ctx;
-use crate::error::Error;
+use crate::error::{Code, Error};
 use crate::git::hub::Hub;
 use crate::git::hub::HubSpec;
 use crate::names::TaskId;
@@ -36,14 +36,14 @@ struct Check {
     result: Result<String, (String, String)>,
 }
 
-pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
+pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let mut checks = vec![git()];
     let spec = ctx.hub_spec();
     match &spec {
         Err(e) => {
             checks.push(Check {
                 name: "hub",
-                result: Err((e.message.clone(), e.hint.clone().unwrap_or_default())),
+                result: Err((e.message.clone(), e.hints_line())),
             });
             checks.push(agent_cli(args.agent.as_deref()));
         }
@@ -56,7 +56,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
                 name: "hub",
                 result: match &hub {
                     Ok(h) => Ok(format!("`{}` of {}", h.branch, h.url)),
-                    Err(e) => Err((e.message.clone(), e.hint.clone().unwrap_or_default())),
+                    Err(e) => Err((e.message.clone(), e.hints_line())),
                 },
             });
             checks.push(claims(ctx, spec, &settings));
@@ -84,12 +84,11 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         };
         ctx.out.data(&format!("{line}\n"))?;
     }
-    Ok(if failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ctx.out.note(&format!("{failed} check(s) failed"));
-        ExitCode::FAILURE
-    })
+    if failed == 0 {
+        return Ok(());
+    }
+    ctx.out.note(&format!("{failed} check(s) failed"));
+    Err(Error::said(Code::Failure))
 }
 
 fn git() -> Check {
@@ -129,12 +128,13 @@ fn claims(ctx: &Ctx, spec: &HubSpec, settings: &crate::settings::Settings) -> Ch
     let result = (|| -> Result<String, (String, String)> {
         let store = ctx
             .store_of(spec, settings)
-            .map_err(|e| (e.message.clone(), e.hint.clone().unwrap_or_default()))?;
+            .map_err(|e| (e.message.clone(), e.hints_line()))?;
         let probe = TaskId::parse("farm-doctor-probe").expect("a valid id");
         let claim = Claim::new(probe, "farm-doctor", None, 1, std::time::SystemTime::now());
         let fail = |e: crate::claims::StoreError| {
             let e: Error = e.into();
-            (e.message, e.hint.unwrap_or_default())
+            let hints = e.hints_line();
+            (e.message, hints)
         };
         match store.try_claim(claim, false).map_err(fail)? {
             Attempt::Won(held) => {

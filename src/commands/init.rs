@@ -2,7 +2,6 @@
 //! git-ignores — and let pushes update its checked-out branch.
 
 use std::path::Path;
-use std::process::ExitCode;
 
 use crate::config::Ctx;
 use crate::error::Error;
@@ -55,7 +54,7 @@ const CLAIMS_GITIGNORE: &str = "\
 !.gitignore
 ";
 
-pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
+pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let hub = ctx.hub()?;
     let repo = Repo::new(&hub);
     if repo.is_bare().map_err(|e| {
@@ -107,7 +106,10 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     for w in &written {
         ctx.out.say(&format!("wrote {w}"))?;
     }
-    let git = |args: &[&str]| repo.run(args).map_err(|e| Error::failure(e.to_string()));
+    let git = |args: &[&str]| {
+        repo.run(args)
+            .map_err(|e| Error::failure(e.to_string()).caused_by(e))
+    };
     if repo
         .config_get("receive.denyCurrentBranch")
         .ok()
@@ -144,7 +146,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         git(&commit)?;
         ctx.out.say("committed them: \"farm init\"")?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn io(path: &Path, e: std::io::Error) -> Error {

@@ -1,6 +1,5 @@
 //! `farm locks`: one row per claim — who holds what, and is the holder alive.
 
-use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use super::judge_now;
@@ -33,7 +32,7 @@ pub struct Args {
     stale_after: Duration,
 }
 
-pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
+pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let store = ctx.store()?;
     let entries = store.list()?;
     let judge = judge_now(Some(args.stale_after));
@@ -63,9 +62,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             store: store.kind(),
         };
         let text = serde_json::to_string_pretty(&doc)
-            .map_err(|e| Error::failure(format!("cannot write JSON: {e}")))?;
+            .map_err(|e| Error::failure(format!("cannot write JSON: {e}")).caused_by(e))?;
         ctx.out.data(&format!("{text}\n"))?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     if judged.is_empty() {
         ctx.out.note(&format!(
@@ -73,7 +72,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             store.location(),
             store.kind()
         ));
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     ctx.out.note(&format!(
         "{} claim(s) in {} ({} store)",
@@ -93,7 +92,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         "WHY",
     ];
     ctx.out.data(&table(&header, &rows, ctx.out.color_stdout))?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn since(now: SystemTime, t: SystemTime) -> Duration {

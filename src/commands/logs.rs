@@ -2,7 +2,6 @@
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use crate::config::Ctx;
@@ -31,7 +30,7 @@ pub struct Args {
     list: bool,
 }
 
-pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
+pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let spec = ctx.hub_spec()?;
     let dir = ctx.state_dir(&spec).join("logs");
     let mut logs = find(&dir, args.what.as_deref());
@@ -54,22 +53,24 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             ctx.out
                 .data(&format!("{}  {size} bytes  {age} ago\n", path.display()))?;
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     let (path, _) = logs.pop().expect("not empty");
     ctx.out.note(&format!("==> {} <==", path.display()));
-    let mut file = std::fs::File::open(&path)
-        .map_err(|e| Error::failure(format!("cannot open `{}`: {e}", path.display())))?;
+    let mut file = std::fs::File::open(&path).map_err(|e| {
+        Error::failure(format!("cannot open `{}`: {e}", path.display())).caused_by(e)
+    })?;
     let mut stdout = std::io::stdout().lock();
     let mut buf = Vec::new();
     loop {
         buf.clear();
-        file.read_to_end(&mut buf)
-            .map_err(|e| Error::failure(format!("cannot read `{}`: {e}", path.display())))?;
+        file.read_to_end(&mut buf).map_err(|e| {
+            Error::failure(format!("cannot read `{}`: {e}", path.display())).caused_by(e)
+        })?;
         stdout.write_all(&buf)?;
         stdout.flush()?;
         if !args.follow {
-            return Ok(ExitCode::SUCCESS);
+            return Ok(());
         }
         std::thread::sleep(Duration::from_millis(200));
         // Truncated (a new session reusing the name): start over.

@@ -17,7 +17,6 @@ pub mod stop;
 pub mod task;
 pub mod tasks;
 
-use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use crate::age::Age;
@@ -28,7 +27,7 @@ use crate::cli::Command;
 use crate::config::Ctx;
 use crate::error::Error;
 
-pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<ExitCode, Error> {
+pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<(), Error> {
     match command {
         Command::Agents(args) => agents::run(ctx, args),
         Command::Claim(args) => claim::run(ctx, args),

@@ -1,7 +1,6 @@
 //! `farm reap`: take back claims whose holder is dead, or whose heartbeat is
 //! older than a threshold, keeping each as a tombstone with the reason.
 
-use std::process::ExitCode;
 use std::time::Duration;
 
 use serde_json::json;
@@ -38,7 +37,7 @@ pub struct Args {
     json: bool,
 }
 
-pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
+pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let store = ctx.store()?;
     let judge = judge_now(args.older_than);
     let mut reaped = Vec::new();
@@ -105,5 +104,5 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         ctx.out
             .note(&format!("nothing to reap: {scope} in {}", store.location()));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

@@ -1,7 +1,5 @@
 //! `farm release`: give a claim back — your own, or anyone's with --force.
 
-use std::process::ExitCode;
-
 use super::{default_agent, held_by, parse_agent};
 use crate::claims::host::Here;
 use crate::claims::record::Nonce;
@@ -39,7 +37,7 @@ pub struct Args {
     force: bool,
 }
 
-pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
+pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let store = ctx.store()?;
     let task = &args.task;
     let Some(entry) = store.read(task)? else {
@@ -55,7 +53,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         ctx.out
             .say(&format!("released `{task}` by force (was held by {who})"))?;
         ctx.out.debug(&format!("  tombstone: {}", tomb));
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     let claim = entry.record.as_ref().map_err(|why| {
         Error::failure(format!(
@@ -85,5 +83,5 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     }
     store.release(task, Release::Own(&claim.nonce))?;
     ctx.out.say(&format!("released `{task}`"))?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

@@ -1,7 +1,6 @@
 //! `farm run`: the respawning autonomy loop — N agents, each claiming a task,
 //! running one fresh session on it, integrating the result, and going again.
 
-use std::process::ExitCode;
 use std::time::Duration;
 
 use signal_hook::consts::{SIGINT, SIGTERM};
@@ -10,7 +9,7 @@ use signal_hook::iterator::Signals;
 use crate::age::parse_duration;
 use crate::claims::host::Here;
 use crate::config::Ctx;
-use crate::error::Error;
+use crate::error::{Code, Error};
 use crate::git::hub::Hub;
 use crate::run::agent::{AgentConfig, Run, Summary, run_loop};
 use crate::run::session::{PromptVia, which};
@@ -128,7 +127,7 @@ const KNOWN_CLIS: [&str; 8] = [
     "amp",
 ];
 
-pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
+pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let spec = ctx.hub_spec()?;
     let settings = crate::settings::Settings::of_hub(&spec)?;
     let command = args.agent.clone().or(settings.agent.clone()).ok_or_else(|| {
@@ -138,8 +137,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     // A preset's name stands for its command line (and its prompt passing).
     let preset = crate::run::presets::find(&command)?;
     let command = preset.as_ref().map_or(command, |p| p.command.clone());
-    let argv = shell_words::split(&command)
-        .map_err(|e| Error::usage(format!("cannot split --agent `{command}` into words: {e}")))?;
+    let argv = shell_words::split(&command).map_err(|e| {
+        Error::usage(format!("cannot split --agent `{command}` into words: {e}")).caused_by(e)
+    })?;
     let Some(program) = argv.first() else {
         return Err(Error::usage("--agent is empty"));
     };
@@ -161,7 +161,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         flag.map_or_else(
             || {
                 parse_duration(setting.as_deref().unwrap_or(default))
-                    .map_err(|e| Error::usage(format!("farm.toml `{key}`: {e}")))
+                    .map_err(|e| Error::usage(format!("farm.toml `{key}`: {e}")).caused_by(e))
             },
             Ok,
         )
@@ -229,7 +229,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         .as_deref()
         .map(|w| crate::age::parse_when(w, std::time::SystemTime::now()))
         .transpose()
-        .map_err(|e| Error::usage(format!("--until: {e}")))?;
+        .map_err(|e| Error::usage(format!("--until: {e}")).caused_by(e))?;
     let stagger = args.stagger.unwrap_or_else(|| {
         let program = std::path::Path::new(program)
             .file_name()
@@ -311,7 +311,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     let old_stop = run.store.stop_notice(true)?.map(|n| n.nonce);
     let finished = std::sync::atomic::AtomicBool::new(false);
     let mut signals = Signals::new([SIGINT, SIGTERM])
-        .map_err(|e| Error::failure(format!("cannot install signal handlers: {e}")))?;
+        .map_err(|e| Error::failure(format!("cannot install signal handlers: {e}")).caused_by(e))?;
     let handle = signals.handle();
     let results: Vec<(String, Summary, Result<(), Error>)> = std::thread::scope(|s| {
         let run = &run;
@@ -358,19 +358,17 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
     });
 
     let mut total = Summary::default();
-    let mut failed = false;
+    let mut failed = Vec::new();
     for (name, s, result) in results {
         // What a loop did counts even when it ended in an error.
         total.sessions += s.sessions;
         total.done += s.done;
         total.failed += s.failed;
         total.rescued += s.rescued;
-        if let Err(e) = result {
-            failed = true;
-            ctx.out.note(&format!("error: {name}: {}", e.message));
-            if let Some(hint) = e.hint {
-                ctx.out.note(&format!("hint: {hint}"));
-            }
+        if let Err(mut e) = result {
+            // Told after the summary, by main, each naming its loop.
+            e.message = format!("{name}: {}", e.message);
+            failed.push(e);
         }
     }
     let spent = run.spent();
@@ -398,13 +396,22 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             "output_tokens": spent.output_tokens,
         }),
     );
-    Ok(if run.stop.killing() {
-        ExitCode::from(130)
-    } else if failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    let mut failed = failed.into_iter();
+    let mut end = match (run.stop.killing(), failed.next()) {
+        (false, None) => return Ok(()),
+        (true, first) => {
+            let mut end = Error::said(Code::Interrupted);
+            end.also.extend(first);
+            end
+        }
+        (false, Some(first)) => first,
+    };
+    // A loop's own kind does not decide the run's exit: a failure is 1.
+    if end.code != Code::Interrupted {
+        end.code = Code::Failure;
+    }
+    end.also.extend(failed);
+    Err(end)
 }
 
 /// The agents' names: `--name` (default: this host's name), with `-j N`

@@ -2,7 +2,6 @@
 //! board and the claims.
 
 use std::collections::BTreeMap;
-use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use serde_json::json;
@@ -40,12 +39,12 @@ pub struct Args {
     last: usize,
 }
 
-pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
+pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     loop {
         let report = gather(ctx, args.last)?;
         if args.json {
             ctx.out.data(&format!("{:#}\n", report.json()))?;
-            return Ok(ExitCode::SUCCESS);
+            return Ok(());
         }
         let text = report.text();
         if args.watch {
@@ -53,7 +52,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             std::thread::sleep(Duration::from_secs(2));
         } else {
             ctx.out.data(&text)?;
-            return Ok(ExitCode::SUCCESS);
+            return Ok(());
         }
     }
 }

@@ -1,8 +1,6 @@
 //! `farm stop`: make every `farm run` on the hub drain, on this machine and
 //! on others, through a notice beside the claims.
 
-use std::process::ExitCode;
-
 use crate::claims::StopNotice;
 use crate::claims::host::Here;
 use crate::config::Ctx;
@@ -27,7 +25,7 @@ pub struct Args {
     now: bool,
 }
 
-pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
+pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let store = ctx.store()?;
     let here = Here::current();
     let by = format!("{}@{} (pid {})", whoami(), here.host, std::process::id());
@@ -41,7 +39,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         "asked every farm run on {} to {what}",
         store.location()
     ))?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn whoami() -> String {

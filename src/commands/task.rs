@@ -1,6 +1,5 @@
 //! `farm task add`: put a task on the board — committed and pushed to the hub.
 
-use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use crate::age::parse_duration;
@@ -63,13 +62,13 @@ struct AddArgs {
     branch: Option<String>,
 }
 
-pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
+pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     match &args.command {
         TaskCommand::Add(add) => run_add(ctx, add),
     }
 }
 
-fn run_add(ctx: &Ctx, args: &AddArgs) -> Result<ExitCode, Error> {
+fn run_add(ctx: &Ctx, args: &AddArgs) -> Result<(), Error> {
     if args.id.is_reserved() {
         return Err(Error::usage(format!(
             "task id `{}` is reserved: tasks/{}.md is the board's readme, which the board does not read as a task",
@@ -101,12 +100,12 @@ fn run_add(ctx: &Ctx, args: &AddArgs) -> Result<ExitCode, Error> {
     let text = task.render();
     // Whatever we wrote must read back as the same task.
     board::parse(task.id.clone(), &text)
-        .map_err(|e| Error::usage(format!("invalid task `{}`: {e}", task.id)))?;
+        .map_err(|e| Error::usage(format!("invalid task `{}`: {e}", task.id)).caused_by(e))?;
 
-    let fail = |e: crate::git::command::GitError| Error::failure(e.to_string());
+    let fail = |e: crate::git::command::GitError| Error::failure(e.to_string()).caused_by(e);
     for _ in 0..10 {
         let tmp = tempfile::tempdir()
-            .map_err(|e| Error::failure(format!("cannot make a temp dir: {e}")))?;
+            .map_err(|e| Error::failure(format!("cannot make a temp dir: {e}")).caused_by(e))?;
         let dir = tmp.path().join("board");
         // A local hub through file:// so that `--depth` is honoured.
         let url = match &hub.local {
@@ -163,9 +162,10 @@ fn run_add(ctx: &Ctx, args: &AddArgs) -> Result<ExitCode, Error> {
                 missing.join(", ")
             ));
         }
-        std::fs::create_dir_all(dir.join("tasks")).map_err(|e| Error::failure(e.to_string()))?;
+        std::fs::create_dir_all(dir.join("tasks"))
+            .map_err(|e| Error::failure(e.to_string()).caused_by(e))?;
         std::fs::write(dir.join("tasks").join(format!("{}.md", task.id)), &text)
-            .map_err(|e| Error::failure(e.to_string()))?;
+            .map_err(|e| Error::failure(e.to_string()).caused_by(e))?;
         if repo.config_get("user.email").map_err(fail)?.is_none() {
             repo.run(["config", "user.email", "farm@farm.invalid"])
                 .map_err(fail)?;
@@ -186,7 +186,7 @@ fn run_add(ctx: &Ctx, args: &AddArgs) -> Result<ExitCode, Error> {
         }
         if pushed == Pushed::Ok {
             ctx.out.say(&format!("added `{}`: {title}", task.id))?;
-            return Ok(ExitCode::SUCCESS);
+            return Ok(());
         }
     }
     Err(Error::failure(format!(

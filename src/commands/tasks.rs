@@ -1,7 +1,5 @@
 //! `farm tasks`: the board — ready, blocked, claimed, done, failed, stuck, invalid.
 
-use std::process::ExitCode;
-
 use serde_json::json;
 
 use crate::board::{self, Status};
@@ -27,13 +25,13 @@ pub struct Args {
     branch: Option<String>,
 }
 
-pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
+pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let hub = Hub::open(&ctx.hub_spec()?, args.branch.as_deref())?;
-    let tmp =
-        tempfile::tempdir().map_err(|e| Error::failure(format!("cannot make a temp dir: {e}")))?;
+    let tmp = tempfile::tempdir()
+        .map_err(|e| Error::failure(format!("cannot make a temp dir: {e}")).caused_by(e))?;
     let dir = hub.extract_board(tmp.path())?;
-    let mut snapshot =
-        board::load(&dir).map_err(|e| Error::failure(format!("cannot read the board: {e}")))?;
+    let mut snapshot = board::load(&dir)
+        .map_err(|e| Error::failure(format!("cannot read the board: {e}")).caused_by(e))?;
     snapshot.claimed = crate::claims::holders(&ctx.store()?.list()?);
     let statuses = board::statuses(&snapshot);
     let find = |id: &TaskId| snapshot.pending.iter().find(|t| &t.id == id);
@@ -67,14 +65,14 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
             "invalid": invalid,
         });
         ctx.out.data(&format!("{doc:#}\n"))?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     if statuses.is_empty() && snapshot.invalid.is_empty() {
         ctx.out.note(&format!(
             "no tasks on `{}`; add one: farm task add ID -m TEXT",
             hub.branch
         ));
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     let mut rows: Vec<_> = statuses
         .iter()
@@ -108,7 +106,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode, Error> {
         &rows,
         ctx.out.color_stdout,
     ))?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn describe(status: &Status) -> (&'static str, String) {

@@ -675,19 +675,17 @@ pub fn parse_porcelain(out: &str) -> Option<Vec<RefUpdate>> {
 
 impl From<GitError> for Error {
     fn from(e: GitError) -> Error {
-        let transient = e.transient;
         let mut err = Error::failure(e.to_string());
         if let Some(signal) = e.signal {
             err.git_killed = true;
-            err.hint(format!(
+            err = err.hint(format!(
                 "git was killed by signal {signal} (out of memory, or by hand?); \
                  the next run recovers the clone"
-            ))
-        } else if transient {
-            err.hint("the hub did not answer; check that it is reachable (git ls-remote HUB), then run again")
-        } else {
-            err
+            ));
+        } else if e.transient {
+            err = err.hint("the hub did not answer; check that it is reachable (git ls-remote HUB), then run again");
         }
+        err.caused_by(e)
     }
 }
 

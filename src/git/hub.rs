@@ -112,17 +112,19 @@ impl Hub {
             ))
             .hint(format!("create one: git init -b main {}", dir.display()))
         })?;
-        let bare = repo.is_bare().map_err(|e| Error::failure(e.to_string()))?;
+        let bare = repo
+            .is_bare()
+            .map_err(|e| Error::failure(e.to_string()).caused_by(e))?;
         let branch = match branch {
             Some(b) => b.to_owned(),
             None => repo
                 .head_branch()
-                .map_err(|e| Error::failure(e.to_string()))?
+                .map_err(|e| Error::failure(e.to_string()).caused_by(e))?
                 .unwrap_or_else(|| "main".to_owned()),
         };
         if repo
             .rev(&format!("refs/heads/{branch}"))
-            .map_err(|e| Error::failure(e.to_string()))?
+            .map_err(|e| Error::failure(e.to_string()).caused_by(e))?
             .is_none()
         {
             return Err(Error::usage(format!(
@@ -134,7 +136,7 @@ impl Hub {
         if !bare {
             let setting = repo
                 .config_get("receive.denyCurrentBranch")
-                .map_err(|e| Error::failure(e.to_string()))?;
+                .map_err(|e| Error::failure(e.to_string()).caused_by(e))?;
             let checked_out = repo.head_branch().ok().flatten().as_deref() == Some(branch.as_str());
             if checked_out && setting.as_deref() != Some("updateInstead") {
                 return Err(Error::usage(format!(
@@ -150,7 +152,7 @@ impl Hub {
         if !bare
             && !repo
                 .check(["diff-index", "--quiet", "HEAD", "--"])
-                .map_err(|e| Error::failure(e.to_string()))?
+                .map_err(|e| Error::failure(e.to_string()).caused_by(e))?
         {
             return Err(Error::usage(format!(
                 "hub `{}` has uncommitted changes to tracked files, so it refuses pushes",
@@ -213,7 +215,9 @@ impl Hub {
             .write(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&path)
-            .map_err(|e| Error::failure(format!("cannot open `{}`: {e}", path.display())))?;
+            .map_err(|e| {
+                Error::failure(format!("cannot open `{}`: {e}", path.display())).caused_by(e)
+            })?;
         let since = std::time::Instant::now();
         loop {
             match file.try_lock() {
