@@ -980,6 +980,32 @@ fn an_auth_error_stops_the_run_after_one_session() {
     assert!(claims.is_empty(), "{claims:?}");
 }
 
+/// Issue 11, item 4: a loop's error leaves through the one error path: main
+/// prints it after the run's summary, naming its loop, with its hint, and
+/// the run exits 1 whatever the loop's own kind (a setup error is "usage").
+#[test]
+fn a_loops_error_is_printed_once_by_main_naming_the_loop() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["a", "-m", "Anything"]);
+    let agent = env.agent_script(
+        "nokey.sh",
+        "echo 'Invalid API key · Please run /login'\nexit 1\n",
+    );
+    let out = farm_run(&env, &agent, &["--name", "box"]).code(1);
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    let error = lines
+        .iter()
+        .position(|l| l.starts_with("error: box: `") && l.contains("cannot work"))
+        .unwrap_or_else(|| panic!("no loop error: {out:#?}"));
+    let summary = lines
+        .iter()
+        .position(|l| l.starts_with("farm run: ") && l.contains(" session(s): "))
+        .unwrap_or_else(|| panic!("no summary: {out:#?}"));
+    assert!(summary < error, "{out:#?}");
+    assert!(lines[error + 1].starts_with("hint: "), "{out:#?}");
+    assert_eq!(out.stderr.matches("error:").count(), 1, "{out:#?}");
+}
+
 /// `--wrap` runs each session inside the given command, with `{clone}`
 /// replaced by the agent's clone; the work still lands.
 #[test]
