@@ -44,44 +44,82 @@ const FAILED: &str = "tasks/failed";
 /// empty one; a bad file, or a `tasks` directory that is a symlink or not a
 /// directory, is [`Invalid`] and the rest is read. Errors are I/O failures.
 pub fn load(worktree: &Path) -> io::Result<Snapshot> {
-    let mut s = Snapshot::default();
-    let mut pending = Vec::new();
-    if !readable_dir(worktree, TASKS, &mut s.invalid)? {
+    let mut b = Board::default();
+    if !readable_dir(worktree, TASKS, &mut b.invalid)? {
         // `tasks/done` under a `tasks` symlink would be read through the link.
-        return Ok(s);
+        return Ok(assemble(b));
     }
-    for e in entries(worktree, TASKS)? {
-        match read_task(&e) {
-            Ok(Some(task)) => pending.push(task),
+    for (e, path) in entries(worktree, TASKS)? {
+        match read_task(&e, &path) {
+            Ok(Some(task)) => b.pending.push(task),
             Ok(None) => {}
-            Err(error) => s.invalid.push(Invalid {
+            Err(error) => b.pending_invalid(e.name, error),
+        }
+    }
+    for (dir, name) in [(DONE, "done"), (FAILED, "failed")] {
+        if !readable_dir(worktree, dir, &mut b.invalid)? {
+            continue;
+        }
+        for (e, _) in entries(worktree, dir)? {
+            b.named(name, e);
+        }
+    }
+    Ok(assemble(b))
+}
+
+/// A board's files as read, before one id is given one state: what
+/// [`load`] and [`tree::Cache`](super::tree::Cache) both gather.
+#[derive(Default)]
+pub(super) struct Board {
+    pub pending: Vec<Task>,
+    pub done: BTreeSet<TaskId>,
+    pub failed: BTreeSet<TaskId>,
+    pub invalid: Vec<Invalid>,
+}
+
+impl Board {
+    pub fn pending_invalid(&mut self, name: String, error: String) {
+        self.invalid.push(Invalid { name, error });
+    }
+
+    /// A board directory that is a symlink or not a directory.
+    pub fn bad_dir(&mut self, dir: &str, error: &str) {
+        self.invalid.push(Invalid {
+            name: dir.to_owned(),
+            error: error.to_owned(),
+        });
+    }
+
+    /// An entry of `tasks/done/` (`dir` is `done`) or `tasks/failed/`:
+    /// read as a name only.
+    pub fn named(&mut self, dir: &str, e: Entry) {
+        let set = if dir == "done" {
+            &mut self.done
+        } else {
+            &mut self.failed
+        };
+        match e.check() {
+            Ok(id) => {
+                set.insert(id);
+            }
+            Err(error) => self.invalid.push(Invalid {
                 name: e.name,
                 error,
             }),
         }
     }
-    for (dir, set) in [(DONE, &mut s.done), (FAILED, &mut s.failed)] {
-        if !readable_dir(worktree, dir, &mut s.invalid)? {
-            continue;
-        }
-        for e in entries(worktree, dir)? {
-            match e.check() {
-                Ok(id) => {
-                    set.insert(id);
-                }
-                Err(error) => s.invalid.push(Invalid {
-                    name: e.name,
-                    error,
-                }),
-            }
-        }
-    }
-    // One id, one state: done beats failed beats pending. The losing copy is
-    // reported so that someone removes it, rather than silently ignored.
+}
+
+/// One id, one state: done beats failed beats pending. The losing copy is
+/// reported so that someone removes it, rather than silently ignored.
+pub(super) fn assemble(b: Board) -> Snapshot {
+    let mut s = Snapshot {
+        done: b.done,
+        invalid: b.invalid,
+        ..Snapshot::default()
+    };
     let twice = |dir: &str| format!("also in {dir}/, which wins; remove this copy");
-    let (dup, failed): (BTreeSet<_>, _) = std::mem::take(&mut s.failed)
-        .into_iter()
-        .partition(|id| s.done.contains(id));
+    let (dup, failed): (BTreeSet<_>, _) = b.failed.into_iter().partition(|id| s.done.contains(id));
     s.failed = failed;
     for id in dup {
         s.invalid.push(Invalid {
@@ -89,7 +127,7 @@ pub fn load(worktree: &Path) -> io::Result<Snapshot> {
             error: twice(DONE),
         });
     }
-    for task in pending {
+    for task in b.pending {
         let error = if s.done.contains(&task.id) {
             twice(DONE)
         } else if s.failed.contains(&task.id) {
@@ -105,28 +143,35 @@ pub fn load(worktree: &Path) -> io::Result<Snapshot> {
     }
     s.pending.sort_by(|a, b| a.id.cmp(&b.id));
     s.invalid.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(s)
+    s
+}
+
+/// What a board entry is, as far as the board cares.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    File,
+    Symlink,
+    Other,
 }
 
 /// One `*.md` entry of a board directory, before its content is read.
-struct Entry {
+pub(super) struct Entry {
     /// Path in the worktree, for messages and [`Invalid::name`].
-    name: String,
-    path: PathBuf,
-    id: Result<TaskId, String>,
-    file_type: fs::FileType,
+    pub name: String,
+    pub id: Result<TaskId, String>,
+    pub kind: Kind,
 }
 
 impl Entry {
     /// The task id, if the entry is a regular file with a valid name.
-    fn check(&self) -> Result<TaskId, String> {
+    pub fn check(&self) -> Result<TaskId, String> {
         let id = self.id.clone()?;
-        if self.file_type.is_symlink() {
-            Err("a symlink, which farm never follows; replace it with a regular file".into())
-        } else if !self.file_type.is_file() {
-            Err("not a regular file".into())
-        } else {
-            Ok(id)
+        match self.kind {
+            Kind::File => Ok(id),
+            Kind::Symlink => {
+                Err("a symlink, which farm never follows; replace it with a regular file".into())
+            }
+            Kind::Other => Err("not a regular file".into()),
         }
     }
 }
@@ -152,7 +197,7 @@ fn readable_dir(worktree: &Path, dir: &str, invalid: &mut Vec<Invalid>) -> io::R
 }
 
 /// The `*.md` entries of the directory `worktree/dir` but `README.md`, sorted by name.
-fn entries(worktree: &Path, dir: &str) -> io::Result<Vec<Entry>> {
+fn entries(worktree: &Path, dir: &str) -> io::Result<Vec<(Entry, PathBuf)>> {
     let path = worktree.join(dir);
     let mut out = Vec::new();
     for entry in fs::read_dir(&path).map_err(|e| io_error("read", &path, e))? {
@@ -170,26 +215,33 @@ fn entries(worktree: &Path, dir: &str) -> io::Result<Vec<Entry>> {
             Some(n) => TaskId::parse(n.strip_suffix(".md").unwrap_or(n)).map_err(|e| e.to_string()),
             None => Err("the file name is not UTF-8".to_owned()),
         };
-        out.push(Entry {
+        let kind = if file_type.is_symlink() {
+            Kind::Symlink
+        } else if file_type.is_file() {
+            Kind::File
+        } else {
+            Kind::Other
+        };
+        let e = Entry {
             name: format!("{dir}/{}", file_name.to_string_lossy()),
-            path: entry.path(),
             id,
-            file_type,
-        });
+            kind,
+        };
+        out.push((e, entry.path()));
     }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out.sort_by(|a, b| a.0.name.cmp(&b.0.name));
     Ok(out)
 }
 
 /// Read and parse a pending task file. `Ok(None)`: it vanished since it was
 /// listed. `Err` is why the file is invalid, an unreadable one included: one
 /// file farm cannot read must not hide the rest of the board.
-fn read_task(e: &Entry) -> Result<Option<Task>, String> {
+fn read_task(e: &Entry, path: &Path) -> Result<Option<Task>, String> {
     let id = e.check()?;
     let mut file = match OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(&e.path)
+        .open(path)
     {
         Ok(f) => f,
         Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),

@@ -7,6 +7,8 @@
 //!
 //! - [`task`]: a task and its file format ([`parse`], [`Task::render`], [`new_task`]);
 //! - [`load`](mod@load): reading a checked-out board into a [`Snapshot`] ([`load()`], the only I/O);
+//! - [`tree`]: the same from a commit's tree, at the cost of what changed
+//!   since the last read ([`Cache`]), for the loop that reads it every turn;
 //! - [`graph`]: the dependency graph and every task's state ([`statuses`],
 //!   [`next`], [`settled`], [`counts`]), pure: a [`Snapshot`] in, states out.
 //!
@@ -18,7 +20,9 @@ pub mod load;
 pub mod task;
 #[cfg(test)]
 mod testing;
+pub mod tree;
 
 pub use graph::{Counts, Status, counts, next, settled, statuses};
 pub use load::{Invalid, Snapshot, load};
 pub use task::{DEFAULT_MAX_ATTEMPTS, MAX_TASK_BYTES, Task, check_title, new_task, parse};
+pub use tree::Cache;

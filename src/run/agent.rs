@@ -557,6 +557,7 @@ fn turns<'scope, 'env: 'scope>(
     // Keyed by the branch's commit: only a push can make the work tree and
     // the branch agree again (claims coming and going do not).
     let mut distrust_worktree: Option<Option<String>> = None;
+    let mut board_cache = board::Cache::default();
     while !run.stop.draining() && run.sessions_left() {
         // The agent CLI hit its limit: nobody claims until it lifts.
         run.limits
@@ -590,22 +591,28 @@ fn turns<'scope, 'env: 'scope>(
         // branch checked out holds it as pushed, readable with no git
         // process at all; otherwise the clone is reset to the branch. The
         // choice is checked against the branch itself after claiming.
-        let board_dir = if let Some(dir) = run
+        // Read from the commit's tree, through the cache: a turn costs what
+        // changed on the board, not its size (issue 11).
+        let (board_dir, rev) = if let Some(dir) = run
             .hub
             .checked_out()
             .filter(|_| distrust_worktree.is_none())
         {
-            dir.to_path_buf()
+            (dir.to_path_buf(), run.hub.branch_rev())
         } else {
-            clone.sync(&run.hub)?;
-            clone.dir().to_path_buf()
+            let rev = clone.sync(&run.hub)?;
+            (clone.dir().to_path_buf(), Some(rev))
         };
-        let mut snapshot = board::load(&board_dir).map_err(|e| {
+        let cannot = |e: &dyn std::fmt::Display| {
             Error::failure(format!(
                 "cannot read the board in `{}`: {e}",
                 board_dir.display()
             ))
-        })?;
+        };
+        let mut snapshot = match &rev {
+            Some(rev) => board_cache.read(&board_dir, rev).map_err(|e| cannot(&e))?,
+            None => board::load(&board_dir).map_err(|e| cannot(&e))?,
+        };
         snapshot.claimed = crate::claims::holders(&claims);
         let Some(task) = tally.pick(&snapshot, in_flight) else {
             let not_in_flight = in_flight.into_iter().cloned().collect();
