@@ -27,14 +27,15 @@ pub struct Args {
 
 pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let hub = Hub::open(&ctx.hub_spec()?, args.branch.as_deref())?;
-    let tmp = tempfile::tempdir()
-        .map_err(|e| Error::failure(format!("cannot make a temp dir: {e}")).caused_by(e))?;
-    let dir = hub.extract_board(tmp.path())?;
-    let mut snapshot = board::load(&dir)
-        .map_err(|e| Error::failure(format!("cannot read the board: {e}")).caused_by(e))?;
+    let mut snapshot = read_board(&hub)?;
     snapshot.claimed = crate::claims::holders(&ctx.store()?.list()?);
     let statuses = board::statuses(&snapshot);
-    let find = |id: &TaskId| snapshot.pending.iter().find(|t| &t.id == id);
+    // `pending` is sorted by id (the first copy of a duplicate wins, as the
+    // board's states say).
+    let find = |id: &TaskId| {
+        let at = snapshot.pending.partition_point(|t| &t.id < id);
+        snapshot.pending.get(at).filter(|t| &t.id == id)
+    };
     if args.json {
         let tasks: Vec<_> = statuses
             .iter()
@@ -120,4 +121,21 @@ fn describe(status: &Status) -> (&'static str, String) {
         Status::Ready | Status::Done | Status::Failed => String::new(),
     };
     (status.label(), detail)
+}
+
+/// The board on the hub's branch: a hub on this machine is read from the
+/// branch's tree, in process (10,000 task files written out and read back
+/// took seconds); a hub elsewhere is cloned one commit deep and read.
+fn read_board(hub: &Hub) -> Result<board::Snapshot, Error> {
+    if let (Some(git_dir), Some(rev)) = (hub.git_dir(), hub.branch_rev()) {
+        return board::Cache::default().read(git_dir, &rev).map_err(|e| {
+            Error::failure(format!("cannot read the board of `{rev}`: {}", e.message()))
+                .caused_by(e)
+        });
+    }
+    let tmp = tempfile::tempdir()
+        .map_err(|e| Error::failure(format!("cannot make a temp dir: {e}")).caused_by(e))?;
+    let dir = hub.extract_board(tmp.path())?;
+    board::load(&dir)
+        .map_err(|e| Error::failure(format!("cannot read the board: {e}")).caused_by(e))
 }

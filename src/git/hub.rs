@@ -178,6 +178,11 @@ impl Hub {
     }
 
     /// The hub's work tree holds the branch as pushed (see [`Local`]).
+    /// The git directory of a hub on this machine (`None`: a URL).
+    pub fn git_dir(&self) -> Option<&Path> {
+        self.local.as_ref().map(|l| l.git_dir.as_path())
+    }
+
     pub fn checked_out(&self) -> Option<&Path> {
         self.local
             .as_ref()
