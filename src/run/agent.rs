@@ -66,10 +66,10 @@ use crate::run::clone::PrivateClone;
 use crate::run::journal::Journal;
 use crate::run::limits::Limits;
 use crate::run::session::PromptVia;
-use crate::run::settle::{End, Ran, retire, work};
-use crate::run::slot::Slot;
+use crate::run::settle::{End, Ran, release, retire, work};
+use crate::run::slot::{Clones, Slot};
 use crate::run::tally::Tally;
-use crate::run::turn::{reap, session};
+use crate::run::turn::{Turn, reap, session};
 use crate::run::usage::Usage;
 
 /// How far a run has been asked to stop.
@@ -508,21 +508,20 @@ fn turns<'scope, 'env: 'scope>(
     // there, and opening a clone rescues that.
     let second = format!("{name}@2");
     let open = |dir: &str| PrivateClone::prepare(&run.state, &run.hub, name, dir, run.out);
-    let mut clones = [
-        Some(open(name)?),
+    let mut clones = Clones::new(
+        open(name)?,
         match run.state.join("clones").join(&second).is_dir() {
             true => Some(open(&second)?),
             false => None,
         },
-    ];
+    );
     // What an earlier run left in them and opening them rescued counts.
-    for branch in clones.iter().flatten().flat_map(PrivateClone::rescued) {
+    for branch in clones.all().flat_map(PrivateClone::rescued) {
         summary.rescued += 1;
         let why = "an earlier run left commits in this clone";
         run.journal
             .log(name, "rescue", json!({"branch": branch, "why": why}));
     }
-    let mut at = 0;
     let mut tally = Tally::default();
     // The task of the integration beside the loop, while there is one.
     let mut beside_task: Option<crate::names::TaskId> = None;
@@ -549,11 +548,11 @@ fn turns<'scope, 'env: 'scope>(
         // integration goes on — removed by its session, say).
         if beside.as_ref().is_some_and(|b| b.is_finished()) {
             let (free, id, end) = join(beside.take().expect("it is there"))?;
-            clones[1 - at] = Some(free);
+            clones.give_back(free);
             tally.count(run, name, &id, end, summary)?;
         }
         let in_flight = beside.as_ref().and(beside_task.as_ref());
-        let clone = clones[at].as_ref().expect("the clone in use is there");
+        let clone = clones.in_use();
         let claims = reap(run, name)?;
         let seen = run.hub.fingerprint();
         if distrust_worktree
@@ -685,7 +684,14 @@ fn turns<'scope, 'env: 'scope>(
         // no session is an "attempt 6 of 3"; the task goes to tasks/failed/.
         if task.attempts >= task.max_attempts {
             run.unreserve_session();
-            let retired = retire(run, clone, name, &task, &held);
+            let retired = retire(Turn {
+                run,
+                clone,
+                name,
+                task: &task,
+                held: &held,
+                slot,
+            });
             match run.store.release_held(held) {
                 Ok(()) | Err(StoreError::Lost { .. }) => {}
                 Err(e) => {
@@ -700,31 +706,53 @@ fn turns<'scope, 'env: 'scope>(
         summary.sessions += 1;
         let ran = {
             let _turn = slot.take();
-            session(run, clone, name, &task, &held)
+            session(Turn {
+                run,
+                clone,
+                name,
+                task: &task,
+                held: &held,
+                slot,
+            })
         };
         if ran.as_ref().is_ok_and(Ran::succeeded) {
             run.limits.ok();
             // This integration starts before the one beside is joined: an
             // error there must not leave this claim unsettled.
             let before = beside.take();
-            let mine = clones[at].take().expect("the clone in use is there");
+            let mine = clones.hand_over();
             beside_task = Some(task.id.clone());
             *beside = Some(scope.spawn(move || {
-                let end = work(run, &mine, name, &task, held, slot, ran);
+                let turn = Turn {
+                    run,
+                    clone: &mine,
+                    name,
+                    task: &task,
+                    held: &held,
+                    slot,
+                };
+                let worked = work(turn, ran);
+                let end = release(run, held, worked);
                 run.wake_all();
                 (mine, task.id, end)
             }));
-            at = 1 - at;
             if let Some(before) = before {
                 let (free, id, end) = join(before)?;
-                clones[at] = Some(free);
+                clones.give_back(free);
                 tally.count(run, name, &id, end, summary)?;
             }
-            if clones[at].is_none() {
-                clones[at] = Some(open(&second)?);
-            }
+            clones.make_ready(|| open(&second))?;
         } else {
-            let end = work(run, clone, name, &task, held, slot, ran);
+            let turn = Turn {
+                run,
+                clone,
+                name,
+                task: &task,
+                held: &held,
+                slot,
+            };
+            let worked = work(turn, ran);
+            let end = release(run, held, worked);
             run.wake_all();
             let end = end?;
             if !matches!(end, End::Limited { .. }) {

@@ -4,7 +4,6 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::board::Task;
 use serde_json::json;
 
 use crate::claims::{Held, Published, StoreError};
@@ -13,8 +12,7 @@ use crate::run::agent::Run;
 use crate::run::clone::PrivateClone;
 use crate::run::prompt;
 use crate::run::session::Outcome;
-use crate::run::slot::Slot;
-use crate::run::turn::supervise;
+use crate::run::turn::{Turn, supervise};
 
 /// Fetch–integrate–push rounds before giving the work to a rescue branch.
 /// A hub elsewhere gets more: it has no push lock to take turns at, so
@@ -52,16 +50,15 @@ pub(super) enum Integrated {
 
 /// Bring the work (already committed, task moved to done) onto the hub's
 /// branch and push it. `base` is the commit the session started from.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn integrate(
-    run: &Run,
-    clone: &PrivateClone,
-    name: &str,
-    task: &Task,
-    held: &Held,
-    slot: &Slot,
-    base: &str,
-) -> Result<Integrated, Error> {
+pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Error> {
+    let Turn {
+        run,
+        clone,
+        name,
+        task,
+        held,
+        ..
+    } = turn;
     let id = task.id.as_str();
     let branch = &run.hub.branch;
     let upstream = format!("origin/{branch}");
@@ -129,7 +126,7 @@ pub(super) fn integrate(
             );
             run.journal
                 .log(name, "conflict", json!({"task": id, "files": files}));
-            match merge_session(run, clone, held, slot, name, task, &files)? {
+            match merge_session(turn, &files)? {
                 Merge::Resolved => continue, // catch up with what moved meanwhile, then push
                 Merge::Lost => return Ok(Integrated::Lost),
                 Merge::Interrupted => return Ok(Integrated::Interrupted),
@@ -164,15 +161,15 @@ pub(super) fn integrate(
 
 /// One fresh session with the merge prompt in the conflicted clone. True
 /// when it left no conflict behind (the merge is then committed).
-pub(super) fn merge_session(
-    run: &Run,
-    clone: &PrivateClone,
-    held: &Held,
-    slot: &Slot,
-    name: &str,
-    task: &Task,
-    files: &[String],
-) -> Result<Merge, Error> {
+pub(super) fn merge_session(turn: Turn<'_>, files: &[String]) -> Result<Merge, Error> {
+    let Turn {
+        run,
+        clone,
+        name,
+        task,
+        held,
+        slot,
+    } = turn;
     let list: String = files.iter().map(|f| format!("- `{f}`\n")).collect();
     let text = prompt::render(
         &prompt::template(clone.dir(), "merge.md", prompt::MERGE),
@@ -188,16 +185,7 @@ pub(super) fn merge_session(
         Ok(turn) => turn,
         Err(merge) => return Ok(merge),
     };
-    let (outcome, lost) = supervise(
-        run,
-        clone,
-        held,
-        name,
-        &text,
-        &log,
-        &prompt_file,
-        run.timeout,
-    )?;
+    let (outcome, lost) = supervise(turn, &text, &log, &prompt_file, run.timeout)?;
     if lost {
         return Ok(Merge::Lost);
     }

@@ -13,11 +13,10 @@ use crate::claims::{Held, Published, StoreError};
 use crate::error::Error;
 use crate::run::agent::{Run, Unstarted};
 use crate::run::classify::Class;
-use crate::run::clone::{PrivateClone, ensure_newline, io_error};
+use crate::run::clone::{ensure_newline, io_error};
 use crate::run::integrate::{Integrated, after_rejection, integrate, publish_branch, push_rounds};
 use crate::run::session::Outcome;
-use crate::run::slot::Slot;
-use crate::run::turn::retake;
+use crate::run::turn::{Turn, retake};
 
 /// How one claimed task ended.
 pub(super) enum End {
@@ -54,20 +53,19 @@ pub(super) enum End {
     },
 }
 
-/// Settle what the session for `task` left (`ran`), then release the claim
-/// (unless it was lost). If settling fails half-way (git or disk errors),
-/// the clone's commits still go to a rescue branch, best effort, and the
-/// claim is still released: an error must not leave a live-looking claim.
-pub(super) fn work(
-    run: &Run,
-    clone: &PrivateClone,
-    name: &str,
-    task: &Task,
-    held: Held,
-    slot: &Slot,
-    ran: Result<Ran, Error>,
-) -> Result<End, Error> {
-    let result = ran.and_then(|ran| finish(run, clone, name, task, &held, slot, ran));
+/// Settle what the turn's session left (`ran`); then [`release`] the claim.
+/// If settling fails half-way (git or disk errors), the clone's commits
+/// still go to a rescue branch, best effort.
+pub(super) fn work(turn: Turn<'_>, ran: Result<Ran, Error>) -> Result<End, Error> {
+    let Turn {
+        run,
+        clone,
+        name,
+        task,
+        held,
+        ..
+    } = turn;
+    let result = ran.and_then(|ran| finish(turn, ran));
     if result.is_err() {
         let branch = format!("farm/rescue/{}/{}", task.id, held.claim().nonce);
         let upstream = format!("origin/{}", run.hub.branch);
@@ -85,6 +83,13 @@ pub(super) fn work(
             );
         }
     }
+    result
+}
+
+/// Release `held` after its turn ended in `result` (unless the claim was
+/// lost): also when settling failed, for an error must not leave a
+/// live-looking claim.
+pub(super) fn release(run: &Run, held: Held, result: Result<End, Error>) -> Result<End, Error> {
     if !matches!(result, Ok(End::Lost { .. })) {
         match run.store.release_held(held) {
             Ok(()) | Err(StoreError::Lost { .. }) => {}
@@ -119,15 +124,15 @@ impl Ran {
 
 /// Settle what a session left in `clone`: commit it, then integrate it
 /// (success) or rescue it and note the failed attempt.
-pub(super) fn finish(
-    run: &Run,
-    clone: &PrivateClone,
-    name: &str,
-    task: &Task,
-    held: &Held,
-    slot: &Slot,
-    ran: Ran,
-) -> Result<End, Error> {
+pub(super) fn finish(turn: Turn<'_>, ran: Ran) -> Result<End, Error> {
+    let Turn {
+        run,
+        clone,
+        name,
+        task,
+        held,
+        ..
+    } = turn;
     let Ran {
         attempt,
         base,
@@ -193,11 +198,7 @@ pub(super) fn finish(
     // The attempt noted on the board under `held`.
     let note = |held: &Held, why: &str, rescued: bool| -> Result<Recorded, Error> {
         record_attempt(
-            run,
-            clone,
-            held,
-            name,
-            task,
+            Turn { held, ..turn },
             attempt,
             why,
             &log,
@@ -301,7 +302,7 @@ pub(super) fn finish(
             why,
             rescued: rescue("the agent CLI cannot work")?,
         },
-        Step::Integrate => match integrate(run, clone, name, task, held, slot, &base)? {
+        Step::Integrate => match integrate(turn, &base)? {
             Integrated::Pushed => {
                 run.say(
                     name,
@@ -403,12 +404,13 @@ pub(super) enum Recorded {
 /// changes the task and says whether it gave up (then the file moves to
 /// `tasks/failed/`) and the commit message.
 pub(super) fn edit_task(
-    run: &Run,
-    clone: &PrivateClone,
-    held: &Held,
-    id: &crate::names::TaskId,
+    turn: Turn<'_>,
     edit: &dyn Fn(&mut Task) -> (bool, String),
 ) -> Result<(Recorded, bool), Error> {
+    let Turn {
+        run, clone, held, ..
+    } = turn;
+    let id = &turn.task.id;
     for round in 0..push_rounds(run) {
         if round > 0 {
             after_rejection(run, round);
@@ -447,15 +449,12 @@ pub(super) fn edit_task(
 
 /// A task out of attempts before any session (`attempts >= max_attempts`
 /// in its front matter): to `tasks/failed/` with a note, no attempt added.
-pub(super) fn retire(
-    run: &Run,
-    clone: &PrivateClone,
-    name: &str,
-    task: &Task,
-    held: &Held,
-) -> Result<Recorded, Error> {
+pub(super) fn retire(turn: Turn<'_>) -> Result<Recorded, Error> {
+    let Turn {
+        run, name, task, ..
+    } = turn;
     let id = task.id.as_str();
-    let (recorded, _) = edit_task(run, clone, held, &task.id, &|t| {
+    let (recorded, _) = edit_task(turn, &|t| {
         let note = format!(
             "\n## Out of attempts\n\n- {} of {} attempts used before it was claimed: \
              moved to tasks/failed/ without a session\n- agent: {name}@{}\n- at: {}\n",
@@ -492,20 +491,18 @@ pub(super) fn retire(
 
 /// Count a failed attempt in the task file on the hub's branch, with a note;
 /// move it to `tasks/failed/` when its attempts are used up.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn record_attempt(
-    run: &Run,
-    clone: &PrivateClone,
-    held: &Held,
-    name: &str,
-    task: &Task,
+    turn: Turn<'_>,
     attempt: u32,
     why: &str,
     log: &Path,
     rescue: Option<&Nonce>,
 ) -> Result<Recorded, Error> {
+    let Turn {
+        run, name, task, ..
+    } = turn;
     let id = task.id.as_str();
-    let (recorded, gave_up) = edit_task(run, clone, held, &task.id, &|t| {
+    let (recorded, gave_up) = edit_task(turn, &|t| {
         t.attempts = t.attempts.max(attempt);
         let mut note = format!(
             "\n## Attempt {attempt} — {why}\n\n- agent: {name}@{}\n- at: {}\n- log: {}\n",

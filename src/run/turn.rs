@@ -20,7 +20,21 @@ use crate::run::clone::PrivateClone;
 use crate::run::prompt;
 use crate::run::session::{self, Outcome, Tick};
 use crate::run::settle::Ran;
+use crate::run::slot::Slot;
 use crate::run::usage::{self};
+
+/// What one turn of an agent's loop carries: the run, the clone the task's
+/// session runs in, the agent's name, the claimed task, its claim, and the
+/// agent's session slot.
+#[derive(Clone, Copy)]
+pub(super) struct Turn<'a> {
+    pub(super) run: &'a Run,
+    pub(super) clone: &'a PrivateClone,
+    pub(super) name: &'a str,
+    pub(super) task: &'a Task,
+    pub(super) held: &'a Held,
+    pub(super) slot: &'a Slot,
+}
 
 /// Take back dead claims, and claims stale past the run's threshold; the
 /// claims that remain, for choosing the next task (one listing, not two).
@@ -80,13 +94,14 @@ pub(super) fn say_corrupt_once(
 
 /// Announce the claim, render the prompt and run the session in `clone`;
 /// what it left, classified.
-pub(super) fn session(
-    run: &Run,
-    clone: &PrivateClone,
-    name: &str,
-    task: &Task,
-    held: &Held,
-) -> Result<Ran, Error> {
+pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
+    let Turn {
+        run,
+        clone,
+        name,
+        task,
+        ..
+    } = turn;
     // From the task file as it is now; the claim's record may be one behind
     // if an attempt was recorded between reading the board and claiming.
     let attempt = task.attempts + 1;
@@ -124,7 +139,7 @@ pub(super) fn session(
     let timeout = task.timeout.unwrap_or(run.timeout);
     let started = Instant::now();
     clone.dirty();
-    let (outcome, lost) = supervise(run, clone, held, name, &text, &log, &prompt_file, timeout)?;
+    let (outcome, lost) = supervise(turn, &text, &log, &prompt_file, timeout)?;
     run.say(
         name,
         &format!(
@@ -173,17 +188,20 @@ pub(super) fn session(
 
 /// Run one session, heartbeating the claim. Returns the outcome and whether
 /// the claim was lost while it ran (the session is then stopped).
-#[allow(clippy::too_many_arguments)]
 pub(super) fn supervise(
-    run: &Run,
-    clone: &PrivateClone,
-    held: &Held,
-    name: &str,
+    turn: Turn<'_>,
     prompt: &str,
     log: &Path,
     prompt_file: &Path,
     timeout: Duration,
 ) -> Result<(Outcome, bool), Error> {
+    let Turn {
+        run,
+        clone,
+        name,
+        held,
+        ..
+    } = turn;
     if let Some(dir) = prompt_file.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
