@@ -3,11 +3,17 @@
 //! ended, usage limits and cost, the prompt, and the journal of the night.
 
 pub mod agent;
+pub mod breaker;
 pub mod classify;
 pub mod clone;
+pub mod integrate;
 pub mod journal;
 pub mod limits;
 pub mod presets;
 pub mod prompt;
 pub mod session;
+pub mod settle;
+pub mod slot;
+pub mod tally;
+pub mod turn;
 pub mod usage;

@@ -1,0 +1,289 @@
+//! Bringing a session's work onto the hub's branch: catch up (rebase, or
+//! merge with a merge session), publish under the claim, and try again when
+//! the branch moved.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::json;
+
+use crate::claims::{Held, Published, StoreError};
+use crate::error::Error;
+use crate::run::agent::Run;
+use crate::run::clone::PrivateClone;
+use crate::run::prompt;
+use crate::run::session::Outcome;
+use crate::run::turn::{Turn, supervise};
+
+/// Fetch–integrate–push rounds before giving the work to a rescue branch.
+/// A hub elsewhere gets more: it has no push lock to take turns at, so
+/// agents take turns by backing off (see [`after_rejection`]).
+pub(super) const PUSH_ROUNDS: usize = 20;
+pub(super) const PUSH_ROUNDS_REMOTE: usize = 60;
+
+pub(super) fn push_rounds(run: &Run) -> usize {
+    if run.hub.local.is_some() {
+        PUSH_ROUNDS
+    } else {
+        PUSH_ROUNDS_REMOTE
+    }
+}
+
+/// After a push lost to another: wait a random while, longer each round, so
+/// that agents pushing to a hub elsewhere (which has no push lock) spread
+/// out instead of colliding again.
+pub(super) fn after_rejection(run: &Run, round: usize) {
+    if run.hub.local.is_none() {
+        let wait = Duration::from_millis(50 << round.min(5));
+        std::thread::sleep(crate::git::retry::jitter(wait));
+    }
+}
+
+pub(super) enum Integrated {
+    Pushed,
+    Lost,
+    Conflict(Vec<String>),
+    /// The branch kept moving for [`push_rounds`] rounds.
+    Busy,
+    /// The run was killed during a merge session.
+    Interrupted,
+}
+
+/// Bring the work (already committed, task moved to done) onto the hub's
+/// branch and push it. `base` is the commit the session started from.
+pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Error> {
+    let Turn {
+        run,
+        clone,
+        name,
+        task,
+        held,
+        ..
+    } = turn;
+    let id = task.id.as_str();
+    let branch = &run.hub.branch;
+    let upstream = format!("origin/{branch}");
+    // The upstream commit the work last sat on; when the branch has not
+    // moved past it there is nothing to rebase or merge.
+    let mut onto = base.to_owned();
+    // Once merged, stay merged: rebasing again would replay the conflict.
+    let mut merged = false;
+    // Bring the work onto the branch as it is now: fetch (when it moved),
+    // rebase, or merge once rebasing conflicted. `Some(files)` on conflict.
+    let catch_up = |onto: &mut String, merged: &mut bool| -> Result<Option<Vec<String>>, Error> {
+        let now = clone.fetch_if_moved(&run.hub)?;
+        if now == *onto {
+            return Ok(None);
+        }
+        let clean = if *merged {
+            clone.merge(&upstream, branch, id)?
+        } else if clone.rebase(&upstream)? {
+            true
+        } else {
+            *merged = true;
+            clone.merge(&upstream, branch, id)?
+        };
+        *onto = now;
+        Ok(if clean {
+            None
+        } else {
+            Some(clone.repo.conflicted()?)
+        })
+    };
+    // Rounds of rejected pushes can outlast the heartbeat interval on a
+    // busy hub (a claim went stale after 30 rounds in 2 minutes under load
+    // and was taken over): beat between rounds, as the session did.
+    let mut last_beat = Instant::now();
+    for round in 0..push_rounds(run) {
+        if last_beat.elapsed() >= run.heartbeat {
+            last_beat = Instant::now();
+            if let Err(StoreError::Lost { .. }) = run.store.heartbeat(held, SystemTime::now()) {
+                return Ok(Integrated::Lost);
+            }
+        }
+        // Catch up without the lock first, then take the hub's push lock and
+        // catch up again only if the branch moved meanwhile: the agents of
+        // this host take turns at the push (an agent whose work conflicted
+        // once lost 20 rounds running) while holding the lock for little
+        // more than the push itself. (A hub elsewhere has no lock, and no
+        // branch to read without a fetch: its push just gets rejected.)
+        let mut conflict = catch_up(&mut onto, &mut merged)?;
+        let mut lock = None;
+        if conflict.is_none() {
+            lock = run.hub.push_lock()?;
+            if lock.is_some() && run.hub.branch_rev().as_deref() != Some(onto.as_str()) {
+                conflict = catch_up(&mut onto, &mut merged)?;
+            }
+        }
+        if let Some(files) = conflict {
+            // A merge session takes minutes: let the others push meanwhile.
+            drop(lock);
+            run.say(
+                name,
+                &format!(
+                    "`{id}`: conflict with `{branch}` in {}; merge session",
+                    files.join(", ")
+                ),
+            );
+            run.journal
+                .log(name, "conflict", json!({"task": id, "files": files}));
+            match merge_session(turn, &files)? {
+                Merge::Resolved => continue, // catch up with what moved meanwhile, then push
+                Merge::Lost => return Ok(Integrated::Lost),
+                Merge::Interrupted => return Ok(Integrated::Interrupted),
+                Merge::Unresolved => {
+                    clone.check(["merge", "--abort"])?;
+                    return Ok(Integrated::Conflict(files));
+                }
+            }
+        }
+        // Fencing: the store publishes only while the claim is still ours.
+        match publish_branch(run, clone, held, lock.as_ref())? {
+            Published::Pushed => {
+                clone.pushed();
+                return Ok(Integrated::Pushed);
+            }
+            Published::Lost(why) => {
+                run.say(name, &format!("`{id}`: not published: {why}"));
+                return Ok(Integrated::Lost);
+            }
+            Published::Rejected(_) => {
+                drop(lock);
+                run.say(
+                    name,
+                    &format!("`{id}`: push rejected ({branch} moved); integrating again"),
+                );
+                after_rejection(run, round);
+            }
+        }
+    }
+    Ok(Integrated::Busy)
+}
+
+/// One fresh session with the merge prompt in the conflicted clone. True
+/// when it left no conflict behind (the merge is then committed).
+pub(super) fn merge_session(turn: Turn<'_>, files: &[String]) -> Result<Merge, Error> {
+    let Turn {
+        run,
+        clone,
+        name,
+        task,
+        held,
+        slot,
+    } = turn;
+    let list: String = files.iter().map(|f| format!("- `{f}`\n")).collect();
+    let text = prompt::render(
+        &prompt::template(clone.dir(), "merge.md", prompt::MERGE),
+        &[
+            ("task", task.id.as_str()),
+            ("title", &task.title),
+            ("branch", &run.hub.branch),
+            ("conflicts", &list),
+        ],
+    );
+    let (log, prompt_file) = run.session_files(name, &format!("{}-merge", task.id));
+    let _turn = match slot.wait(run, held) {
+        Ok(turn) => turn,
+        Err(merge) => return Ok(merge),
+    };
+    let (outcome, lost) = supervise(turn, &text, &log, &prompt_file, run.timeout)?;
+    if lost {
+        return Ok(Merge::Lost);
+    }
+    match outcome {
+        Outcome::Success => {}
+        Outcome::Interrupted => return Ok(Merge::Interrupted),
+        _ => return Ok(Merge::Unresolved),
+    }
+    if !clone.repo.conflicted()?.is_empty() || clone.has_markers(files) {
+        return Ok(Merge::Unresolved);
+    }
+    clone.git(["add", "--all"])?;
+    if clone.dir().join(".git/MERGE_HEAD").exists() {
+        clone.git(["commit", "--quiet", "--no-verify", "--no-edit"])?;
+    }
+    // An agent may also have aborted the merge and exited 0: only a HEAD
+    // that now contains the branch counts as merged.
+    let upstream = format!("origin/{}", run.hub.branch);
+    if !clone.check(["merge-base", "--is-ancestor", &upstream, "HEAD"])? {
+        return Ok(Merge::Unresolved);
+    }
+    Ok(Merge::Resolved)
+}
+
+/// How a merge session ended.
+pub(super) enum Merge {
+    Resolved,
+    Unresolved,
+    /// The run was killed meanwhile.
+    Interrupted,
+    /// The claim was taken away meanwhile.
+    Lost,
+}
+
+/// Push the clone's HEAD to the hub's branch while `held` is still ours (the
+/// git store releases it in the same push); the caller holds the hub's push
+/// lock if it has one, and `lock` is it: the push's processes keep it until
+/// they exit, so a push left by a killed farm still excludes the others.
+/// `Rejected` only when the branch moved on; any other
+/// refusal is an error — but for a hub whose work tree has changes of its
+/// own (a user editing a tracked file), which refuses every push until they
+/// are gone: that is waited out, said once, heartbeating the claim.
+pub(super) fn publish_branch(
+    run: &Run,
+    clone: &PrivateClone,
+    held: &Held,
+    lock: Option<&std::fs::File>,
+) -> Result<Published, Error> {
+    use std::os::fd::AsFd;
+    let spec = [format!("HEAD:refs/heads/{}", run.hub.branch)];
+    let hold: Vec<_> = lock.map(AsFd::as_fd).into_iter().collect();
+    let look = || match &run.hub.local {
+        Some(local) => format!("git -C {} status", local.dir.display()),
+        None => format!("git ls-remote {}", run.hub.url),
+    };
+    let mut said = false;
+    let mut wait = Duration::from_millis(100);
+    loop {
+        let why = match run.store.publish(held, &clone.repo, "origin", &spec, &hold) {
+            Err(StoreError::Refused(why)) => why,
+            other => return other.map_err(Error::from),
+        };
+        if !work_tree_busy(&why) || run.stop.killing() {
+            return Err(Error::failure(format!("the hub refused the push: {why}"))
+                .hint(format!("look at the hub: {}", look())));
+        }
+        if !said {
+            said = true;
+            run.say(
+                &held.claim().agent,
+                &format!(
+                    "`{}`: waiting for the hub's work tree to be clean to push ({why}; look: {})",
+                    held.claim().task,
+                    look()
+                ),
+            );
+        }
+        let until = Instant::now() + wait;
+        while Instant::now() < until && !run.stop.killing() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        wait = (wait * 2).min(Duration::from_secs(2));
+        if let Err(StoreError::Lost { why, .. }) = run.store.heartbeat(held, SystemTime::now()) {
+            return Ok(Published::Lost(why));
+        }
+    }
+}
+
+/// Whether a refused push says the hub's work tree is not clean (git's
+/// `receive.denyCurrentBranch=updateInstead`): a state a user makes and
+/// undoes, not a refusal for good.
+pub(super) fn work_tree_busy(why: &str) -> bool {
+    let why = why.to_lowercase();
+    [
+        "working directory has",
+        "unstaged changes",
+        "staged changes",
+    ]
+    .iter()
+    .any(|p| why.contains(p))
+}

@@ -1,0 +1,317 @@
+//! What one agent's loop keeps of the tasks it settled: its circuit
+//! breaker, the tasks it lost its claim on, and which to leave alone.
+//!
+//! Counting ([`Tally::tally`]) is pure: it says what the loop must do about
+//! an end (wait out a limit, stop the run...); [`Tally::count`] does it.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::time::SystemTime;
+
+use crate::board::{self, Task};
+use serde_json::json;
+
+use crate::claims::record::timestamp;
+use crate::error::Error;
+use crate::names::TaskId;
+use crate::run::agent::{Run, Summary};
+use crate::run::breaker::Breaker;
+use crate::run::settle::End;
+
+/// What the loop keeps of the tasks it settled: the circuit breaker; the
+/// tasks it lost its claim on, and which to leave alone.
+#[derive(Default)]
+pub(super) struct Tally {
+    breaker: Breaker,
+    /// Claims on a task taken over by another holder while this agent
+    /// worked on it, per task.
+    lost: HashMap<TaskId, u32>,
+    /// Tasks this agent claims no more in this run: taken over again and
+    /// again, it would otherwise run sessions on them that count nothing.
+    skip: HashSet<TaskId>,
+    /// A task whose session did not start: the next pick tries another one
+    /// first, so that an agent that cannot start shows on two tasks.
+    skip_once: Option<TaskId>,
+}
+
+/// What the loop must do about how a task ended, once it is counted.
+#[derive(Debug, PartialEq)]
+pub(super) enum Counted {
+    /// Nothing more.
+    Nothing,
+    /// The task's claim was taken over this many times: this agent claims
+    /// it no more (said once).
+    Skipped(u32),
+    /// A usage limit or an API error: every loop waits (until `reset`, when
+    /// known); the session was no attempt, nor one of `--max-sessions`.
+    Limited {
+        reset: Option<SystemTime>,
+        transient: bool,
+    },
+    /// The agent CLI cannot work (why): the run stops.
+    Fatal(String),
+}
+
+impl Tally {
+    /// The next task for this agent, if any: not one it leaves alone, nor
+    /// the one that just did not start while another is ready.
+    /// (Nor `in_flight`, the task of the integration beside the loop.)
+    pub(super) fn pick(
+        &mut self,
+        snapshot: &board::Snapshot,
+        in_flight: Option<&TaskId>,
+    ) -> Option<Task> {
+        let mut skip = self.skip.clone();
+        skip.extend(in_flight.cloned());
+        let mut first = skip.clone();
+        first.extend(self.skip_once.iter().cloned());
+        let task = board::next(snapshot, &first)
+            .or_else(|| board::next(snapshot, &skip))
+            .cloned();
+        if task.is_some() {
+            self.skip_once = None;
+        }
+        task
+    }
+
+    /// Count how task `id` ended in `summary` and the breaker (which
+    /// `trip_after` failures in a row trip); what the loop must do now.
+    pub(super) fn tally(
+        &mut self,
+        id: &TaskId,
+        end: End,
+        trip_after: u32,
+        summary: &mut Summary,
+    ) -> Counted {
+        match end {
+            End::Done => {
+                summary.done += 1;
+                self.breaker.done();
+                Counted::Nothing
+            }
+            End::Failed { rescued } => {
+                summary.failed += 1;
+                summary.rescued += usize::from(rescued);
+                self.breaker.failed(trip_after);
+                Counted::Nothing
+            }
+            End::Rescued { rescued } => {
+                summary.rescued += usize::from(rescued);
+                Counted::Nothing
+            }
+            End::Lost { rescued } => {
+                summary.rescued += usize::from(rescued);
+                // Taken over once is the protocol at work (a reaper judged
+                // this agent dead); twice by the same agent is a loop that
+                // would spin without counting anything.
+                let times = self.lost.entry(id.clone()).or_default();
+                *times += 1;
+                if *times >= 2 && self.skip.insert(id.clone()) {
+                    Counted::Skipped(*times)
+                } else {
+                    Counted::Nothing
+                }
+            }
+            End::Unstarted { rescued } => {
+                summary.rescued += usize::from(rescued);
+                self.skip_once = Some(id.clone());
+                Counted::Nothing
+            }
+            End::Limited {
+                reset,
+                transient,
+                rescued,
+            } => {
+                summary.rescued += usize::from(rescued);
+                Counted::Limited { reset, transient }
+            }
+            End::Fatal { why, rescued } => {
+                summary.rescued += usize::from(rescued);
+                Counted::Fatal(why)
+            }
+        }
+    }
+
+    /// Count how task `id` ended in `summary`, and do what that asks of the
+    /// run: say a task is left alone, wait out a usage limit, or stop.
+    pub(super) fn count(
+        &mut self,
+        run: &Run,
+        name: &str,
+        id: &TaskId,
+        end: End,
+        summary: &mut Summary,
+    ) -> Result<(), Error> {
+        match self.tally(id, end, run.trip_after, summary) {
+            Counted::Nothing => {}
+            Counted::Skipped(times) => {
+                run.say(
+                    name,
+                    &format!(
+                        "`{id}`: its claim was taken over {times} times; this agent claims it no more"
+                    ),
+                );
+                run.journal.log(
+                    name,
+                    "skip",
+                    json!({"task": id.as_str(), "why": "claim taken over again"}),
+                );
+            }
+            Counted::Limited { reset, transient } => {
+                // Not an attempt, and not one of --max-sessions either.
+                run.unreserve_session();
+                let now = SystemTime::now();
+                let until = run.limits.hit(reset, transient, now);
+                let what = if transient {
+                    "the agent CLI's API failed"
+                } else {
+                    "the agent CLI hit its usage limit"
+                };
+                let when = if reset.is_some() {
+                    "as it said"
+                } else {
+                    "backing off"
+                };
+                run.journal.log(
+                    name,
+                    "limit",
+                    json!({
+                        "task": id.as_str(),
+                        "until": timestamp(until),
+                        "why": if transient { "api error" } else { "usage limit" },
+                    }),
+                );
+                run.say(
+                    name,
+                    &format!(
+                        "`{}`: {what}; no attempt counted; all agents wait {} ({when})",
+                        id,
+                        crate::age::Age(until.duration_since(now).unwrap_or_default())
+                    ),
+                );
+            }
+            Counted::Fatal(why) => {
+                run.stop.drain();
+                run.wake_all();
+                return Err(
+                    Error::usage(format!("`{}` cannot work: {why}", run.argv[0])).hint(format!(
+                        "run it by hand once to fix its setup (`{}`), then farm run again",
+                        run.argv.join(" ")
+                    )),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Pause if the breaker tripped; whether it paused.
+    pub(super) fn pause_if_due(&mut self, run: &Run, name: &str) -> bool {
+        let Some(trip) = self.breaker.trip(run.trip_after, run.trip_pause) else {
+            return false;
+        };
+        let pause = crate::git::retry::jitter(trip.pause);
+        run.say(
+            name,
+            &format!(
+                "{} failed sessions in a row and nothing done; pausing {} (circuit breaker)",
+                trip.fails,
+                crate::age::Age(pause)
+            ),
+        );
+        run.journal.log(
+            name,
+            "trip",
+            json!({
+                "until": timestamp(SystemTime::now() + pause),
+                "why": format!("{} failed sessions in a row", trip.fails),
+            }),
+        );
+        if run.tripped.fetch_add(1, Ordering::SeqCst) + 1 == run.loops {
+            run.out.note(&format!(
+                "farm run: all {} agents tripped the circuit breaker: the run pauses",
+                run.loops
+            ));
+        }
+        run.pause(pause);
+        run.tripped.fetch_sub(1, Ordering::SeqCst);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn id(s: &str) -> TaskId {
+        TaskId::parse(s).unwrap()
+    }
+
+    #[test]
+    fn ends_are_counted_in_the_summary() {
+        let (mut t, mut s) = (Tally::default(), Summary::default());
+        t.tally(&id("a"), End::Done, 0, &mut s);
+        t.tally(&id("b"), End::Failed { rescued: true }, 0, &mut s);
+        t.tally(&id("c"), End::Rescued { rescued: true }, 0, &mut s);
+        t.tally(&id("d"), End::Lost { rescued: false }, 0, &mut s);
+        assert_eq!((s.done, s.failed, s.rescued), (1, 1, 2));
+    }
+
+    #[test]
+    fn failures_in_a_row_trip_the_breaker_and_work_done_closes_it() {
+        let (mut t, mut s) = (Tally::default(), Summary::default());
+        for _ in 0..2 {
+            t.tally(&id("a"), End::Failed { rescued: false }, 2, &mut s);
+        }
+        assert!(t.breaker.trip(2, Duration::from_secs(1)).is_some());
+        t.tally(&id("a"), End::Failed { rescued: false }, 2, &mut s);
+        t.tally(&id("b"), End::Done, 2, &mut s);
+        assert!(t.breaker.trip(2, Duration::from_secs(1)).is_none());
+    }
+
+    #[test]
+    fn a_task_taken_over_twice_is_skipped_once_said() {
+        let (mut t, mut s) = (Tally::default(), Summary::default());
+        let lost = || End::Lost { rescued: false };
+        assert_eq!(t.tally(&id("a"), lost(), 0, &mut s), Counted::Nothing);
+        assert_eq!(t.tally(&id("b"), lost(), 0, &mut s), Counted::Nothing);
+        assert_eq!(t.tally(&id("a"), lost(), 0, &mut s), Counted::Skipped(2));
+        assert_eq!(t.tally(&id("a"), lost(), 0, &mut s), Counted::Nothing);
+        assert!(t.skip.contains(&id("a")) && !t.skip.contains(&id("b")));
+    }
+
+    #[test]
+    fn limits_and_fatal_ends_ask_the_loop_to_act_and_trip_nothing() {
+        let (mut t, mut s) = (Tally::default(), Summary::default());
+        let limited = End::Limited {
+            reset: None,
+            transient: true,
+            rescued: true,
+        };
+        assert_eq!(
+            t.tally(&id("a"), limited, 1, &mut s),
+            Counted::Limited {
+                reset: None,
+                transient: true
+            }
+        );
+        let fatal = End::Fatal {
+            why: "no login".into(),
+            rescued: false,
+        };
+        assert_eq!(
+            t.tally(&id("a"), fatal, 1, &mut s),
+            Counted::Fatal("no login".into())
+        );
+        assert_eq!((s.failed, s.rescued), (0, 1));
+        assert!(t.breaker.trip(1, Duration::from_secs(1)).is_none());
+    }
+
+    #[test]
+    fn an_unstarted_task_is_picked_last_once() {
+        let (mut t, mut s) = (Tally::default(), Summary::default());
+        t.tally(&id("a"), End::Unstarted { rescued: false }, 0, &mut s);
+        assert_eq!(t.skip_once, Some(id("a")));
+        assert_eq!(s.failed, 0);
+    }
+}

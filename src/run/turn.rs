@@ -1,0 +1,284 @@
+//! One turn's session: reaping dead claims before a pick, running the
+//! session in the clone while heartbeating its claim, and taking a removed
+//! claim back.
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::board::Task;
+use serde_json::json;
+
+use crate::claims::host::{self, Here};
+use crate::claims::liveness::Judge;
+use crate::claims::record::{Claim, Holder};
+use crate::claims::{Attempt, Held, Listed, Reap, StoreError};
+use crate::error::Error;
+use crate::run::agent::Run;
+use crate::run::classify::{self};
+use crate::run::clone::PrivateClone;
+use crate::run::prompt;
+use crate::run::session::{self, Outcome, Tick};
+use crate::run::settle::Ran;
+use crate::run::slot::Slot;
+use crate::run::usage::{self};
+
+/// What one turn of an agent's loop carries: the run, the clone the task's
+/// session runs in, the agent's name, the claimed task, its claim, and the
+/// agent's session slot.
+#[derive(Clone, Copy)]
+pub(super) struct Turn<'a> {
+    pub(super) run: &'a Run,
+    pub(super) clone: &'a PrivateClone,
+    pub(super) name: &'a str,
+    pub(super) task: &'a Task,
+    pub(super) held: &'a Held,
+    pub(super) slot: &'a Slot,
+}
+
+/// Take back dead claims, and claims stale past the run's threshold; the
+/// claims that remain, for choosing the next task (one listing, not two).
+pub(super) fn reap(run: &Run, name: &str) -> Result<Vec<Listed>, Error> {
+    let judge = Judge {
+        here: Here::current(),
+        now: SystemTime::now(),
+        stale_after: Some(run.stale_after),
+        probe: &host::process_start,
+    };
+    let mut kept = Vec::new();
+    for entry in run.store.list()? {
+        let judged = entry.judge(&judge);
+        if judged.reapable
+            && let Ok(Reap::Reaped { verdict, .. }) = run.store.reap(&entry, &judge)
+        {
+            run.say(
+                name,
+                &format!(
+                    "reaped `{}`: {}: {}",
+                    entry.name, verdict.state, verdict.reason
+                ),
+            );
+            run.journal.log(
+                name,
+                "reap",
+                json!({"task": entry.name, "why": format!("{}: {}", verdict.state, verdict.reason)}),
+            );
+        } else {
+            say_corrupt_once(run, name, &entry, &judged);
+            kept.push(entry);
+        }
+    }
+    Ok(kept)
+}
+
+/// Say once per run (per file) that a task waits on a corrupt claim, which
+/// would otherwise keep it waiting in silence until the claim is old enough
+/// to reap (issue 10, item 6).
+pub(super) fn say_corrupt_once(
+    run: &Run,
+    name: &str,
+    entry: &Listed,
+    verdict: &crate::claims::liveness::Verdict,
+) {
+    static SAID: Mutex<std::collections::BTreeSet<(String, u64)>> =
+        Mutex::new(std::collections::BTreeSet::new());
+    let Some(note) = crate::claims::liveness::waiting_on(&entry.name, verdict, run.stale_after)
+    else {
+        return;
+    };
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if said.insert((entry.name.clone(), entry.identity)) {
+        run.say(name, &note);
+    }
+}
+
+/// Announce the claim, render the prompt and run the session in `clone`;
+/// what it left, classified.
+pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
+    let Turn {
+        run,
+        clone,
+        name,
+        task,
+        ..
+    } = turn;
+    // From the task file as it is now; the claim's record may be one behind
+    // if an attempt was recorded between reading the board and claiming.
+    let attempt = task.attempts + 1;
+    let id = task.id.as_str();
+    let base = clone.head()?;
+    let (log, prompt_file) = run.session_files(name, id);
+    run.say(
+        name,
+        &format!(
+            "claimed `{id}` (attempt {attempt} of {})",
+            task.max_attempts
+        ),
+    );
+    run.journal
+        .log(name, "claim", json!({"task": id, "attempt": attempt}));
+
+    let (description, notes) = prompt::split_notes(&task.body);
+    let notes = if notes.is_empty() {
+        String::new()
+    } else {
+        format!("\n# Notes from earlier attempts\n\n{notes}\n")
+    };
+    let text = prompt::render(
+        &prompt::template(clone.dir(), "prompt.md", prompt::PROMPT),
+        &[
+            ("task", id),
+            ("title", &task.title),
+            ("description", description.trim()),
+            ("attempt", &attempt.to_string()),
+            ("max_attempts", &task.max_attempts.to_string()),
+            ("notes", &notes),
+            ("branch", &run.hub.branch),
+        ],
+    );
+    let timeout = task.timeout.unwrap_or(run.timeout);
+    let started = Instant::now();
+    clone.dirty();
+    let (outcome, lost) = supervise(turn, &text, &log, &prompt_file, timeout)?;
+    run.say(
+        name,
+        &format!(
+            "`{id}`: session {outcome} after {:.1}s",
+            started.elapsed().as_secs_f64()
+        ),
+    );
+
+    // What the session's end means, from its exit and its log's last lines.
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let class = classify::classify(
+        &run.patterns,
+        &outcome,
+        started.elapsed(),
+        &text,
+        SystemTime::now(),
+    );
+    let unstarted = classify::did_not_start(&outcome, started.elapsed(), &text);
+    let spent = usage::read(&text);
+    run.spend(&spent);
+    run.journal.log(
+        name,
+        "session_end",
+        json!({
+            "task": id,
+            "attempt": attempt,
+            "outcome": outcome.to_string(),
+            "class": class.label(),
+            "secs": started.elapsed().as_secs_f64(),
+            "log": log.display().to_string(),
+            "cost_usd": spent.cost_usd,
+            "input_tokens": spent.input_tokens,
+            "output_tokens": spent.output_tokens,
+        }),
+    );
+    Ok(Ran {
+        attempt,
+        base,
+        log,
+        outcome,
+        class,
+        lost,
+        unstarted,
+    })
+}
+
+/// Run one session, heartbeating the claim. Returns the outcome and whether
+/// the claim was lost while it ran (the session is then stopped).
+pub(super) fn supervise(
+    turn: Turn<'_>,
+    prompt: &str,
+    log: &Path,
+    prompt_file: &Path,
+    timeout: Duration,
+) -> Result<(Outcome, bool), Error> {
+    let Turn {
+        run,
+        clone,
+        name,
+        held,
+        ..
+    } = turn;
+    if let Some(dir) = prompt_file.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
+    }
+    let mut env = vec![
+        ("FARM_TASK", held.claim().task.to_string()),
+        ("FARM_AGENT", name.to_owned()),
+        ("FARM_HUB", run.hub.url.clone()),
+        ("FARM_CLAIM", run.store.claim_location(&held.claim().task)),
+        ("FARM_ATTEMPT", held.claim().attempt.to_string()),
+    ];
+    if let Some(config) = &run.agent_config {
+        env.push((
+            config.var,
+            config.dir_for(&run.state, name)?.display().to_string(),
+        ));
+    }
+    run.stagger_start();
+    let spec = session::Spec {
+        argv: &run.argv,
+        wrap: &run.wrap,
+        prompt,
+        via: run.via,
+        prompt_file,
+        cwd: clone.dir(),
+        env: &env,
+        log,
+        timeout,
+        grace: run.grace,
+        record: &clone.session_record(),
+    };
+    let mut lost = false;
+    let mut last_beat = Instant::now();
+    let outcome = session::run(&spec, || {
+        if run.stop.killing() {
+            return Tick::Stop;
+        }
+        if last_beat.elapsed() >= run.heartbeat {
+            last_beat = Instant::now();
+            if let Err(StoreError::Lost { .. }) = run.store.heartbeat(held, SystemTime::now()) {
+                lost = true;
+                return Tick::Stop;
+            }
+        }
+        Tick::Continue
+    });
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        // The agent could not be started for this task (its prompt too long
+        // for an argument, say): a failed attempt like any other, noted in
+        // the log — not an error that would stop the loop and, under
+        // loop.sh, bring it back to the same task for ever.
+        Err(e) => {
+            let _ = std::fs::write(log, format!("farm: cannot start `{}`: {e}\n", run.argv[0]));
+            Outcome::Failed { code: 127 }
+        }
+    };
+    Ok((outcome, lost))
+}
+
+/// Claim `task` again after its claim was lost, if nobody holds it now:
+/// the claim was removed rather than taken over, and counting the attempt
+/// needs a claim to publish under. `None` when another holder has it.
+pub(super) fn retake(
+    run: &Run,
+    name: &str,
+    task: &Task,
+    attempt: u32,
+) -> Result<Option<Held>, Error> {
+    let holder = host::own_start().map(|start| Holder {
+        pid: std::process::id(),
+        start,
+    });
+    let claim = Claim::new(task.id.clone(), name, holder, attempt, SystemTime::now());
+    match run.store.try_claim(claim, true) {
+        Ok(Attempt::Won(held)) => Ok(Some(held)),
+        Ok(Attempt::Lost(_)) | Err(StoreError::Busy { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
