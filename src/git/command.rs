@@ -22,14 +22,14 @@ use crate::error::Error;
 const PUSH_SETTLES: Duration = Duration::from_secs(600);
 
 /// The variables by which git names a repository, its index and work tree
-/// (`git rev-parse --local-env-vars`). farm run from a git hook, `git rebase
-/// -x` or `git bisect run` inherits them naming the user's repository:
-/// farm's git commands, and its agents', must work where farm says instead.
-const REPOSITORY_ENV: [&str; 15] = [
+/// (`git rev-parse --local-env-vars`, less the configuration ones). farm run
+/// from a git hook, `git rebase -x` or `git bisect run` inherits them naming
+/// the user's repository: farm's git commands, and its agents', must work
+/// where farm says instead. Configuration given in the environment
+/// (`GIT_CONFIG_COUNT`, `GIT_CONFIG_PARAMETERS`) is the user's and is kept:
+/// dropping it silently lost a `core.hooksPath` set that way.
+const REPOSITORY_ENV: [&str; 12] = [
     "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_CONFIG",
-    "GIT_CONFIG_PARAMETERS",
-    "GIT_CONFIG_COUNT",
     "GIT_OBJECT_DIRECTORY",
     "GIT_DIR",
     "GIT_WORK_TREE",

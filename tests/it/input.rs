@@ -359,6 +359,9 @@ fn task_add_refuses_the_name_of_the_boards_readme() {
 /// the user's branch was moved and its index rewritten (found when a unit
 /// test run under `git rebase -x` moved this project's own `main`). They work
 /// on the hub and the clones only; the other repository is untouched.
+/// Configuration given in the environment (`GIT_CONFIG_COUNT`) is kept:
+/// dropping it lost the chaos suite's `core.hooksPath`, and two thirds of its
+/// kills with it.
 #[test]
 fn git_variables_naming_another_repository_do_not_steer_farm() {
     let env = Env::git_hub(&[]);
@@ -375,12 +378,20 @@ fn git_variables_naming_another_repository_do_not_steer_farm() {
         assert!(ok, "{err}");
     }
     let before = git_in(&other, &home, ["rev-parse", "HEAD"]).1;
+    let probe = env.tmp.path().join("probe");
     let agent = env.agent_script(
         "work.sh",
-        "set -eu\necho w > w-v1\ngit add -A\ngit commit -q -m v1\n",
+        &format!(
+            "set -eu\ngit config --get farm.probe > '{}'\necho w > w-v1\ngit add -A\ngit commit -q -m v1\n",
+            probe.display()
+        ),
     );
     let out = env
         .farm_git(crate::run::run_args(&env, &agent, &[]))
+        // Configuration in the environment is the user's: it stays.
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "farm.probe")
+        .env("GIT_CONFIG_VALUE_0", "kept")
         .env("GIT_DIR", other.join(".git"))
         .env("GIT_WORK_TREE", &other)
         .env("GIT_INDEX_FILE", other.join(".git/index"))
@@ -396,6 +407,11 @@ fn git_variables_naming_another_repository_do_not_steer_farm() {
         "the other repository's files or index changed: {out:#?}"
     );
     assert_eq!(out.code, Some(0), "{out:#?}");
+    assert_eq!(
+        std::fs::read_to_string(&probe).unwrap_or_default(),
+        "kept\n",
+        "configuration given in the environment reaches the agent's git: {out:#?}"
+    );
     assert_eq!(
         env.git(["show", "main:w-v1"]),
         "w",
