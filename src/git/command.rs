@@ -274,6 +274,17 @@ impl Repo {
             .map_err(|e| self.error(args, e.to_string()))
     }
 
+    /// The error of a git that ran and failed: what it said, and whether
+    /// it was killed (see [`GitError::killed`]).
+    fn failed<I, S>(&self, args: I, out: &Output) -> GitError
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        self.error(args, said).killed(&out.status)
+    }
+
     fn error<I, S>(&self, args: I, said: String) -> GitError
     where
         I: IntoIterator<Item = S>,
@@ -302,8 +313,7 @@ impl Repo {
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
         } else {
-            let said = String::from_utf8_lossy(&out.stderr).into_owned();
-            Err(self.error(args, said).killed(&out.status))
+            Err(self.failed(args, &out))
         }
     }
 
@@ -339,9 +349,7 @@ impl Repo {
         if out.status.success() {
             Ok(out.stdout)
         } else {
-            Err(self
-                .error(args, String::from_utf8_lossy(&out.stderr).into_owned())
-                .killed(&out.status))
+            Err(self.failed(args, &out))
         }
     }
 
@@ -354,8 +362,7 @@ impl Repo {
         let out = self.output(args.clone())?;
         if std::os::unix::process::ExitStatusExt::signal(&out.status).is_some() {
             // Killed before it could answer: not a "no".
-            let said = String::from_utf8_lossy(&out.stderr).into_owned();
-            return Err(self.error(args, said).killed(&out.status));
+            return Err(self.failed(args, &out));
         }
         Ok(out.status.success())
     }
@@ -412,7 +419,7 @@ impl Repo {
             if stderr.contains("couldn't find remote ref") {
                 return Ok(None);
             }
-            return Err(self.error(args, stderr.into_owned()));
+            return Err(self.failed(args, &out));
         }
         // `<flag> <old> <new> <local ref>`
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -459,8 +466,7 @@ impl Repo {
         let out = self.output(["config", "--get-regexp", regex])?;
         // Exit 1: nothing matched.
         if !out.status.success() && out.status.code() != Some(1) {
-            let said = String::from_utf8_lossy(&out.stderr).into_owned();
-            return Err(self.error(["config", "--get-regexp", regex], said));
+            return Err(self.failed(["config", "--get-regexp", regex], &out));
         }
         Ok(String::from_utf8_lossy(&out.stdout)
             .lines()

@@ -358,10 +358,19 @@ fn a_task_already_out_of_attempts_is_failed_without_a_session() {
 }
 
 /// `farm run ARGS...` with a `git` on PATH that SIGKILLs itself, once, when
-/// farm runs `git <pattern>...` on its clone — as the OOM killer or a user
+/// farm runs `git <pattern>...` on its state dir (a clone, the claims cache) — as the OOM killer or a user
 /// might kill one of farm's git children. Every other git command (and the
 /// agent's own) is the real git.
 fn run_with_git_killed_once(env: &Env, agent: &str, pattern: &str) -> crate::common::Output {
+    run_with_git_killed_once_args(env, agent, pattern, &[])
+}
+
+fn run_with_git_killed_once_args(
+    env: &Env,
+    agent: &str,
+    pattern: &str,
+    args: &[&str],
+) -> crate::common::Output {
     let real = std::process::Command::new("sh")
         .args(["-c", "command -v git"])
         .output()
@@ -374,7 +383,7 @@ fn run_with_git_killed_once(env: &Env, agent: &str, pattern: &str) -> crate::com
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\ncase \" $* \" in *'/state/clones/'*)\n  case \" $* \" in *\" {pattern} \"*)\n    if mkdir '{mark}' 2>/dev/null; then kill -KILL $$; fi;;\n  esac;;\nesac\nexec '{real}' \"$@\"\n",
+            "#!/bin/sh\ncase \" $* \" in *'/state/'*)\n  case \" $* \" in *\" {pattern} \"*)\n    if mkdir '{mark}' 2>/dev/null; then kill -KILL $$; fi;;\n  esac;;\nesac\nexec '{real}' \"$@\"\n",
             mark = mark.display()
         ),
     )
@@ -388,7 +397,7 @@ fn run_with_git_killed_once(env: &Env, agent: &str, pattern: &str) -> crate::com
         std::env::var("PATH").unwrap_or_default()
     );
     let out = env
-        .farm_git(run_args(env, agent, &[]))
+        .farm_git(run_args(env, agent, args))
         .env("PATH", path)
         .run_within(LIMIT);
     assert!(mark.exists(), "farm never ran `git {pattern}`: {out:#?}");
@@ -463,4 +472,32 @@ fn a_killed_git_of_farms_does_not_end_the_run() {
         "{out:#?}"
     );
     assert_hub_sound(&env);
+}
+
+/// Regression (issue 10, chaos suite): the git claim store's fetch of
+/// `farm/claims` killed by a signal was an error with nothing said (its
+/// failure was not marked as a killed git, so not tried again), and farm
+/// exited 1. It is tried again like a fetch the hub did not answer.
+#[test]
+fn a_killed_fetch_of_the_claims_is_tried_again() {
+    let env = Env::git_hub(&[]);
+    for id in ["c1", "c2"] {
+        add_task(&env, &[id, "-m", "Anything"]);
+    }
+    let agent = env.agent_script(
+        "work.sh",
+        "set -eu\necho w > \"w-$FARM_TASK\"\ngit add -A\ngit commit -q -m \"$FARM_TASK\"\n",
+    );
+    let out = run_with_git_killed_once_args(
+        &env,
+        &agent,
+        "fetch --porcelain --no-tags --no-auto-gc",
+        &["--claims", "git"],
+    )
+    .success();
+    assert_eq!(
+        board(&env, "tasks/done"),
+        BTreeSet::from(["c1".into(), "c2".into()]),
+        "{out:#?}"
+    );
 }
