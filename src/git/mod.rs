@@ -5,4 +5,5 @@
 pub mod command;
 pub mod hub;
 pub mod retry;
+pub mod tree_merge;
 pub mod workdir;

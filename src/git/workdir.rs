@@ -21,6 +21,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::git::tree_merge::trivial_merge;
+
 use git2::{
     Commit, Index, IndexAddOption, Oid, Repository, Sort, Status, StatusOptions, message_prettify,
 };
@@ -175,12 +177,10 @@ impl Workdir {
             else {
                 return Ok(None);
             };
-            let index = self.repo.cherrypick_commit(commit, &new_tip, 0, None)?;
-            if index.has_conflicts() {
-                return Ok(None);
-            }
-            let mut index = index;
-            let tree = self.repo.find_tree(index.write_tree_to(&self.repo)?)?;
+            let tree = match self.replay(commit, &new_tip)? {
+                Some(id) => self.repo.find_tree(id)?,
+                None => return Ok(None),
+            };
             let was_empty = commit.tree_id() == commit.parent(0)?.tree_id();
             if tree.id() == new_tip.tree_id() && !was_empty {
                 continue;
@@ -199,6 +199,22 @@ impl Workdir {
         self.repo
             .reference_matching(&branch, new_tip.id(), true, tip.id(), &log)?;
         Ok(Some(new_tip.id()))
+    }
+
+    /// The tree of `commit`'s change applied on `onto`: by a merge of the
+    /// trees that reads only what changed (tree_merge.rs), else by
+    /// libgit2's full merge; `None` on a conflict.
+    fn replay(&self, commit: &Commit<'_>, onto: &Commit<'_>) -> Result<Option<Oid>, git2::Error> {
+        let base = commit.parent(0)?.tree()?;
+        let (ours, theirs) = (onto.tree()?, commit.tree()?);
+        if let Some(id) = trivial_merge(&self.repo, Some(&base), &ours, &theirs)? {
+            return Ok(Some(id));
+        }
+        let mut index = self.repo.cherrypick_commit(commit, onto, 0, None)?;
+        if index.has_conflicts() {
+            return Ok(None);
+        }
+        index.write_tree_to(&self.repo).map(Some)
     }
 
     /// Point ref `name` at commit `sha`, which must be readable here (from
