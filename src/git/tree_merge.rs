@@ -33,19 +33,14 @@ pub fn trivial_merge(
     if base_id == Some(ours.id()) {
         return Ok(Some(theirs.id()));
     }
-    let mut names: Vec<Vec<u8>> = [base, Some(ours), Some(theirs)]
-        .into_iter()
-        .flatten()
-        .flat_map(|t| t.iter().map(|e| e.name_bytes().to_vec()))
-        .collect();
-    names.sort();
-    names.dedup();
-    let mut out = repo.treebuilder(None)?;
-    for name in names {
+    // Start from `ours` and apply what `theirs` changed since `base`: the
+    // names `theirs` did not touch are never looked at again.
+    let mut out = repo.treebuilder(Some(ours))?;
+    for name in changed(base, theirs) {
         let entry = |t: Option<&Tree<'_>>| t.and_then(|t| t.get_name_bytes(&name).map(|e| key(&e)));
         let (b, o, t) = (entry(base), entry(Some(ours)), entry(Some(theirs)));
-        let merged = if o == t || b == t {
-            o
+        let merged = if o == t {
+            continue;
         } else if b == o {
             t
         } else if let (Some(o), Some(t)) = (o, t)
@@ -65,11 +60,29 @@ pub fn trivial_merge(
         } else {
             return Ok(None);
         };
-        if let Some((id, mode)) = merged {
-            out.insert(&name[..], id, mode)?;
+        match merged {
+            Some((id, mode)) => drop(out.insert(&name[..], id, mode)?),
+            None => out.remove(&name[..])?,
         }
     }
     out.write().map(Some)
+}
+
+/// The names whose entry differs between `base` (absent: an empty tree)
+/// and `theirs`, by binary search in the other tree: no object is read.
+fn changed(base: Option<&Tree<'_>>, theirs: &Tree<'_>) -> Vec<Vec<u8>> {
+    let differs = |e: &TreeEntry<'_>, other: Option<&Tree<'_>>| {
+        other.and_then(|t| t.get_name_bytes(e.name_bytes()).map(|o| key(&o))) != Some(key(e))
+    };
+    let added_or_changed = theirs.iter().filter(|e| differs(e, base));
+    let removed = base
+        .into_iter()
+        .flat_map(Tree::iter)
+        .filter(|e| theirs.get_name_bytes(e.name_bytes()).is_none());
+    added_or_changed
+        .chain(removed)
+        .map(|e| e.name_bytes().to_vec())
+        .collect()
 }
 
 fn key(e: &TreeEntry<'_>) -> Entry {
