@@ -10,6 +10,7 @@ use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use super::paths::{DONE, FAILED, TASKS};
 use super::task::{MAX_TASK_BYTES, Task, parse};
 use crate::names::TaskId;
 
@@ -35,10 +36,6 @@ pub struct Snapshot {
     /// Task → who holds its claim (`agent@host`), filled in by the caller.
     pub claimed: BTreeMap<TaskId, String>,
 }
-
-const TASKS: &str = "tasks";
-const DONE: &str = "tasks/done";
-const FAILED: &str = "tasks/failed";
 
 /// Read the board from a checked-out worktree. A missing directory is an
 /// empty one; a bad file, or a `tasks` directory that is a symlink or not a
@@ -123,7 +120,7 @@ pub(super) fn assemble(b: Board) -> Snapshot {
     s.failed = failed;
     for id in dup {
         s.invalid.push(Invalid {
-            name: format!("{FAILED}/{id}.md"),
+            name: super::paths::failed(&id),
             error: twice(DONE),
         });
     }
@@ -137,7 +134,7 @@ pub(super) fn assemble(b: Board) -> Snapshot {
             continue;
         };
         s.invalid.push(Invalid {
-            name: format!("{TASKS}/{}.md", task.id),
+            name: super::paths::pending(&task.id),
             error,
         });
     }

@@ -1,12 +1,14 @@
 //! `farm task add`: put a task on the board — committed and pushed to the hub.
 
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use crate::age::parse_duration;
 use crate::board;
+use crate::board::edit::{self, AddError, Edit, Push, Tx};
 use crate::config::Ctx;
 use crate::error::{Code, Error};
-use crate::git::command::{Pushed, Repo};
+use crate::git::command::{GitError, Pushed, Repo};
 use crate::git::hub::Hub;
 use crate::names::TaskId;
 
@@ -97,13 +99,73 @@ fn run_add(ctx: &Ctx, args: &AddArgs) -> Result<(), Error> {
     );
     task.max_attempts = args.max_attempts;
     task.timeout = args.timeout;
-    let text = task.render();
-    // Whatever we wrote must read back as the same task.
-    board::parse(task.id.clone(), &text)
+    // Whatever we write must read back as the same task.
+    board::parse(task.id.clone(), &task.render())
         .map_err(|e| Error::usage(format!("invalid task `{}`: {e}", task.id)).caused_by(e))?;
 
-    let fail = |e: crate::git::command::GitError| Error::failure(e.to_string()).caused_by(e);
-    for _ in 0..10 {
+    let mut branch = Scratch {
+        hub: &hub,
+        id: &task.id,
+    };
+    let tx = edit::transact(&mut branch, ADD_ROUNDS, |dir| {
+        edit::add(dir, &task).map_err(|e| match e {
+            AddError::Exists { ref place, .. } => {
+                let hint = format!("pick another id, or edit {}", place.file(&task.id));
+                Error::new(Code::Usage, e.to_string()).hint(hint)
+            }
+            AddError::Io { .. } => Error::failure(e.to_string()).caused_by(e),
+        })?;
+        let missing: Vec<_> = edit::missing(dir, &task.after)
+            .into_iter()
+            .map(|d| format!("`{d}`"))
+            .collect();
+        if !missing.is_empty() {
+            ctx.out.note(&format!(
+                "warning: `{}` comes after {}, which do(es) not exist yet",
+                task.id,
+                missing.join(", ")
+            ));
+        }
+        Ok(Edit::Commit {
+            message: format!("farm: add task `{}`", task.id),
+            value: (),
+        })
+    })?;
+    match tx {
+        Tx::Pushed(()) => {
+            ctx.out.say(&format!("added `{}`: {title}", task.id))?;
+            Ok(())
+        }
+        // (An add is never `Gone` nor `Lost`: it refuses, or pushes plainly.)
+        Tx::Busy | Tx::Gone | Tx::Lost(()) => Err(Error::failure(format!(
+            "could not add `{}`: the hub's `{}` kept moving",
+            task.id, hub.branch
+        ))),
+    }
+}
+
+/// Rounds of `farm task add` before it gives up on a branch that keeps moving.
+const ADD_ROUNDS: usize = 10;
+
+/// The hub's branch as `farm task add` edits it: a shallow scratch clone of
+/// its tip each round, committed and pushed (under the hub's push lock, if it
+/// has one) to the branch.
+struct Scratch<'a> {
+    hub: &'a Hub,
+    id: &'a TaskId,
+}
+
+fn git_failed(e: GitError) -> Error {
+    Error::failure(e.to_string()).caused_by(e)
+}
+
+impl edit::Branch for Scratch<'_> {
+    type Error = Error;
+    /// The scratch clone, removed when the round ends.
+    type Round = tempfile::TempDir;
+
+    fn checkout(&mut self, _round: usize) -> Result<(PathBuf, Self::Round), Error> {
+        let hub = self.hub;
         let tmp = tempfile::tempdir()
             .map_err(|e| Error::failure(format!("cannot make a temp dir: {e}")).caused_by(e))?;
         let dir = tmp.path().join("board");
@@ -130,67 +192,34 @@ fn run_add(ctx: &Ctx, args: &AddArgs) -> Result<(), Error> {
                 &url,
                 dir.to_str().unwrap_or("board"),
             ])
-            .map_err(fail)?;
-        let repo = Repo::new(&dir);
-        for (place, what) in [
-            ("tasks", "on the board"),
-            ("tasks/done", "done"),
-            ("tasks/failed", "failed"),
-        ] {
-            if dir.join(place).join(format!("{}.md", task.id)).exists() {
-                return Err(Error::new(
-                    Code::Usage,
-                    format!("task `{}` already exists ({what})", task.id),
-                )
-                .hint(format!("pick another id, or edit {place}/{}.md", task.id)));
-            }
-        }
-        let missing: Vec<_> = task
-            .after
-            .iter()
-            .filter(|d| {
-                !["tasks", "tasks/done", "tasks/failed"]
-                    .iter()
-                    .any(|p| dir.join(p).join(format!("{d}.md")).exists())
-            })
-            .map(|d| format!("`{d}`"))
-            .collect();
-        if !missing.is_empty() {
-            ctx.out.note(&format!(
-                "warning: `{}` comes after {}, which do(es) not exist yet",
-                task.id,
-                missing.join(", ")
-            ));
-        }
-        std::fs::create_dir_all(dir.join("tasks"))
-            .map_err(|e| Error::failure(e.to_string()).caused_by(e))?;
-        std::fs::write(dir.join("tasks").join(format!("{}.md", task.id)), &text)
-            .map_err(|e| Error::failure(e.to_string()).caused_by(e))?;
-        if repo.config_get("user.email").map_err(fail)?.is_none() {
+            .map_err(git_failed)?;
+        Ok((dir, tmp))
+    }
+
+    fn publish(&mut self, tmp: Self::Round, message: &str) -> Result<Push, Error> {
+        let hub = self.hub;
+        let repo = Repo::new(tmp.path().join("board"));
+        if repo.config_get("user.email").map_err(git_failed)?.is_none() {
             repo.run(["config", "user.email", "farm@farm.invalid"])
-                .map_err(fail)?;
-            repo.run(["config", "user.name", "farm"]).map_err(fail)?;
+                .map_err(git_failed)?;
+            repo.run(["config", "user.name", "farm"])
+                .map_err(git_failed)?;
         }
-        repo.commit_all(&format!("farm: add task `{}`", task.id))
-            .map_err(fail)?;
+        repo.commit_all(message).map_err(git_failed)?;
         let pushed = {
             let _lock = hub.push_lock()?;
             repo.push("origin", &[format!("HEAD:refs/heads/{}", hub.branch)])
-                .map_err(fail)?
+                .map_err(git_failed)?
         };
-        if !pushed.only_moved() {
-            return Err(Error::failure(format!(
-                "the hub refused `{}`: {pushed:?}",
-                task.id
-            )));
-        }
         if pushed == Pushed::Ok {
-            ctx.out.say(&format!("added `{}`: {title}", task.id))?;
-            return Ok(());
+            Ok(Push::Pushed)
+        } else if pushed.only_moved() {
+            Ok(Push::Rejected)
+        } else {
+            Err(Error::failure(format!(
+                "the hub refused `{}`: {pushed:?}",
+                self.id
+            )))
         }
     }
-    Err(Error::failure(format!(
-        "could not add `{}`: the hub's `{}` kept moving",
-        task.id, hub.branch
-    )))
 }

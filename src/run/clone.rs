@@ -794,8 +794,7 @@ impl PrivateClone {
     /// does: receive-pack updates the files, then the ref.)
     pub fn fresh_task(&self, hub: &Hub, id: &crate::names::TaskId) -> Result<Option<Task>, Error> {
         self.sync(hub)?;
-        let tasks = self.dir().join("tasks");
-        let Ok(text) = std::fs::read_to_string(tasks.join(format!("{id}.md"))) else {
+        let Ok(text) = std::fs::read_to_string(self.dir().join(board::paths::pending(id))) else {
             return Ok(None);
         };
         let Ok(task) = board::parse(id.clone(), &text) else {
@@ -804,7 +803,7 @@ impl PrivateClone {
         let ready = task
             .after
             .iter()
-            .all(|dep| tasks.join("done").join(format!("{dep}.md")).is_file());
+            .all(|dep| self.dir().join(board::paths::done(dep)).is_file());
         Ok(ready.then_some(task))
     }
 
@@ -839,20 +838,13 @@ impl PrivateClone {
     ) -> Result<(), Error> {
         self.remove_stale_locks();
         let id = task.id.as_str();
-        let pending = self.dir().join("tasks").join(format!("{id}.md"));
-        let text = std::fs::read_to_string(&pending).unwrap_or_else(|_| task.render());
         let result = format!(
-            "{}\n## Result\n\nDone by {name}@{} on attempt {attempt}, {}. Session log: {}\n",
-            ensure_newline(&text),
+            "Done by {name}@{} on attempt {attempt}, {}. Session log: {}",
             Here::current().host,
             timestamp(SystemTime::now()),
             log.display()
         );
-        let done = self.dir().join("tasks/done");
-        std::fs::create_dir_all(&done).map_err(io_error)?;
-        std::fs::write(done.join(format!("{id}.md")), result).map_err(io_error)?;
-        let _ = std::fs::remove_file(&pending);
-        let task_files = [format!("tasks/{id}.md"), format!("tasks/done/{id}.md")];
+        let task_files = board::edit::done(self.dir(), task, &result).map_err(io_error)?;
         let leftovers: Vec<String> = self
             .stage_all()?
             .into_iter()
@@ -1106,14 +1098,6 @@ fn set_aside(dir: &Path, why: &str, say: &dyn Fn(&str)) -> Result<PathBuf, Error
         aside.display()
     ));
     Ok(aside)
-}
-
-pub(crate) fn ensure_newline(s: &str) -> String {
-    if s.is_empty() || s.ends_with('\n') {
-        s.to_owned()
-    } else {
-        format!("{s}\n")
-    }
 }
 
 pub(crate) fn io_error(e: std::io::Error) -> Error {

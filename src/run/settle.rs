@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use crate::board::edit::{Edit, Edited, Push, Tx};
 use crate::board::{self, Task};
 use serde_json::json;
 
@@ -13,7 +14,7 @@ use crate::claims::{Held, Published, StoreError};
 use crate::error::Error;
 use crate::run::agent::{Run, Unstarted};
 use crate::run::classify::Class;
-use crate::run::clone::{ensure_newline, io_error};
+use crate::run::clone::io_error;
 use crate::run::integrate::{Integrated, after_rejection, integrate, publish_branch, push_rounds};
 use crate::run::session::Outcome;
 use crate::run::turn::{Turn, retake};
@@ -400,51 +401,67 @@ pub(super) enum Recorded {
     Lost,
 }
 
-/// Edit task `id`'s pending file on the hub's branch under `held`: `edit`
-/// changes the task and says whether it gave up (then the file moves to
-/// `tasks/failed/`) and the commit message.
-pub(super) fn edit_task(
-    turn: Turn<'_>,
-    edit: &dyn Fn(&mut Task) -> (bool, String),
-) -> Result<(Recorded, bool), Error> {
-    let Turn {
-        run, clone, held, ..
-    } = turn;
-    let id = &turn.task.id;
-    for round in 0..push_rounds(run) {
+/// The hub's branch as the loop edits it: in the clone, at the branch's tip,
+/// under the hub's push lock (if it has one) from the sync to the push, and
+/// pushed under the claim — fencing, as for the work: a holder whose claim
+/// was taken away leaves the task file to its new holder.
+struct Fenced<'a> {
+    turn: Turn<'a>,
+}
+
+impl board::edit::Branch for Fenced<'_> {
+    type Error = Error;
+    type Round = Option<std::fs::File>;
+
+    fn checkout(&mut self, round: usize) -> Result<(PathBuf, Self::Round), Error> {
+        let Turn { run, clone, .. } = self.turn;
         if round > 0 {
             after_rejection(run, round);
         }
         let lock = run.hub.push_lock()?;
         clone.sync(&run.hub)?;
-        let pending = clone.dir().join("tasks").join(format!("{id}.md"));
-        let Ok(text) = std::fs::read_to_string(&pending) else {
-            return Ok((Recorded::Gone, false));
-        };
-        let Ok(mut t) = board::parse(id.clone(), &text) else {
-            return Ok((Recorded::Gone, false));
-        };
-        let (gave_up, message) = edit(&mut t);
-        if gave_up {
-            let failed = clone.dir().join("tasks/failed");
-            std::fs::create_dir_all(&failed).map_err(io_error)?;
-            std::fs::write(failed.join(format!("{id}.md")), t.render()).map_err(io_error)?;
-            std::fs::remove_file(&pending).map_err(io_error)?;
-        } else {
-            std::fs::write(&pending, t.render()).map_err(io_error)?;
-        }
-        clone.commit_all(&message)?;
-        // Fencing, as for the work: a holder whose claim was taken away
-        // leaves the task file to its new holder.
-        match publish_branch(run, clone, held, lock.as_ref())? {
-            Published::Pushed => return Ok((Recorded::Pushed, gave_up)),
-            Published::Lost(_) => return Ok((Recorded::Lost, gave_up)),
-            Published::Rejected(_) => {}
-        }
+        Ok((clone.dir().to_path_buf(), lock))
     }
-    Err(Error::failure(format!(
-        "`{id}`: could not edit its task file; the hub is too busy"
-    )))
+
+    fn publish(&mut self, lock: Self::Round, message: &str) -> Result<Push, Error> {
+        let Turn {
+            run, clone, held, ..
+        } = self.turn;
+        clone.commit_all(message)?;
+        Ok(match publish_branch(run, clone, held, lock.as_ref())? {
+            Published::Pushed => Push::Pushed,
+            Published::Lost(_) => Push::Lost,
+            Published::Rejected(_) => Push::Rejected,
+        })
+    }
+}
+
+/// Edit task `id`'s pending file on the hub's branch under `held`: `edit`
+/// edits the work tree (`None`: the file is not pending there any more) and
+/// says the commit message; true when the task went to `tasks/failed/`.
+fn edit_task(
+    turn: Turn<'_>,
+    edit: &dyn Fn(&Path) -> std::io::Result<Option<Edited>>,
+    message: &dyn Fn(&Edited) -> String,
+) -> Result<(Recorded, bool), Error> {
+    let id = &turn.task.id;
+    let tx = board::edit::transact(&mut Fenced { turn }, push_rounds(turn.run), |dir| {
+        Ok(match edit(dir).map_err(io_error)? {
+            None => Edit::Gone,
+            Some(edited) => Edit::Commit {
+                message: message(&edited),
+                value: edited.failed,
+            },
+        })
+    })?;
+    match tx {
+        Tx::Pushed(gave_up) => Ok((Recorded::Pushed, gave_up)),
+        Tx::Lost(gave_up) => Ok((Recorded::Lost, gave_up)),
+        Tx::Gone => Ok((Recorded::Gone, false)),
+        Tx::Busy => Err(Error::failure(format!(
+            "`{id}`: could not edit its task file; the hub is too busy"
+        ))),
+    }
 }
 
 /// A task out of attempts before any session (`attempts >= max_attempts`
@@ -454,24 +471,26 @@ pub(super) fn retire(turn: Turn<'_>) -> Result<Recorded, Error> {
         run, name, task, ..
     } = turn;
     let id = task.id.as_str();
-    let (recorded, _) = edit_task(turn, &|t| {
-        let note = format!(
+    let note = |t: &Task| {
+        format!(
             "\n## Out of attempts\n\n- {} of {} attempts used before it was claimed: \
              moved to tasks/failed/ without a session\n- agent: {name}@{}\n- at: {}\n",
             t.attempts,
             t.max_attempts,
             Here::current().host,
             timestamp(SystemTime::now()),
-        );
-        t.body = format!("{}{note}", ensure_newline(&t.body));
-        (
-            t.attempts >= t.max_attempts,
+        )
+    };
+    let (recorded, _) = edit_task(
+        turn,
+        &|dir| board::edit::retire(dir, &task.id, note),
+        &|Edited { task: t, .. }| {
             format!(
                 "farm: `{id}` is out of attempts ({} of {})",
                 t.attempts, t.max_attempts
-            ),
-        )
-    })?;
+            )
+        },
+    )?;
     if recorded == Recorded::Pushed {
         run.journal.log(
             name,
@@ -502,8 +521,7 @@ pub(super) fn record_attempt(
         run, name, task, ..
     } = turn;
     let id = task.id.as_str();
-    let (recorded, gave_up) = edit_task(turn, &|t| {
-        t.attempts = t.attempts.max(attempt);
+    let note = || {
         let mut note = format!(
             "\n## Attempt {attempt} — {why}\n\n- agent: {name}@{}\n- at: {}\n- log: {}\n",
             Here::current().host,
@@ -516,15 +534,19 @@ pub(super) fn record_attempt(
         if let Some(tail) = last_line(log) {
             note.push_str(&format!("- last output: {tail}\n"));
         }
-        t.body = format!("{}{note}", ensure_newline(&t.body));
-        let gave_up = t.attempts >= t.max_attempts;
-        let message = if gave_up {
-            format!("farm: `{id}` failed after {} attempts", t.attempts)
-        } else {
-            format!("farm: attempt {attempt} of `{id}` failed")
-        };
-        (gave_up, message)
-    })?;
+        note
+    };
+    let (recorded, gave_up) = edit_task(
+        turn,
+        &|dir| board::edit::record_attempt(dir, &task.id, attempt, &note()),
+        &|Edited { task: t, failed }| {
+            if *failed {
+                format!("farm: `{id}` failed after {} attempts", t.attempts)
+            } else {
+                format!("farm: attempt {attempt} of `{id}` failed")
+            }
+        },
+    )?;
     if recorded == Recorded::Pushed {
         run.journal.log(
             name,

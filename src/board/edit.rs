@@ -1,0 +1,480 @@
+//! Every edit of a task file, and the one way an edit reaches the hub.
+//!
+//! The edits are file edits on a checked-out work tree, nothing more: put a
+//! task on the board ([`add`]), move it to `tasks/done/` with its result
+//! ([`done`]), count a failed attempt with a note and move it to
+//! `tasks/failed/` when its attempts are used up ([`record_attempt`]), or
+//! retire it without a session ([`retire`]). [`transact`] is the shape every
+//! edit of the hub's branch takes: check out the branch's tip, edit, commit,
+//! push, and again from the tip when the push lost to another — up to a
+//! bound. The commit and the push are the caller's ([`Branch`]): the loop
+//! pushes under its claim, `farm task add` plainly; the board knows neither.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::paths::{self, Place};
+use super::task::{Task, parse};
+use crate::names::TaskId;
+
+/// Why [`add`] wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum AddError {
+    #[error("task `{id}` already exists ({})", place.what())]
+    Exists { id: TaskId, place: Place },
+    #[error("cannot write `{path}`: {source}")]
+    Io { path: String, source: io::Error },
+}
+
+/// Put `task` on the board in `worktree` (`tasks/<id>.md`, as rendered),
+/// unless a file of that id is there already: pending, done or failed.
+pub fn add(worktree: &Path, task: &Task) -> Result<(), AddError> {
+    if let Some(place) = paths::find(worktree, &task.id) {
+        return Err(AddError::Exists {
+            id: task.id.clone(),
+            place,
+        });
+    }
+    let path = paths::pending(&task.id);
+    let io = |source| AddError::Io {
+        path: path.clone(),
+        source,
+    };
+    fs::create_dir_all(worktree.join(paths::TASKS)).map_err(io)?;
+    fs::write(worktree.join(&path), task.render()).map_err(io)
+}
+
+/// Of `after`, the ids that have no file on the board in `worktree`.
+pub fn missing<'a>(worktree: &Path, after: &'a [TaskId]) -> Vec<&'a TaskId> {
+    after
+        .iter()
+        .filter(|d| paths::find(worktree, d).is_none())
+        .collect()
+}
+
+/// Move `task` to `tasks/done/` with a `## Result` section saying `result`.
+/// Its pending file is what moves (as the session left it); `task` rendered
+/// when that is gone. The two paths it touched, relative to `worktree`.
+pub fn done(worktree: &Path, task: &Task, result: &str) -> io::Result<[String; 2]> {
+    let pending = paths::pending(&task.id);
+    let done = paths::done(&task.id);
+    let text = fs::read_to_string(worktree.join(&pending)).unwrap_or_else(|_| task.render());
+    let text = format!("{}\n## Result\n\n{result}\n", ensure_newline(&text));
+    fs::create_dir_all(worktree.join(paths::DONE))?;
+    fs::write(worktree.join(&done), text)?;
+    let _ = fs::remove_file(worktree.join(&pending));
+    Ok([pending, done])
+}
+
+/// A pending task file as edited.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Edited {
+    /// The task after the edit.
+    pub task: Task,
+    /// It went to `tasks/failed/`: out of attempts.
+    pub failed: bool,
+}
+
+/// Count attempt `attempt` of task `id` (its attempts become at least
+/// `attempt`) and append `note` to its description; out of attempts, it
+/// moves to `tasks/failed/`. `None`: no pending file that parses (moved by
+/// hand, or edited into something invalid), nothing written.
+pub fn record_attempt(
+    worktree: &Path,
+    id: &TaskId,
+    attempt: u32,
+    note: &str,
+) -> io::Result<Option<Edited>> {
+    edit_pending(worktree, id, |t| {
+        t.attempts = t.attempts.max(attempt);
+        append(t, note);
+    })
+}
+
+/// Append the note `note(task)` to task `id`, out of attempts before any
+/// session, and move it to `tasks/failed/` (unless its file, read again,
+/// allows more attempts now). `None` as for [`record_attempt`].
+pub fn retire(
+    worktree: &Path,
+    id: &TaskId,
+    note: impl FnOnce(&Task) -> String,
+) -> io::Result<Option<Edited>> {
+    edit_pending(worktree, id, |t| {
+        let note = note(t);
+        append(t, &note);
+    })
+}
+
+/// Edit task `id`'s pending file with `edit`; to `tasks/failed/` when its
+/// attempts are used up after it.
+fn edit_pending(
+    worktree: &Path,
+    id: &TaskId,
+    edit: impl FnOnce(&mut Task),
+) -> io::Result<Option<Edited>> {
+    let pending = worktree.join(paths::pending(id));
+    let Ok(text) = fs::read_to_string(&pending) else {
+        return Ok(None);
+    };
+    let Ok(mut task) = parse(id.clone(), &text) else {
+        return Ok(None);
+    };
+    edit(&mut task);
+    let failed = task.attempts >= task.max_attempts;
+    if failed {
+        fs::create_dir_all(worktree.join(paths::FAILED))?;
+        fs::write(worktree.join(paths::failed(id)), task.render())?;
+        fs::remove_file(&pending)?;
+    } else {
+        fs::write(&pending, task.render())?;
+    }
+    Ok(Some(Edited { task, failed }))
+}
+
+fn append(task: &mut Task, note: &str) {
+    task.body = format!("{}{note}", ensure_newline(&task.body));
+}
+
+fn ensure_newline(s: &str) -> String {
+    if s.is_empty() || s.ends_with('\n') {
+        s.to_owned()
+    } else {
+        format!("{s}\n")
+    }
+}
+
+/// What became of a push of an edit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Push {
+    Pushed,
+    /// The branch moved on: edit again from its new tip.
+    Rejected,
+    /// The right to push was taken away (the loop's claim): nothing published.
+    Lost,
+}
+
+/// What an edit made of the work tree.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Edit<T> {
+    /// Commit it with `message`; `value` is what the caller wants back.
+    Commit { message: String, value: T },
+    /// The file to edit is not there any more: nothing to commit.
+    Gone,
+}
+
+/// How a transaction ended (its errors aside).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Tx<T> {
+    /// The edit is on the branch.
+    Pushed(T),
+    /// Nothing to edit (see [`Edit::Gone`]).
+    Gone,
+    /// Committed but not published: the push was [`Push::Lost`].
+    Lost(T),
+    /// Every round's push was rejected: the branch kept moving.
+    Busy,
+}
+
+/// The branch a transaction edits, and how its commits are pushed.
+pub trait Branch {
+    type Error;
+    /// What a round keeps from its checkout to its push (a push lock, a
+    /// scratch clone).
+    type Round;
+    /// A work tree at the branch's tip for round `round` (0 first; later
+    /// rounds come after a rejected push).
+    fn checkout(&mut self, round: usize) -> Result<(PathBuf, Self::Round), Self::Error>;
+    /// Commit the work tree with `message` and push it.
+    fn publish(&mut self, round: Self::Round, message: &str) -> Result<Push, Self::Error>;
+}
+
+/// Edit the tip of `branch` with `edit`, commit and push, for at most
+/// `rounds` rounds: again from the new tip after a rejected push; stop at
+/// the first error, an edit with nothing to edit, or a push that is lost.
+pub fn transact<B: Branch, T>(
+    branch: &mut B,
+    rounds: usize,
+    mut edit: impl FnMut(&Path) -> Result<Edit<T>, B::Error>,
+) -> Result<Tx<T>, B::Error> {
+    for round in 0..rounds {
+        let (worktree, held) = branch.checkout(round)?;
+        let (message, value) = match edit(&worktree)? {
+            Edit::Gone => return Ok(Tx::Gone),
+            Edit::Commit { message, value } => (message, value),
+        };
+        match branch.publish(held, &message)? {
+            Push::Pushed => return Ok(Tx::Pushed(value)),
+            Push::Lost => return Ok(Tx::Lost(value)),
+            Push::Rejected => {}
+        }
+    }
+    Ok(Tx::Busy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::board::testing::{id, minimal};
+    use std::collections::VecDeque;
+
+    fn board() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
+    }
+
+    fn write(dir: &Path, rel: &str, text: &str) {
+        let path = dir.join(rel);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+
+    fn read(dir: &Path, rel: &str) -> Option<String> {
+        fs::read_to_string(dir.join(rel)).ok()
+    }
+
+    #[test]
+    fn add_writes_the_pending_file() {
+        let b = board();
+        add(b.path(), &minimal("a")).unwrap();
+        assert_eq!(read(b.path(), "tasks/a.md").unwrap(), minimal("a").render());
+    }
+
+    #[test]
+    fn add_refuses_an_id_that_exists_pending_done_or_failed() {
+        for (rel, place) in [
+            ("tasks/a.md", Place::Pending),
+            ("tasks/done/a.md", Place::Done),
+            ("tasks/failed/a.md", Place::Failed),
+        ] {
+            let b = board();
+            write(b.path(), rel, "old");
+            let err = add(b.path(), &minimal("a")).unwrap_err();
+            assert!(
+                matches!(err, AddError::Exists { place: p, .. } if p == place),
+                "{rel}: {err}"
+            );
+            // Nothing written over, nothing added beside it.
+            assert_eq!(read(b.path(), rel).as_deref(), Some("old"));
+            if place != Place::Pending {
+                assert_eq!(read(b.path(), "tasks/a.md"), None);
+            }
+        }
+    }
+
+    #[test]
+    fn missing_names_the_dependencies_with_no_file() {
+        let b = board();
+        write(b.path(), "tasks/p.md", "");
+        write(b.path(), "tasks/done/d.md", "");
+        write(b.path(), "tasks/failed/f.md", "");
+        let after = [id("p"), id("d"), id("f"), id("x")];
+        assert_eq!(missing(b.path(), &after), vec![&id("x")]);
+    }
+
+    #[test]
+    fn done_moves_the_file_and_appends_the_result() {
+        let b = board();
+        write(
+            b.path(),
+            "tasks/a.md",
+            "+++\ntitle = \"Do a\"\n+++\nas the session left it",
+        );
+        let touched = done(b.path(), &minimal("a"), "Done by x.").unwrap();
+        assert_eq!(
+            touched,
+            ["tasks/a.md".to_owned(), "tasks/done/a.md".to_owned()]
+        );
+        assert_eq!(read(b.path(), "tasks/a.md"), None);
+        assert_eq!(
+            read(b.path(), "tasks/done/a.md").unwrap(),
+            "+++\ntitle = \"Do a\"\n+++\nas the session left it\n\n## Result\n\nDone by x.\n"
+        );
+    }
+
+    #[test]
+    fn done_renders_the_task_when_its_file_is_gone() {
+        let b = board();
+        done(b.path(), &minimal("a"), "r").unwrap();
+        let text = read(b.path(), "tasks/done/a.md").unwrap();
+        assert!(text.starts_with(&minimal("a").render()), "{text}");
+    }
+
+    #[test]
+    fn an_attempt_is_counted_and_its_note_appended() {
+        let b = board();
+        write(b.path(), "tasks/a.md", &minimal("a").render());
+        let edited = record_attempt(b.path(), &id("a"), 1, "\n## Attempt 1\n")
+            .unwrap()
+            .unwrap();
+        assert!(!edited.failed);
+        assert_eq!(edited.task.attempts, 1);
+        let back = parse(id("a"), &read(b.path(), "tasks/a.md").unwrap()).unwrap();
+        assert_eq!(back.attempts, 1);
+        assert_eq!(back.body, "\n## Attempt 1\n");
+        // Never counted down: a later attempt number wins, an earlier one does not.
+        let edited = record_attempt(b.path(), &id("a"), 1, "\n## Again\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(edited.task.attempts, 1);
+        assert!(edited.task.body.ends_with("## Attempt 1\n\n## Again\n"));
+    }
+
+    #[test]
+    fn the_last_attempt_moves_the_task_to_failed() {
+        let b = board();
+        let mut t = minimal("a");
+        t.max_attempts = 2;
+        t.attempts = 1;
+        write(b.path(), "tasks/a.md", &t.render());
+        let edited = record_attempt(b.path(), &id("a"), 2, "\n## Attempt 2\n")
+            .unwrap()
+            .unwrap();
+        assert!(edited.failed);
+        assert_eq!(read(b.path(), "tasks/a.md"), None);
+        let back = parse(id("a"), &read(b.path(), "tasks/failed/a.md").unwrap()).unwrap();
+        assert_eq!((back.attempts, back.body.as_str()), (2, "\n## Attempt 2\n"));
+    }
+
+    #[test]
+    fn an_attempt_on_a_task_no_longer_pending_edits_nothing() {
+        let b = board();
+        write(b.path(), "tasks/done/a.md", "done");
+        write(b.path(), "tasks/bad.md", "+++\nafer = []\n+++\n");
+        assert_eq!(record_attempt(b.path(), &id("a"), 1, "n").unwrap(), None);
+        assert_eq!(record_attempt(b.path(), &id("bad"), 1, "n").unwrap(), None);
+        assert_eq!(read(b.path(), "tasks/failed/a.md"), None);
+        assert_eq!(
+            read(b.path(), "tasks/bad.md").unwrap(),
+            "+++\nafer = []\n+++\n"
+        );
+    }
+
+    #[test]
+    fn retire_moves_a_task_out_of_attempts_with_its_note() {
+        let b = board();
+        let mut t = minimal("a");
+        t.max_attempts = 2;
+        t.attempts = 2;
+        write(b.path(), "tasks/a.md", &t.render());
+        let edited = retire(b.path(), &id("a"), |t| {
+            format!("\n{} of {}\n", t.attempts, t.max_attempts)
+        })
+        .unwrap()
+        .unwrap();
+        assert!(edited.failed);
+        assert_eq!(read(b.path(), "tasks/a.md"), None);
+        assert!(
+            read(b.path(), "tasks/failed/a.md")
+                .unwrap()
+                .ends_with("\n2 of 2\n")
+        );
+    }
+
+    /// A branch whose pushes answer as scripted; it counts its rounds.
+    struct Script {
+        dir: tempfile::TempDir,
+        answers: VecDeque<Result<Push, &'static str>>,
+        checkouts: Vec<usize>,
+        messages: Vec<String>,
+    }
+
+    impl Script {
+        fn new(answers: impl IntoIterator<Item = Result<Push, &'static str>>) -> Script {
+            Script {
+                dir: board(),
+                answers: answers.into_iter().collect(),
+                checkouts: Vec::new(),
+                messages: Vec::new(),
+            }
+        }
+    }
+
+    impl Branch for Script {
+        type Error = &'static str;
+        type Round = usize;
+        fn checkout(&mut self, round: usize) -> Result<(PathBuf, usize), &'static str> {
+            self.checkouts.push(round);
+            Ok((self.dir.path().to_owned(), round))
+        }
+        fn publish(&mut self, round: usize, message: &str) -> Result<Push, &'static str> {
+            assert_eq!(
+                self.checkouts.last(),
+                Some(&round),
+                "published what it checked out"
+            );
+            self.messages.push(message.to_owned());
+            self.answers.pop_front().expect("a push past the script")
+        }
+    }
+
+    fn commit(round: &mut u32) -> impl FnMut(&Path) -> Result<Edit<u32>, &'static str> + '_ {
+        move |_| {
+            *round += 1;
+            Ok(Edit::Commit {
+                message: format!("edit {round}"),
+                value: *round,
+            })
+        }
+    }
+
+    #[test]
+    fn a_rejected_push_is_edited_again_from_the_new_tip() {
+        let mut b = Script::new([Ok(Push::Rejected), Ok(Push::Rejected), Ok(Push::Pushed)]);
+        let mut edits = 0;
+        assert_eq!(transact(&mut b, 5, commit(&mut edits)), Ok(Tx::Pushed(3)));
+        assert_eq!(b.checkouts, [0, 1, 2]);
+        assert_eq!(b.messages, ["edit 1", "edit 2", "edit 3"]);
+    }
+
+    #[test]
+    fn a_branch_that_keeps_moving_is_given_up_after_the_bound() {
+        let mut b = Script::new([Ok(Push::Rejected); 4]);
+        let mut edits = 0;
+        assert_eq!(transact(&mut b, 3, commit(&mut edits)), Ok(Tx::Busy));
+        assert_eq!(b.checkouts, [0, 1, 2]);
+        assert_eq!(b.answers.len(), 1, "no push past the bound");
+    }
+
+    #[test]
+    fn a_lost_push_stops_the_transaction() {
+        let mut b = Script::new([Ok(Push::Rejected), Ok(Push::Lost), Ok(Push::Pushed)]);
+        let mut edits = 0;
+        assert_eq!(transact(&mut b, 5, commit(&mut edits)), Ok(Tx::Lost(2)));
+        assert_eq!(b.checkouts, [0, 1]);
+    }
+
+    #[test]
+    fn nothing_to_edit_stops_before_any_push() {
+        let mut b = Script::new([Ok(Push::Pushed)]);
+        let got = transact(&mut b, 5, |_| Ok::<Edit<()>, _>(Edit::Gone));
+        assert_eq!(got, Ok(Tx::Gone));
+        assert!(b.messages.is_empty());
+    }
+
+    #[test]
+    fn an_error_gives_up_with_it() {
+        let mut b = Script::new([Ok(Push::Rejected), Err("refused"), Ok(Push::Pushed)]);
+        let mut edits = 0;
+        assert_eq!(transact(&mut b, 5, commit(&mut edits)), Err("refused"));
+        assert_eq!(b.checkouts, [0, 1]);
+        let mut b = Script::new([Ok(Push::Pushed)]);
+        let got = transact(&mut b, 5, |_| Err::<Edit<()>, _>("exists"));
+        assert_eq!(got, Err("exists"));
+        assert!(b.messages.is_empty());
+    }
+
+    #[test]
+    fn the_edit_sees_the_checked_out_work_tree() {
+        let mut b = Script::new([Ok(Push::Pushed)]);
+        let want = b.dir.path().to_owned();
+        let got = transact(&mut b, 1, |dir| {
+            add(dir, &minimal("a")).map_err(|_| "io")?;
+            Ok(Edit::Commit {
+                message: "add".into(),
+                value: dir == want,
+            })
+        });
+        assert_eq!(got, Ok(Tx::Pushed(true)));
+        assert!(want.join("tasks/a.md").exists());
+    }
+}
