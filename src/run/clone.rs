@@ -7,12 +7,14 @@
 
 use std::cell::Cell;
 use std::ffi::OsStr;
+use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use crate::board::{self, Task};
 use crate::claims::host::Here;
 use crate::claims::record::timestamp;
+use crate::claims::{ClaimStore, Held, Published, StoreError};
 use crate::error::Error;
 use crate::git::command::{GitError, Pushed, Repo};
 use crate::git::hub::Hub;
@@ -55,7 +57,7 @@ const WORK_BRANCH: &str = "farm-work";
 
 /// An agent's private clone of the hub.
 pub struct PrivateClone {
-    pub repo: Repo,
+    repo: Repo,
     /// Held for the loop's life: this clone is this loop's alone.
     _lock: std::fs::File,
     /// The same repository in-process, for what needs no hub (`None`: the
@@ -534,13 +536,35 @@ impl PrivateClone {
         self.repo.dir()
     }
 
-    pub fn git<const N: usize>(&self, args: [&str; N]) -> Result<String, Error> {
+    /// Do `step` in-process (git2): its answer, or `None` when the clone
+    /// has no in-process repository or git2 failed — then the caller falls
+    /// back to the `git` command, and at `-v` it is said which step did
+    /// and git2's error (a fallback is slower, and would hide a git2 bug).
+    fn in_process<T>(
+        &self,
+        step: &str,
+        op: impl FnOnce(&Workdir) -> Result<T, git2::Error>,
+    ) -> Option<T> {
+        match op(self.work.as_ref()?) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                self.out.debug(&format!(
+                    "{}: {step} in-process failed ({}); falling back to the git command",
+                    self.name,
+                    e.message()
+                ));
+                None
+            }
+        }
+    }
+
+    fn git<const N: usize>(&self, args: [&str; N]) -> Result<String, Error> {
         self.healing(|| self.repo.run(args))
     }
 
     /// Run git in the clone; whether it succeeded (for commands whose
     /// failure is an answer), healed as [`PrivateClone::git`] is.
-    pub fn check<const N: usize>(&self, args: [&str; N]) -> Result<bool, Error> {
+    fn check<const N: usize>(&self, args: [&str; N]) -> Result<bool, Error> {
         self.healing(|| self.repo.check(args))
     }
 
@@ -623,8 +647,12 @@ impl PrivateClone {
         // [`borrow_objects`]): fetching is then only setting the ref, and
         // a git process saved — two, with the hub's upload-pack.
         let remote_ref = format!("refs/remotes/origin/{branch}");
-        if let (Some(sha), Some(work), Some(_)) = (&now, &self.work, &hub.local)
-            && work.set_ref(&remote_ref, sha).is_ok()
+        if let (Some(sha), Some(_)) = (&now, &hub.local)
+            && self
+                .in_process("setting `origin/` to the hub's branch", |w| {
+                    w.set_ref(&remote_ref, sha)
+                })
+                .is_some()
         {
             return Ok(sha.clone());
         }
@@ -709,7 +737,7 @@ impl PrivateClone {
 
     /// Stage and commit everything; `false` when there was nothing.
     pub fn commit_all(&self, message: &str) -> Result<bool, Error> {
-        if let Some(Ok(committed)) = self.work.as_ref().map(|w| w.commit_all(message)) {
+        if let Some(committed) = self.in_process("commit", |w| w.commit_all(message)) {
             return Ok(committed);
         }
         self.healing(|| self.repo.commit_all(message))
@@ -727,7 +755,7 @@ impl PrivateClone {
     /// `git rebase` (aborted on conflict). False on conflict.
     pub fn rebase(&self, upstream: &str) -> Result<bool, Error> {
         let before = self.head()?;
-        if let Some(Ok(Some(after))) = self.work.as_ref().map(|w| w.rebase(upstream)) {
+        if let Some(Some(after)) = self.in_process("rebase", |w| w.rebase(upstream)) {
             if after.to_string() != before {
                 self.behind.set(true);
                 self.clean.set(false);
@@ -757,9 +785,9 @@ impl PrivateClone {
     pub fn undo_claim_tampering(&self, base: &str, name: &str) -> Result<(), Error> {
         let dir = crate::names::CLAIMS_DIR;
         let head = self.head()?;
-        let same = match self.work.as_ref().map(|w| w.same_at(base, &head, dir)) {
-            Some(Ok(same)) => same,
-            _ => self
+        let same = match self.in_process("diff", |w| w.same_at(base, &head, dir)) {
+            Some(same) => same,
+            None => self
                 .git(["diff", "--name-only", base, &head, "--", dir])?
                 .is_empty(),
         };
@@ -807,6 +835,57 @@ impl PrivateClone {
         Ok(ready.then_some(task))
     }
 
+    /// Whether HEAD is `commit` or descends from it.
+    pub fn descends_from(&self, commit: &str) -> Result<bool, Error> {
+        Ok(
+            commit == self.head()?
+                || self.check(["merge-base", "--is-ancestor", commit, "HEAD"])?,
+        )
+    }
+
+    /// Whether a merge is in progress (stopped on conflicts, or resolved
+    /// but not committed).
+    fn merging(&self) -> bool {
+        self.dir().join(".git/MERGE_HEAD").exists()
+    }
+
+    /// Abort the merge in progress, if any: back to the commit before it.
+    pub fn abort_merge(&self) -> Result<(), Error> {
+        if self.merging() {
+            self.check(["merge", "--abort"])?;
+        }
+        Ok(())
+    }
+
+    /// The files left conflicted (unmerged in the index).
+    pub fn conflicts(&self) -> Result<Vec<String>, Error> {
+        Ok(self.repo.conflicted()?)
+    }
+
+    /// Stage everything and commit the merge in progress, if any, with
+    /// git's own message (what a merge session resolved).
+    pub fn commit_merge(&self) -> Result<(), Error> {
+        self.git(["add", "--all"])?;
+        if self.merging() {
+            self.git(["commit", "--quiet", "--no-verify", "--no-edit"])?;
+        }
+        Ok(())
+    }
+
+    /// Push HEAD to the hub's `branch` through `store`, while `held` is
+    /// still ours (see [`ClaimStore::publish`]); `hold` is kept open by
+    /// the push's processes (the hub's push lock).
+    pub fn publish(
+        &self,
+        store: &dyn ClaimStore,
+        held: &Held,
+        branch: &str,
+        hold: &[BorrowedFd<'_>],
+    ) -> Result<Published, StoreError> {
+        let spec = [format!("HEAD:refs/heads/{branch}")];
+        store.publish(held, &self.repo, "origin", &spec, hold)
+    }
+
     /// Merge `upstream` into HEAD; false when it stopped on conflicts.
     pub fn merge(&self, upstream: &str, branch: &str, id: &str) -> Result<bool, Error> {
         self.catch_up_worktree()?;
@@ -817,7 +896,7 @@ impl PrivateClone {
     }
 
     pub fn count_since(&self, upstream: &str) -> Result<usize, Error> {
-        if let Some(Ok(n)) = self.work.as_ref().map(|w| w.count_since(upstream)) {
+        if let Some(n) = self.in_process("count", |w| w.count_since(upstream)) {
             return Ok(n);
         }
         Ok(self
@@ -858,7 +937,7 @@ impl PrivateClone {
                 leftovers.join("\n")
             )
         };
-        if let Some(Ok(_)) = self.work.as_ref().map(|w| w.commit(&message)) {
+        if self.in_process("commit", |w| w.commit(&message)).is_some() {
             return Ok(());
         }
         self.git(["commit", "--quiet", "--no-verify", "-m", &message])?;
@@ -867,7 +946,7 @@ impl PrivateClone {
 
     /// Stage everything (`git add --all`); the paths that differ from HEAD.
     fn stage_all(&self) -> Result<Vec<String>, Error> {
-        if let Some(Ok(paths)) = self.work.as_ref().map(Workdir::stage_all) {
+        if let Some(paths) = self.in_process("staging", Workdir::stage_all) {
             return Ok(paths);
         }
         self.git(["add", "--all"])?;

@@ -86,7 +86,7 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Error>
         Ok(if clean {
             None
         } else {
-            Some(clone.repo.conflicted()?)
+            Some(clone.conflicts()?)
         })
     };
     // Rounds of rejected pushes can outlast the heartbeat interval on a
@@ -131,7 +131,7 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Error>
                 Merge::Lost => return Ok(Integrated::Lost),
                 Merge::Interrupted => return Ok(Integrated::Interrupted),
                 Merge::Unresolved => {
-                    clone.check(["merge", "--abort"])?;
+                    clone.abort_merge()?;
                     return Ok(Integrated::Conflict(files));
                 }
             }
@@ -194,17 +194,14 @@ pub(super) fn merge_session(turn: Turn<'_>, files: &[String]) -> Result<Merge, E
         Outcome::Interrupted => return Ok(Merge::Interrupted),
         _ => return Ok(Merge::Unresolved),
     }
-    if !clone.repo.conflicted()?.is_empty() || clone.has_markers(files) {
+    if !clone.conflicts()?.is_empty() || clone.has_markers(files) {
         return Ok(Merge::Unresolved);
     }
-    clone.git(["add", "--all"])?;
-    if clone.dir().join(".git/MERGE_HEAD").exists() {
-        clone.git(["commit", "--quiet", "--no-verify", "--no-edit"])?;
-    }
+    clone.commit_merge()?;
     // An agent may also have aborted the merge and exited 0: only a HEAD
     // that now contains the branch counts as merged.
     let upstream = format!("origin/{}", run.hub.branch);
-    if !clone.check(["merge-base", "--is-ancestor", &upstream, "HEAD"])? {
+    if !clone.descends_from(&upstream)? {
         return Ok(Merge::Unresolved);
     }
     Ok(Merge::Resolved)
@@ -235,7 +232,6 @@ pub(super) fn publish_branch(
     lock: Option<&std::fs::File>,
 ) -> Result<Published, Error> {
     use std::os::fd::AsFd;
-    let spec = [format!("HEAD:refs/heads/{}", run.hub.branch)];
     let hold: Vec<_> = lock.map(AsFd::as_fd).into_iter().collect();
     let look = || match &run.hub.local {
         Some(local) => format!("git -C {} status", local.dir.display()),
@@ -244,7 +240,7 @@ pub(super) fn publish_branch(
     let mut said = false;
     let mut wait = Duration::from_millis(100);
     loop {
-        let why = match run.store.publish(held, &clone.repo, "origin", &spec, &hold) {
+        let why = match clone.publish(&*run.store, held, &run.hub.branch, &hold) {
             Err(StoreError::Refused(why)) => why,
             other => return other.map_err(Error::from),
         };

@@ -148,8 +148,7 @@ pub(super) fn finish(turn: Turn<'_>, ran: Ran) -> Result<End, Error> {
     // A session must build on the commit it started from: history rewritten
     // under it (a reset to the root, say) would rebase into a board holding
     // the task twice, or be rejected push after push.
-    let descends =
-        base == clone.head()? || clone.check(["merge-base", "--is-ancestor", &base, "HEAD"])?;
+    let descends = clone.descends_from(&base)?;
     // What the agent left uncommitted is committed: with the move to done
     // when it succeeded (one commit), on its own otherwise (to be rescued).
     if class == Class::Success && !lost && descends {
@@ -163,9 +162,7 @@ pub(super) fn finish(turn: Turn<'_>, ran: Ran) -> Result<End, Error> {
     // holds the work rebased or merged (with a merge session's commits);
     // a merge in progress is aborted first, back to the work itself.
     let rescue = |why: &str| -> Result<bool, Error> {
-        if clone.dir().join(".git/MERGE_HEAD").exists() {
-            clone.check(["merge", "--abort"])?;
-        }
+        clone.abort_merge()?;
         let tip = clone.head()?;
         if work_tip == base && tip == base {
             return Ok(false);
