@@ -548,14 +548,19 @@ impl PrivateClone {
         match op(self.work.as_ref()?) {
             Ok(t) => Some(t),
             Err(e) => {
-                self.out.debug(&format!(
-                    "{}: {step} in-process failed ({}); falling back to the git command",
-                    self.name,
-                    e.message()
-                ));
+                self.out.debug(&self.fallback_note(step, &e));
                 None
             }
         }
+    }
+
+    /// The `-v` line for an in-process step that failed with `e`.
+    fn fallback_note(&self, step: &str, e: &git2::Error) -> String {
+        format!(
+            "{}: {step} in-process failed ({}); falling back to the git command",
+            self.name,
+            e.message()
+        )
     }
 
     fn git<const N: usize>(&self, args: [&str; N]) -> Result<String, Error> {
@@ -1240,6 +1245,22 @@ mod tests {
     /// killed mid-run left `index.lock` in the clone, and farm's next git
     /// command there failed the run. With no git working in the clone, the
     /// lock is stale: removed, and the command run again.
+    /// Issue 11, item 2: a git2 step that fails is answered by the git
+    /// command (`None` here) and said at -v, naming the step and the error.
+    #[test]
+    fn a_failed_in_process_step_falls_back_and_names_the_step_and_the_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (_, _, clone) = hub_and_clone(tmp.path());
+        assert_eq!(clone.in_process("count", |_| Ok(3)), Some(3));
+        let failed: Option<()> =
+            clone.in_process("staging", |_| Err(git2::Error::from_str("bad index")));
+        assert_eq!(failed, None);
+        assert_eq!(
+            clone.fallback_note("staging", &git2::Error::from_str("bad index")),
+            "a: staging in-process failed (bad index); falling back to the git command"
+        );
+    }
+
     #[test]
     fn a_stale_index_lock_left_mid_run_is_removed_and_the_command_retried() {
         let tmp = tempfile::tempdir().unwrap();
