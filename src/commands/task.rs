@@ -73,8 +73,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
 fn run_add(ctx: &Ctx, args: &AddArgs) -> Result<(), Error> {
     if args.id.is_reserved() {
         return Err(Error::usage(format!(
-            "task id `{}` is reserved: tasks/{}.md is the board's readme, which the board does not read as a task",
-            args.id, args.id
+            "task id `{}` is reserved: {} is the board's readme, which the board does not read as a task",
+            args.id,
+            board::paths::pending(&args.id)
         ))
         .hint("pick another id (ids are case-sensitive: `readme` is free)"));
     }
