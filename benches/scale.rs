@@ -4,13 +4,18 @@
 //! Everything runs the real `farm` binary on hubs made in a temp dir (see
 //! `common/process.rs`: `git init`, `farm init`, the tasks in one commit).
 //!
-//! **1. Per task on a small and a large board.** `farm run -j 2
-//! --max-sessions 40` with a trivial agent (appends a line to a file and
-//! commits it) on a local bare hub (`git clone --bare` of the template),
-//! once on a board of 50 independent tasks and once on 5,000: both do 40
-//! tasks, so the large run stays short. Wall time / 40, the median of
-//! [`RUNS`] interleaved runs, and the ratio large / small (goal ≤ 1.3: a
-//! task must not cost more because the board is larger).
+//! **1. Per task on a small and a large board.** `farm run -j 2` with a
+//! trivial agent (appends a line to a file and commits it) on a local bare
+//! hub (`git clone --bare` of the template), on a board of 50 independent
+//! tasks and on one of 5,000, each run twice from a fresh hub and state
+//! dir: with `--max-sessions` [`FEW`] and [`MANY_SESSIONS`]. A task's cost
+//! is the difference of the two walls over the difference of the tasks
+//! done, so what every run pays once (making the agents' clones: a
+//! checkout of every file of the board) is left out, and shown apart as
+//! the start-up: the [`FEW`] run's wall less [`FEW`] tasks at that cost.
+//! Medians of [`RUNS`] interleaved rounds, and the ratio large / small of
+//! the per-task cost (goal ≤ 1.3: a task must not cost more because the
+//! board is larger).
 //!
 //! **2. `farm tasks` over 10,000 tasks** (a work-tree hub): the median of
 //! [`RUNS`] runs (goal ≤ 150 ms).
@@ -39,8 +44,10 @@ use std::time::{Duration, Instant};
 
 const FARM: &str = env!("CARGO_BIN_EXE_farm");
 const RUNS: usize = 5;
-/// Tasks done per run of part 1, whatever the board's size.
-const DONE: usize = 40;
+/// Tasks done by the short and the long run of part 1, whatever the
+/// board's size.
+const FEW: usize = 20;
+const MANY_SESSIONS: usize = 60;
 const JOBS: &str = "2";
 const SMALL: usize = 50;
 const LARGE: usize = 5_000;
@@ -135,51 +142,35 @@ fn per_task(dir: &Path) -> Res<()> {
         )?;
         templates.push(bare);
     }
+    // Per board: the per-task cost and the start-up of each round.
     let mut per: Vec<Vec<f64>> = vec![Vec::new(), Vec::new()];
+    let mut startup: Vec<Vec<f64>> = vec![Vec::new(), Vec::new()];
     for run in 0..RUNS {
         for k in 0..2 {
             // The order alternates, so that drift hits both alike.
             let i = (run + k) % 2;
-            let hub = dir.join(format!("hub-{run}-{i}.git"));
-            output(
-                command("cp").arg("-a").arg(&templates[i]).arg(&hub),
-                "cp -a",
-            )?;
-            let log = dir.join(format!("log-{run}-{i}.txt"));
-            let file = File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
-            let err = file.try_clone().map_err(|e| e.to_string())?;
-            let start = Instant::now();
-            let status = command(FARM)
-                .args(["run", "-q", "-j", JOBS, "--max-sessions"])
-                .arg(DONE.to_string())
-                .arg("--agent")
-                .arg(&agent)
-                .arg("--hub")
-                .arg(&hub)
-                .env("FARM_STATE_DIR", dir.join(format!("state-{run}-{i}")))
-                .stdout(file)
-                .stderr(err)
-                .status()
-                .map_err(|e| format!("farm run: {e}"))?;
-            let took = start.elapsed();
-            if !status.success() {
-                return Err(format!("farm run: {status}\n{}", tail(&log, 20)));
-            }
-            let listing = git(&hub, &["ls-tree", "--name-only", "main", "tasks/done/"])?;
-            let done = listing.lines().filter(|l| l.ends_with(".md")).count();
-            if done != DONE {
-                return Err(format!(
-                    "farm run did {done} tasks, not {DONE}\n{}",
-                    tail(&log, 20)
-                ));
-            }
-            per[i].push(ms(took) / DONE as f64);
-            let _ = fs::remove_dir_all(&hub);
+            let few = ms(farm_run(
+                dir,
+                &agent,
+                &templates[i],
+                FEW,
+                &format!("{run}-{i}-few"),
+            )?);
+            let many = ms(farm_run(
+                dir,
+                &agent,
+                &templates[i],
+                MANY_SESSIONS,
+                &format!("{run}-{i}-many"),
+            )?);
+            let cost = (many - few) / (MANY_SESSIONS - FEW) as f64;
+            per[i].push(cost);
+            startup[i].push(few - FEW as f64 * cost);
         }
     }
     println!(
-        "1. per task: farm run -j {JOBS} --max-sessions {DONE}, trivial agent, local bare hub, \
-         {RUNS} runs"
+        "1. per task: farm run -j {JOBS}, --max-sessions {MANY_SESSIONS} less --max-sessions {FEW}, \
+         trivial agent, local bare hub, {RUNS} rounds"
     );
     for (i, n) in [SMALL, LARGE].iter().enumerate() {
         println!("  {n:>6} tasks on the board   {}", summary(&per[i]));
@@ -189,7 +180,56 @@ fn per_task(dir: &Path) -> Res<()> {
         "  ratio {LARGE} / {SMALL}          {ratio:>6.2} x   goal <= {TARGET_RATIO:.1}: {}",
         verdict(ratio <= TARGET_RATIO)
     );
+    println!("  start-up (the agents' clones), once per run:");
+    for (i, n) in [SMALL, LARGE].iter().enumerate() {
+        println!("  {n:>6} tasks on the board   {}", summary(&startup[i]));
+    }
     Ok(())
+}
+
+/// One `farm run` of `sessions` tasks on a fresh copy of `template`, with
+/// its own state dir; its wall time. Checks that it did that many tasks.
+fn farm_run(
+    dir: &Path,
+    agent: &Path,
+    template: &Path,
+    sessions: usize,
+    tag: &str,
+) -> Res<Duration> {
+    let hub = dir.join(format!("hub-{tag}.git"));
+    let state = dir.join(format!("state-{tag}"));
+    output(command("cp").arg("-a").arg(template).arg(&hub), "cp -a")?;
+    let log = dir.join(format!("log-{tag}.txt"));
+    let file = File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let err = file.try_clone().map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    let status = command(FARM)
+        .args(["run", "-q", "-j", JOBS, "--max-sessions"])
+        .arg(sessions.to_string())
+        .arg("--agent")
+        .arg(agent)
+        .arg("--hub")
+        .arg(&hub)
+        .env("FARM_STATE_DIR", &state)
+        .stdout(file)
+        .stderr(err)
+        .status()
+        .map_err(|e| format!("farm run: {e}"))?;
+    let took = start.elapsed();
+    if !status.success() {
+        return Err(format!("farm run: {status}\n{}", tail(&log, 20)));
+    }
+    let listing = git(&hub, &["ls-tree", "--name-only", "main", "tasks/done/"])?;
+    let done = listing.lines().filter(|l| l.ends_with(".md")).count();
+    if done != sessions {
+        return Err(format!(
+            "farm run did {done} tasks, not {sessions}\n{}",
+            tail(&log, 20)
+        ));
+    }
+    let _ = fs::remove_dir_all(&hub);
+    let _ = fs::remove_dir_all(&state);
+    Ok(took)
 }
 
 /// The medians of `RUNS` runs of `farm ARGS --hub HUB`, in ms.
