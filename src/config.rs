@@ -157,18 +157,22 @@ impl Ctx {
         }
     }
 
-    /// The claim store of `hub`: `--claims`/`FARM_CLAIMS`, else `claims` in
-    /// farm.toml, else `fs` for a hub on this machine and `git` for a URL.
+    /// Which claim store `hub` has: `--claims`/`FARM_CLAIMS`, else `claims`
+    /// in farm.toml, else `fs` for a hub on this machine and `git` for a URL.
+    pub fn claims_kind(&self, hub: &HubSpec, settings: &Settings) -> ClaimsKind {
+        self.claims.or(settings.claims).unwrap_or(match hub {
+            HubSpec::Local(_) => ClaimsKind::Fs,
+            HubSpec::Remote(_) => ClaimsKind::Git,
+        })
+    }
+
+    /// The claim store of `hub` (see [`Ctx::claims_kind`]).
     pub fn store_of(
         &self,
         hub: &HubSpec,
         settings: &Settings,
     ) -> Result<Box<dyn ClaimStore>, Error> {
-        let kind = self.claims.or(settings.claims).unwrap_or(match hub {
-            HubSpec::Local(_) => ClaimsKind::Fs,
-            HubSpec::Remote(_) => ClaimsKind::Git,
-        });
-        match (kind, hub) {
+        match (self.claims_kind(hub, settings), hub) {
             (ClaimsKind::Fs, HubSpec::Local(dir)) => Ok(Box::new(FsStore::new(dir))),
             (ClaimsKind::Fs, HubSpec::Remote(url)) => Err(Error::usage(format!(
                 "the fs claim store needs the hub on this machine, not `{url}`"
@@ -185,8 +189,18 @@ impl Ctx {
 
     /// The claim store of the hub these flags name.
     pub fn store(&self) -> Result<Box<dyn ClaimStore>, Error> {
-        let hub = self.hub_spec()?;
-        self.store_of(&hub, &Settings::of_hub(&hub)?)
+        self.store_for(&self.hub_spec()?)
+    }
+
+    /// The claim store of `hub`, with the settings on its HEAD branch. A
+    /// hub given by URL is not fetched from for them: the git store is the
+    /// only one it can have.
+    pub fn store_for(&self, hub: &HubSpec) -> Result<Box<dyn ClaimStore>, Error> {
+        let settings = match hub {
+            HubSpec::Local(_) => Settings::of_hub(hub, None, &self.state_dir(hub))?,
+            HubSpec::Remote(_) => Settings::default(),
+        };
+        self.store_of(hub, &settings)
     }
 }
 

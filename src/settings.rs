@@ -1,12 +1,22 @@
-//! `farm.toml`: a repository's settings for `farm run`, read from the hub's
-//! work tree. Flags override them; unknown keys are an error, so a typo does
-//! not silently fall back to a default.
+//! `farm.toml`: a repository's settings for `farm run`, read from the tip
+//! of the hub's branch — not from a work tree — so that a bare hub and a
+//! hub reached by URL have settings too. Flags override them; unknown keys
+//! are an error, so a typo does not silently fall back to a default.
+//!
+//! Which branch: `--branch` when given, else the hub's HEAD branch. (A
+//! `branch` key in that file then names the branch agents integrate into;
+//! it is not followed to read another farm.toml.)
+//!
+//! A non-bare hub whose work tree holds a `farm.toml` that differs from the
+//! branch's (not committed yet): the branch wins, as it does for every
+//! clone of the hub; `farm doctor` says so.
 
 use std::path::Path;
 
 use serde::Deserialize;
 
 use crate::error::Error;
+use crate::git::command::Repo;
 use crate::git::hub::HubSpec;
 use crate::run::session::PromptVia;
 
@@ -27,33 +37,110 @@ pub struct Settings {
     pub claims: Option<crate::claims::ClaimsKind>,
 }
 
+/// A `farm.toml` as read from a branch: its text, and where it was read,
+/// for messages (`farm.toml on branch `main` of /srv/hub`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OnBranch {
+    pub text: Option<String>,
+    pub branch: String,
+    pub what: String,
+}
+
 impl Settings {
-    /// The settings in the hub's `farm.toml` (a remote hub's are not read:
-    /// flags and the defaults apply).
-    pub fn of_hub(hub: &HubSpec) -> Result<Settings, Error> {
-        hub.local().map_or(Ok(Settings::default()), Settings::load)
+    /// The settings in `farm.toml` at the tip of the hub's `branch` (default:
+    /// its HEAD branch); the defaults when the branch has none.
+    ///
+    /// A hub given by URL is fetched from: only the branch's tip, with
+    /// `--depth 1`, into a cache repository in `state` (`hub-tip.git`). The
+    /// settings are needed before any clone exists (they say how many
+    /// agents run, and which claim store), so the agents' clones cannot
+    /// serve; a shallow fetch costs one round trip and the tip's tree.
+    pub fn of_hub(hub: &HubSpec, branch: Option<&str>, state: &Path) -> Result<Settings, Error> {
+        Settings::parse(&Settings::read(hub, branch, state)?)
     }
 
-    /// `<dir>/farm.toml`, or the defaults when there is none.
-    pub fn load(dir: &Path) -> Result<Settings, Error> {
-        let path = dir.join(FILE);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => toml::from_str(&text).map_err(|e| {
-                let msg = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
-                Error::usage(format!("invalid `{}`: {msg}", path.display()))
-                    .hint("keys: agent, jobs, timeout, prompt_via, stale_after, branch, claims")
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Settings::default()),
-            Err(e) => Err(Error::failure(format!(
-                "cannot read `{}`: {e}",
-                path.display()
-            ))),
-        }
+    /// The text of `farm.toml` at the tip of the hub's branch (see
+    /// [`Settings::of_hub`]), unparsed.
+    pub fn read(hub: &HubSpec, branch: Option<&str>, state: &Path) -> Result<OnBranch, Error> {
+        let (repo, rev, branch) = match hub {
+            HubSpec::Local(dir) => {
+                let repo = Repo::new(dir);
+                let branch = match branch {
+                    Some(b) => b.to_owned(),
+                    None => repo
+                        .head_branch()
+                        .map_err(|e| Error::failure(e.to_string()).caused_by(e))?
+                        .unwrap_or_else(|| "main".to_owned()),
+                };
+                (repo, format!("refs/heads/{branch}"), branch)
+            }
+            HubSpec::Remote(url) => {
+                let branch = match branch {
+                    Some(b) => b.to_owned(),
+                    None => crate::git::hub::remote_head(url)?,
+                };
+                let cache = state.join("hub-tip.git");
+                let repo = Repo::new(&cache);
+                if !cache.join("HEAD").is_file() {
+                    std::fs::create_dir_all(&cache).map_err(|e| {
+                        Error::failure(format!("cannot create `{}`: {e}", cache.display()))
+                    })?;
+                    repo.run(["init", "--quiet", "--bare"])
+                        .map_err(|e| Error::failure(e.to_string()).caused_by(e))?;
+                }
+                let tip = repo
+                    .fetch_tip_shallow(url, &format!("refs/heads/{branch}"))
+                    .map_err(|e| crate::git::hub::unreachable(url, e))?;
+                // No branch yet: no settings; opening the hub says so.
+                let Some(tip) = tip else {
+                    return Ok(OnBranch {
+                        text: None,
+                        what: format!("{FILE} on branch `{branch}` of {url}"),
+                        branch,
+                    });
+                };
+                (repo, tip, branch)
+            }
+        };
+        let text = repo
+            .file_at(&rev, FILE)
+            .map_err(|e| Error::failure(e.to_string()).caused_by(e))?;
+        Ok(OnBranch {
+            text,
+            what: format!("{FILE} on branch `{branch}` of {}", hub.url()),
+            branch,
+        })
+    }
+
+    /// The settings `file` holds, or the defaults when there is none.
+    pub fn parse(file: &OnBranch) -> Result<Settings, Error> {
+        let Some(text) = &file.text else {
+            return Ok(Settings::default());
+        };
+        toml::from_str(text).map_err(|e| {
+            let msg = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
+            // A wrong type names no key: the line it is on does.
+            let line = e.span().and_then(|span| {
+                let n = text[..span.start].matches('\n').count();
+                Some(format!(
+                    " (line {}: `{}`)",
+                    n + 1,
+                    text.lines().nth(n)?.trim()
+                ))
+            });
+            Error::usage(format!(
+                "invalid {}: {msg}{}",
+                file.what,
+                line.unwrap_or_default()
+            ))
+            .hint("keys: agent, jobs, timeout, prompt_via, stale_after, branch, claims")
+        })
     }
 }
 
 /// What `farm init` writes.
 pub const TEMPLATE: &str = r#"# farm.toml — how `farm run` works on this repository. Flags override these.
+# farm reads this file from the hub's branch, not from a work tree: commit it.
 
 # The agent CLI, split into words (no shell). The prompt is passed as the last
 # argument, on stdin, or as a file (prompt_via = "arg" | "stdin" | "file"; with
@@ -81,16 +168,85 @@ pub const TEMPLATE: &str = r#"# farm.toml — how `farm run` works on this repos
 mod tests {
     use super::*;
 
+    fn file(text: &str) -> OnBranch {
+        OnBranch {
+            text: Some(text.to_owned()),
+            branch: "main".into(),
+            what: "farm.toml on branch `main` of /hub".into(),
+        }
+    }
+
     #[test]
     fn template_parses_and_typos_are_named() {
-        let tmp = tempfile::tempdir().unwrap();
-        std::fs::write(tmp.path().join(FILE), TEMPLATE).unwrap();
-        assert!(Settings::load(tmp.path()).unwrap().agent.is_none());
-        std::fs::write(tmp.path().join(FILE), "agnet = \"x\"\n").unwrap();
-        let err = Settings::load(tmp.path()).unwrap_err();
+        assert!(Settings::parse(&file(TEMPLATE)).unwrap().agent.is_none());
+        let err = Settings::parse(&file("agnet = \"x\"\n")).unwrap_err();
         assert!(err.message.contains("agnet"), "{}", err.message);
-        std::fs::write(tmp.path().join(FILE), "prompt_via = \"stdin\"\njobs = 3\n").unwrap();
-        let s = Settings::load(tmp.path()).unwrap();
+        assert!(
+            err.message
+                .contains("invalid farm.toml on branch `main` of /hub"),
+            "{}",
+            err.message
+        );
+        let s = Settings::parse(&file("prompt_via = \"stdin\"\njobs = 3\n")).unwrap();
         assert_eq!((s.prompt_via, s.jobs), (Some(PromptVia::Stdin), Some(3)));
+    }
+
+    #[test]
+    fn a_wrong_type_is_named_by_its_line() {
+        let err = Settings::parse(&file("agent = \"x\"\njobs = \"many\"\n")).unwrap_err();
+        assert!(
+            err.message.contains("(line 2: `jobs = \"many\"`)"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn no_file_is_the_defaults() {
+        let none = OnBranch {
+            text: None,
+            ..file("")
+        };
+        assert!(Settings::parse(&none).unwrap().agent.is_none());
+    }
+
+    /// The file is read from the branch's tip, not the work tree: a bare
+    /// hub has one, and an uncommitted edit does not count.
+    #[test]
+    fn read_from_the_branch_not_the_work_tree() {
+        let tmp = tempfile::tempdir().unwrap();
+        let hub = tmp.path();
+        let git = |args: &[&str]| {
+            let mut cmd = std::process::Command::new("git");
+            crate::git::command::unset_repository_env(&mut cmd);
+            let ok = cmd
+                .arg("-C")
+                .arg(hub)
+                .args(args)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@t")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@t")
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        git(&["init", "-q", "-b", "main"]);
+        std::fs::write(hub.join(FILE), "jobs = 3\n").unwrap();
+        git(&["add", FILE]);
+        git(&["commit", "-q", "-m", "settings"]);
+        std::fs::write(hub.join(FILE), "jobs = 7\n").unwrap();
+        let spec = HubSpec::Local(hub.to_path_buf());
+        let s = Settings::of_hub(&spec, None, hub).unwrap();
+        assert_eq!(s.jobs, Some(3));
+        // A branch without the file: the defaults.
+        git(&["checkout", "-q", "--orphan", "empty"]);
+        git(&["rm", "-q", "-f", "--cached", FILE]);
+        git(&["commit", "-q", "--allow-empty", "-m", "empty"]);
+        let s = Settings::of_hub(&spec, Some("empty"), hub).unwrap();
+        assert_eq!(s.jobs, None);
     }
 }

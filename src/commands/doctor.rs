@@ -12,6 +12,7 @@ use crate::git::hub::HubSpec;
 use crate::names::TaskId;
 use crate::output::Style;
 use crate::run::session::which;
+use crate::settings::Settings;
 
 /// Check git, the hub (reachable, writable: a probe claimed and released),
 /// the agent CLI (found, answers --version), the templates, the board
@@ -48,9 +49,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
             checks.push(agent_cli(args.agent.as_deref()));
         }
         Ok(spec) => {
-            let settings = crate::settings::Settings::of_hub(spec)
-                .ok()
-                .unwrap_or_default();
+            let (check, settings) = settings(spec, &ctx.state_dir(spec));
+            checks.push(check);
             let hub = Hub::open(spec, settings.branch.as_deref());
             checks.push(Check {
                 name: "hub",
@@ -124,7 +124,7 @@ fn git() -> Check {
 }
 
 /// Claim and release a probe task: the store can be written.
-fn claims(ctx: &Ctx, spec: &HubSpec, settings: &crate::settings::Settings) -> Check {
+fn claims(ctx: &Ctx, spec: &HubSpec, settings: &Settings) -> Check {
     let result = (|| -> Result<String, (String, String)> {
         let store = ctx
             .store_of(spec, settings)
@@ -201,6 +201,51 @@ fn board(hub: &Hub) -> Vec<Check> {
             ]
         }
     }
+}
+
+/// The hub's `farm.toml`, read from its HEAD branch as `farm run` reads
+/// it; and whether a non-bare hub's work tree holds another one, which farm
+/// does not read (the branch wins: every clone sees the branch's).
+fn settings(spec: &HubSpec, state: &std::path::Path) -> (Check, Settings) {
+    let fail = |e: Error| {
+        let hints = e.hints_line();
+        (e.message, hints)
+    };
+    let mut settings = Settings::default();
+    let result = (|| {
+        let file = Settings::read(spec, None, state).map_err(fail)?;
+        settings = Settings::parse(&file).map_err(fail)?;
+        if let Some(dir) = spec.local() {
+            let here = std::fs::read_to_string(dir.join(crate::settings::FILE)).ok();
+            if here.is_some() && here.as_deref().map(str::trim_end) != file.text.as_deref() {
+                return Err((
+                    format!(
+                        "the work tree's {} differs from {}, which is the one farm reads",
+                        crate::settings::FILE,
+                        file.what
+                    ),
+                    format!(
+                        "commit it: git -C {} commit {}",
+                        dir.display(),
+                        crate::settings::FILE
+                    ),
+                ));
+            }
+        }
+        Ok(match file.text {
+            Some(_) => file.what,
+            None => format!(
+                "no {} on branch `{}`: flags and defaults",
+                crate::settings::FILE,
+                file.branch
+            ),
+        })
+    })();
+    let check = Check {
+        name: "settings",
+        result,
+    };
+    (check, settings)
 }
 
 fn agent_cli(agent: Option<&str>) -> Check {

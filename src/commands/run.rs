@@ -32,7 +32,9 @@ Examples:
   farm run --agent \"my-agent --task-file {prompt_file}\" --prompt-via file --once
 
 The session sees FARM_TASK, FARM_AGENT, FARM_HUB, FARM_CLAIM, FARM_ATTEMPT.
-Settings may also come from farm.toml in the hub (see `farm init`).")]
+Settings may also come from farm.toml, committed on the hub's branch
+(--branch, else its HEAD branch): read from the branch, not a work tree, so
+bare and URL hubs have settings too (see `farm init`).")]
 pub struct Args {
     /// The agent CLI and its arguments, split into words (no shell).
     #[arg(long, value_name = "COMMAND")]
@@ -129,7 +131,8 @@ const KNOWN_CLIS: [&str; 8] = [
 
 pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let spec = ctx.hub_spec()?;
-    let settings = crate::settings::Settings::of_hub(&spec)?;
+    let settings =
+        crate::settings::Settings::of_hub(&spec, args.branch.as_deref(), &ctx.state_dir(&spec))?;
     let command = args.agent.clone().or(settings.agent.clone()).ok_or_else(|| {
         Error::usage("no agent: say which CLI to run")
             .hint("farm run --agent \"claude -p --dangerously-skip-permissions\" (or agent = \"...\" in farm.toml)")

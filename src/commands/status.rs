@@ -186,7 +186,7 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
     }
     let sessions = sessions.split_off(sessions.len().saturating_sub(last));
 
-    let store = ctx.store_of(&spec, &crate::settings::Settings::of_hub(&spec)?)?;
+    let store = ctx.store_for(&spec)?;
     let judge = super::judge_now(None);
     // One listing for the claims table and the board (with the git store,
     // each listing is a fetch).

@@ -405,14 +405,29 @@ impl Repo {
     /// fetches into one repository do not disturb each other: the answer is
     /// read from `--porcelain` output, not from `FETCH_HEAD`.
     pub fn fetch_tip(&self, remote: &str, remote_ref: &str) -> Result<Option<String>, GitError> {
-        let args = [
-            "fetch",
-            "--porcelain",
-            "--no-tags",
-            "--no-auto-gc",
-            remote,
-            remote_ref,
-        ];
+        self.fetch_tip_with(&[], remote, remote_ref)
+    }
+
+    /// [`Repo::fetch_tip`], with only the tip's commit and tree (`--depth
+    /// 1`): to read a file of the tip, not to build on it.
+    pub fn fetch_tip_shallow(
+        &self,
+        remote: &str,
+        remote_ref: &str,
+    ) -> Result<Option<String>, GitError> {
+        self.fetch_tip_with(&["--depth=1"], remote, remote_ref)
+    }
+
+    fn fetch_tip_with(
+        &self,
+        extra: &[&str],
+        remote: &str,
+        remote_ref: &str,
+    ) -> Result<Option<String>, GitError> {
+        let mut args = vec!["fetch", "--porcelain", "--no-tags", "--no-auto-gc"];
+        args.extend(extra);
+        args.extend([remote, remote_ref]);
+        let args = &args;
         let out = self.output(args)?;
         let stderr = String::from_utf8_lossy(&out.stderr);
         if !out.status.success() {
@@ -432,6 +447,23 @@ impl Repo {
             })
             .map(Some)
             .ok_or_else(|| self.error(args, format!("no tip in `git fetch` output: {stdout}")))
+    }
+
+    /// The text of the file `path` in the commit `rev`; `None` when there
+    /// is no such commit, or no such file in it (a directory is none).
+    pub fn file_at(&self, rev: &str, path: &str) -> Result<Option<String>, GitError> {
+        let Some(commit) = self.rev(rev)? else {
+            return Ok(None);
+        };
+        let listing = self.run(["ls-tree", &commit, "--", path])?;
+        // `<mode> <type> <oid>\t<path>`
+        let blob = listing.lines().find_map(|l| {
+            let mut f = l.split_once('\t')?.0.split(' ');
+            let (_mode, kind, oid) = (f.next()?, f.next()?, f.next()?);
+            (kind == "blob").then(|| oid.to_owned())
+        });
+        blob.map(|oid| self.run(["cat-file", "blob", &oid]))
+            .transpose()
     }
 
     pub fn is_bare(&self) -> Result<bool, GitError> {

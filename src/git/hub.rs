@@ -34,6 +34,25 @@ impl HubSpec {
     }
 }
 
+/// The branch the HEAD of the hub at `url` names (`main` when it names
+/// none).
+pub fn remote_head(url: &str) -> Result<String, Error> {
+    Ok(Repo::new(std::env::temp_dir())
+        .run(["ls-remote", "--symref", url, "HEAD"])
+        .map_err(|e| unreachable(url, e))?
+        .lines()
+        .find_map(|l| l.strip_prefix("ref: refs/heads/")?.split('\t').next())
+        .unwrap_or("main")
+        .to_owned())
+}
+
+/// A hub at `url` that git could not reach: what it said, and how to check.
+pub fn unreachable(url: &str, e: crate::git::command::GitError) -> Error {
+    Error::usage(format!("cannot reach hub `{url}`: {}", e.said)).hint(format!(
+        "check the URL and your access: git ls-remote {url}"
+    ))
+}
+
 /// How long to wait for the hub's push lock before pushing without it.
 const PUSH_LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(120);
 
@@ -70,25 +89,13 @@ impl Hub {
 
     /// A hub reached by URL: it answers, and has the branch.
     fn open_remote(url: &str, branch: Option<&str>) -> Result<Hub, Error> {
-        let here = Repo::new(std::env::temp_dir());
-        let unreachable = |e: crate::git::command::GitError| {
-            Error::usage(format!("cannot reach hub `{url}`: {}", e.said)).hint(format!(
-                "check the URL and your access: git ls-remote {url}"
-            ))
-        };
         let branch = match branch {
             Some(b) => b.to_owned(),
-            None => here
-                .run(["ls-remote", "--symref", url, "HEAD"])
-                .map_err(unreachable)?
-                .lines()
-                .find_map(|l| l.strip_prefix("ref: refs/heads/")?.split('\t').next())
-                .unwrap_or("main")
-                .to_owned(),
+            None => remote_head(url)?,
         };
-        let found = here
+        let found = Repo::new(std::env::temp_dir())
             .run(["ls-remote", url, &format!("refs/heads/{branch}")])
-            .map_err(unreachable)?;
+            .map_err(|e| unreachable(url, e))?;
         if found.is_empty() {
             return Err(
                 Error::usage(format!("hub `{url}` has no branch `{branch}` yet"))

@@ -15,4 +15,5 @@ mod reap;
 mod recovery;
 mod remote;
 mod run;
+mod settings;
 mod stop;

@@ -1,0 +1,102 @@
+//! `farm.toml` is read from the hub's branch (issue 11, item 2), so that a
+//! bare hub and a hub reached by URL have settings too.
+
+use crate::daemon::{Daemon, Machine};
+
+const TASK: &str = "+++\ntitle = \"A\"\n+++\nDo A.\n";
+
+/// An agent that leaves one commit in its clone; its `agent = ...` line.
+fn agent_line(daemon: &Daemon) -> String {
+    let path = daemon.base.path().join("agent.sh");
+    std::fs::write(
+        &path,
+        "#!/bin/sh\necho done > \"out-$FARM_TASK.txt\" && git add -A && git commit -qm \"work $FARM_TASK\"\n",
+    )
+    .unwrap();
+    format!("agent = \"sh '{}'\"\n", path.display())
+}
+
+/// A bare hub whose branch names the agent: `farm run` with no `--agent`
+/// runs it. Regression (issue 11, item 2): farm.toml was read only from a
+/// hub's work tree, which a bare hub does not have.
+#[test]
+fn a_bare_hub_s_farm_toml_on_its_branch_names_the_agent() {
+    let daemon = Daemon::new();
+    let line = agent_line(&daemon);
+    daemon.make_hub(&[("tasks/a.md", TASK), ("farm.toml", &line)]);
+    let machine = Machine::new("here", &daemon.hub_dir().display().to_string());
+    machine
+        .farm(["run", "--once"])
+        .run_within(std::time::Duration::from_secs(120))
+        .success();
+    assert!(
+        daemon.hub().show("main:tasks/done/a.md").is_some(),
+        "task a is not done on main"
+    );
+}
+
+/// The same through `git daemon`: a hub reached by URL has settings too.
+#[test]
+fn a_url_hub_s_farm_toml_on_its_branch_names_the_agent() {
+    let mut daemon = Daemon::new();
+    let line = agent_line(&daemon);
+    daemon.make_hub(&[("tasks/a.md", TASK), ("farm.toml", &line)]);
+    daemon.start();
+    let machine = daemon.machine("there");
+    machine
+        .farm(["run", "--once"])
+        .run_within(std::time::Duration::from_secs(120))
+        .success();
+    assert!(
+        daemon.hub().show("main:tasks/done/a.md").is_some(),
+        "task a is not done on main"
+    );
+}
+
+/// An invalid farm.toml on the branch is a usage error (exit 2) that names
+/// the file, where it was read, and the key.
+#[test]
+fn an_invalid_farm_toml_on_the_branch_is_named_with_its_key() {
+    let daemon = Daemon::new();
+    daemon.make_hub(&[("tasks/a.md", TASK), ("farm.toml", "agnet = \"x\"\n")]);
+    let machine = Machine::new("here", &daemon.hub_dir().display().to_string());
+    machine
+        .farm(["run", "--once", "--agent", "true"])
+        .run_within(std::time::Duration::from_secs(60))
+        .code(2)
+        .stderr_has("agnet")
+        .stderr_has("farm.toml on branch `main`");
+}
+
+/// A non-bare hub whose work tree holds an uncommitted farm.toml that
+/// differs from the branch's: the branch's is used, and `farm doctor` says
+/// so (issue 11, item 2: the decision, made visible).
+#[test]
+fn doctor_warns_when_the_work_tree_s_farm_toml_is_not_the_branch_s() {
+    let env = crate::common::Env::git_hub(&[]);
+    let state = env.tmp.path().join("state");
+    let doctor = || {
+        env.farm_git([
+            "doctor",
+            "--agent",
+            "sh",
+            "--state-dir",
+            state.to_str().unwrap(),
+        ])
+        .run()
+    };
+    let fine = doctor();
+    assert!(
+        fine.stdout.contains("ok settings"),
+        "no settings check: {fine:#?}"
+    );
+    std::fs::write(env.hub.join("farm.toml"), "jobs = 9\n").unwrap();
+    let warned = doctor().code(1);
+    assert!(warned.stdout.contains("!! settings"), "{warned:#?}");
+    assert!(
+        warned
+            .stdout
+            .contains("differs from farm.toml on branch `main`"),
+        "{warned:#?}"
+    );
+}
