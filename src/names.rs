@@ -55,6 +55,11 @@ pub fn check_agent_name(s: &str) -> Result<(), InvalidAgentName> {
     }
 }
 
+/// An agent name given on the command line (a clap value parser).
+pub fn parse_agent_name(s: &str) -> Result<String, InvalidAgentName> {
+    check_agent_name(s).map(|()| s.to_owned())
+}
+
 /// Why `s` breaks the name rule shared by task ids and agent names, if it does.
 fn why_not_a_name(s: &str) -> Option<&'static str> {
     if s.is_empty() {

@@ -63,6 +63,7 @@ use crate::git::hub::Hub;
 use crate::output::Out;
 use crate::run::classify::{self};
 use crate::run::clone::PrivateClone;
+use crate::run::config::RunConfig;
 use crate::run::journal::Journal;
 use crate::run::limits::Limits;
 use crate::run::session::PromptVia;
@@ -151,7 +152,7 @@ pub struct Run {
 /// shared file.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
-    pub var: &'static str,
+    pub var: String,
     pub seed: Vec<PathBuf>,
 }
 
@@ -209,22 +210,34 @@ const IDLE_MAX: Duration = Duration::from_secs(2);
 const IDLE_REMOTE: Duration = Duration::from_secs(3);
 
 impl Run {
-    #[allow(clippy::too_many_arguments)]
+    /// A run of `config` on `hub`: its configuration, and fresh run state.
     pub fn new(
         hub: Hub,
         store: Box<dyn ClaimStore>,
-        argv: Vec<String>,
-        via: PromptVia,
-        timeout: Duration,
-        stale_after: Duration,
-        heartbeat: Duration,
+        config: RunConfig,
         state: PathBuf,
-        max_sessions: Option<usize>,
-        once: bool,
-        watch: bool,
         out: Out,
     ) -> Run {
         let journal = Journal::open(&state);
+        let RunConfig {
+            argv,
+            via,
+            timeout,
+            stale_after,
+            heartbeat,
+            names,
+            branch: _,
+            max_sessions,
+            once,
+            watch,
+            wrap,
+            until,
+            trip_after,
+            trip_pause,
+            stagger,
+            agent_config,
+            patterns,
+        } = config;
         Run {
             store,
             hub,
@@ -243,14 +256,14 @@ impl Run {
             limits: Limits::default(),
             journal,
             spent: Mutex::default(),
-            wrap: Vec::new(),
-            until: None,
-            trip_after: 0,
-            trip_pause: Duration::from_secs(60),
-            stagger: Duration::ZERO,
-            agent_config: None,
-            patterns: classify::Patterns::default(),
-            loops: 1,
+            wrap,
+            until,
+            trip_after,
+            trip_pause,
+            stagger,
+            agent_config,
+            patterns,
+            loops: names.len(),
             tripped: AtomicUsize::new(0),
             unstarted: Mutex::default(),
             last_start: Mutex::new(None),

@@ -1,11 +1,13 @@
 //! `farm run`: the agent loop and what it drives — the private clone and its
 //! recovery, one session at a time, the classification of how a session
-//! ended, usage limits and cost, the prompt, and the journal of the night.
+//! ended, usage limits and cost, the prompt, and the journal of the night;
+//! and its configuration, resolved once ([`config`]).
 
 pub mod agent;
 pub mod breaker;
 pub mod classify;
 pub mod clone;
+pub mod config;
 pub mod integrate;
 pub mod journal;
 pub mod limits;

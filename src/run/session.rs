@@ -86,7 +86,7 @@ pub struct Spec<'a> {
     pub via: PromptVia,
     pub prompt_file: &'a Path,
     pub cwd: &'a Path,
-    pub env: &'a [(&'static str, String)],
+    pub env: &'a [(&'a str, String)],
     pub log: &'a Path,
     pub timeout: Duration,
     /// Between SIGTERM and SIGKILL when stopping.
@@ -380,19 +380,43 @@ pub fn which(name: &str) -> Option<PathBuf> {
 mod tests {
     use super::*;
 
-    fn spec<'a>(dir: &'a Path, argv: &'a [String], via: PromptVia, timeout: Duration) -> Spec<'a> {
+    /// The files a test session writes in its directory, owned by the test
+    /// (a [`Spec`] borrows its paths).
+    struct Files {
+        prompt_file: PathBuf,
+        log: PathBuf,
+        record: PathBuf,
+    }
+
+    impl Files {
+        fn of(dir: &Path) -> Files {
+            Files {
+                prompt_file: dir.join("prompt.md"),
+                log: dir.join("logs/s.log"),
+                record: dir.join("session.pid"),
+            }
+        }
+    }
+
+    fn spec<'a>(
+        dir: &'a Path,
+        files: &'a Files,
+        argv: &'a [String],
+        via: PromptVia,
+        timeout: Duration,
+    ) -> Spec<'a> {
         Spec {
             argv,
             wrap: &[],
             prompt: "do the thing",
             via,
-            prompt_file: Box::leak(dir.join("prompt.md").into_boxed_path()),
+            prompt_file: &files.prompt_file,
             cwd: dir,
             env: &[],
-            log: Box::leak(dir.join("logs/s.log").into_boxed_path()),
+            log: &files.log,
             timeout,
             grace: Duration::from_millis(200),
-            record: Box::leak(dir.join("session.pid").into_boxed_path()),
+            record: &files.record,
         }
     }
 
@@ -407,7 +431,10 @@ mod tests {
         let t = Duration::from_secs(10);
         let arg = sh(r#"echo "arg: $1""#);
         assert_eq!(
-            run(&spec(d, &arg, PromptVia::Arg, t), || Tick::Continue).unwrap(),
+            run(&spec(d, &Files::of(d), &arg, PromptVia::Arg, t), || {
+                Tick::Continue
+            })
+            .unwrap(),
             Outcome::Success
         );
         assert_eq!(
@@ -415,7 +442,10 @@ mod tests {
             "arg: do the thing\n"
         );
         let stdin = sh("echo \"stdin: $(cat)\"");
-        run(&spec(d, &stdin, PromptVia::Stdin, t), || Tick::Continue).unwrap();
+        run(&spec(d, &Files::of(d), &stdin, PromptVia::Stdin, t), || {
+            Tick::Continue
+        })
+        .unwrap();
         assert_eq!(
             std::fs::read_to_string(d.join("logs/s.log")).unwrap(),
             "stdin: do the thing\n"
@@ -427,7 +457,10 @@ mod tests {
             "agent".into(),
             "{prompt_file}".into(),
         ];
-        run(&spec(d, &file, PromptVia::File, t), || Tick::Continue).unwrap();
+        run(&spec(d, &Files::of(d), &file, PromptVia::File, t), || {
+            Tick::Continue
+        })
+        .unwrap();
         assert_eq!(
             std::fs::read_to_string(d.join("logs/s.log")).unwrap(),
             "file: do the thing\n"
@@ -440,17 +473,25 @@ mod tests {
         let t = Duration::from_secs(10);
         let fail = sh("exit 3");
         assert_eq!(
-            run(&spec(tmp.path(), &fail, PromptVia::Arg, t), || {
-                Tick::Continue
-            })
+            run(
+                &spec(tmp.path(), &Files::of(tmp.path()), &fail, PromptVia::Arg, t),
+                || { Tick::Continue }
+            )
             .unwrap(),
             Outcome::Failed { code: 3 }
         );
         let killed = sh("kill -9 $$");
         assert_eq!(
-            run(&spec(tmp.path(), &killed, PromptVia::Arg, t), || {
-                Tick::Continue
-            })
+            run(
+                &spec(
+                    tmp.path(),
+                    &Files::of(tmp.path()),
+                    &killed,
+                    PromptVia::Arg,
+                    t
+                ),
+                || { Tick::Continue }
+            )
             .unwrap(),
             Outcome::Killed { signal: 9 }
         );
@@ -469,6 +510,7 @@ mod tests {
         let out = run(
             &spec(
                 tmp.path(),
+                &Files::of(tmp.path()),
                 &argv,
                 PromptVia::Arg,
                 Duration::from_millis(500),
@@ -498,7 +540,13 @@ mod tests {
         let argv = sh("sleep 60");
         let mut ticks = 0;
         let out = run(
-            &spec(tmp.path(), &argv, PromptVia::Arg, Duration::from_secs(60)),
+            &spec(
+                tmp.path(),
+                &Files::of(tmp.path()),
+                &argv,
+                PromptVia::Arg,
+                Duration::from_secs(60),
+            ),
             || {
                 ticks += 1;
                 if ticks > 3 {

@@ -215,7 +215,7 @@ pub(super) fn supervise(
     ];
     if let Some(config) = &run.agent_config {
         env.push((
-            config.var,
+            config.var.as_str(),
             config.dir_for(&run.state, name)?.display().to_string(),
         ));
     }

@@ -1,0 +1,567 @@
+//! `farm run`'s configuration, resolved once: its flags, the hub's
+//! `farm.toml` and the agent's preset — in that order of precedence, over
+//! farm's defaults — turned into one validated [`RunConfig`] before anything
+//! is written. Every error names the flag or the farm.toml key, and the fix.
+//!
+//! [`resolve`] is a pure function: what it would otherwise ask the machine
+//! (the host's name, the time, whether a program is on `PATH`, the presets,
+//! the claim store) it is given in a [`World`], so that its tests need none.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use crate::age::parse_duration;
+use crate::claims::ClaimsKind;
+use crate::error::Error;
+use crate::run::agent::AgentConfig;
+use crate::run::classify;
+use crate::run::presets::{self, Preset};
+use crate::run::session::PromptVia;
+use crate::settings::Settings;
+
+/// `farm run`'s flags (flattened into its command's arguments).
+#[derive(Debug, Clone, clap::Args)]
+pub struct Flags {
+    /// The agent CLI and its arguments, split into words (no shell).
+    #[arg(long, value_name = "COMMAND")]
+    pub agent: Option<String>,
+
+    /// How many agents run at once.
+    #[arg(short = 'j', long, value_name = "N")]
+    pub jobs: Option<usize>,
+
+    /// Agent name (with -j N: NAME-1 … NAME-N). Default: this host's name.
+    #[arg(long, value_name = "NAME", value_parser = crate::names::parse_agent_name)]
+    pub name: Option<String>,
+
+    /// How long one session may run before it is stopped (TERM, then KILL).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Option<Duration>,
+
+    /// How the prompt reaches the agent.
+    #[arg(long, value_enum, value_name = "HOW")]
+    pub prompt_via: Option<PromptVia>,
+
+    /// Reap claims with no live local holder whose heartbeat is older than this.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub stale_after: Option<Duration>,
+
+    /// How often a running session's claim is heartbeated (at most a
+    /// quarter of --stale-after). Default: a quarter of --stale-after, and
+    /// with the fs store at most 30s (a heartbeat there costs no push).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub heartbeat: Option<Duration>,
+
+    /// The branch to integrate into (default: the hub's HEAD branch).
+    #[arg(long)]
+    pub branch: Option<String>,
+
+    /// Run each session inside this command (split into words, no shell),
+    /// e.g. "bwrap --bind {clone} {clone} …" or "docker run -v {clone}:/w …";
+    /// {clone} and {prompt_file} are replaced.
+    #[arg(long, value_name = "PREFIX")]
+    pub wrap: Option<String>,
+
+    /// Claim nothing new after this: a duration from now (8h), a local time
+    /// (07:30) or an RFC 3339 time. Running sessions finish.
+    #[arg(long, value_name = "WHEN")]
+    pub until: Option<String>,
+
+    /// Circuit breaker: after this many failed sessions in a row with
+    /// nothing done, an agent pauses (0: never).
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub trip_after: u32,
+
+    /// The circuit breaker's first pause; it doubles each time it trips
+    /// again, up to 30m.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", default_value = "1m")]
+    pub trip_pause: Duration,
+
+    /// Give each agent's CLI a config directory of its own (STATE/config/
+    /// AGENT), through the preset's variable (claude: CLAUDE_CONFIG_DIR,
+    /// codex: CODEX_HOME) or VAR, seeded with copies of your config files:
+    /// parallel starts then never rewrite one shared file.
+    #[arg(long, value_name = "VAR", num_args = 0..=1, default_missing_value = "")]
+    pub config_per_agent: Option<String>,
+
+    /// At least this long between two session starts (CLIs that rewrite a
+    /// shared config at start-up break when launched together). Default:
+    /// 1s for the known agent CLIs, 0s for anything else.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub stagger: Option<Duration>,
+
+    /// Stop after this many sessions in all.
+    #[arg(long, value_name = "N")]
+    pub max_sessions: Option<usize>,
+
+    /// Each agent runs one session, then stops.
+    #[arg(long)]
+    pub once: bool,
+
+    /// Keep waiting for new tasks when the board is settled.
+    #[arg(long)]
+    pub watch: bool,
+}
+
+/// What [`resolve`] needs to know of the machine and the hub.
+pub struct World<'a> {
+    /// This host's name: the agents' name unless `--name` gives one.
+    pub host: &'a str,
+    /// Now, for `--until 07:30`.
+    pub now: SystemTime,
+    /// Whether a program can be run: a path to an executable, or a name
+    /// found on `PATH`.
+    pub runnable: &'a dyn Fn(&str) -> bool,
+    /// The agent preset an `--agent` names, if it names one (see
+    /// [`presets::find`]).
+    pub preset: &'a dyn Fn(&str) -> Result<Option<Preset>, Error>,
+    /// The claim store the run uses (the heartbeat's default depends on it).
+    pub claims: ClaimsKind,
+}
+
+/// Everything `farm run` was told, validated: what the loops read and never
+/// change. (Run state — the journal, shared counters, the hub and the claim
+/// store — is [`crate::run::agent::Run`]'s.)
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// The agent's command line, split into words; never empty.
+    pub argv: Vec<String>,
+    pub via: PromptVia,
+    pub timeout: Duration,
+    pub stale_after: Duration,
+    pub heartbeat: Duration,
+    /// The agents' names, one per loop.
+    pub names: Vec<String>,
+    /// The branch to integrate into (`None`: the hub's HEAD branch).
+    pub branch: Option<String>,
+    pub max_sessions: Option<usize>,
+    pub once: bool,
+    pub watch: bool,
+    /// `--wrap`: the words every session runs inside; empty for none.
+    pub wrap: Vec<String>,
+    /// `--until`: no new claims after this.
+    pub until: Option<SystemTime>,
+    pub trip_after: u32,
+    pub trip_pause: Duration,
+    pub stagger: Duration,
+    pub agent_config: Option<AgentConfig>,
+    /// The agent CLI's own words for limits and errors (its preset's).
+    pub patterns: classify::Patterns,
+}
+
+/// Agent CLIs known to rewrite a shared config file when they start.
+const KNOWN_CLIS: [&str; 8] = [
+    "claude",
+    "codex",
+    "gemini",
+    "opencode",
+    "aider",
+    "cursor-agent",
+    "goose",
+    "amp",
+];
+
+/// The run's configuration: each value from its flag, else `farm.toml`,
+/// else the agent's preset, else farm's default; checked.
+pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunConfig, Error> {
+    let command = flags.agent.clone().or(settings.agent.clone()).ok_or_else(|| {
+        Error::usage("no agent: say which CLI to run")
+            .hint("farm run --agent \"claude -p --dangerously-skip-permissions\" (or agent = \"...\" in farm.toml)")
+    })?;
+    // A preset's name stands for its command line (and its prompt passing).
+    let preset = (world.preset)(&command)?;
+    let command = preset.as_ref().map_or(command, |p| p.command.clone());
+    let argv = shell_words::split(&command).map_err(|e| {
+        Error::usage(format!("cannot split --agent `{command}` into words: {e}")).caused_by(e)
+    })?;
+    let Some(program) = argv.first() else {
+        return Err(Error::usage("--agent is empty"));
+    };
+    if !(world.runnable)(program) {
+        return Err(
+            Error::usage(format!("agent `{program}` not found (looked on PATH)"))
+                .hint("install it, or give its full path in --agent"),
+        );
+    }
+    let jobs = flags.jobs.or(settings.jobs).unwrap_or(1);
+    if jobs == 0 || jobs > 256 {
+        return Err(Error::usage(format!(
+            "-j {jobs}: run between 1 and 256 agents"
+        )));
+    }
+    // Checked before anything is written: names become directories.
+    let names = agent_names(flags.name.as_deref(), world.host, jobs)?;
+    let duration = |flag: Option<Duration>, setting: Option<&str>, key: &str, default: &str| {
+        flag.map_or_else(
+            || {
+                parse_duration(setting.unwrap_or(default))
+                    .map_err(|e| Error::usage(format!("farm.toml `{key}`: {e}")).caused_by(e))
+            },
+            Ok,
+        )
+    };
+    let timeout = duration(flags.timeout, settings.timeout.as_deref(), "timeout", "60m")?;
+    let stale_after = duration(
+        flags.stale_after,
+        settings.stale_after.as_deref(),
+        "stale_after",
+        "30m",
+    )?;
+    if timeout.is_zero() || stale_after.is_zero() {
+        return Err(Error::usage(
+            "--timeout and --stale-after must be longer than 0s",
+        ));
+    }
+    let via = flags
+        .prompt_via
+        .or(settings.prompt_via)
+        .or(preset.as_ref().map(|p| p.prompt_via))
+        .unwrap_or(PromptVia::Arg);
+    let heartbeat = match flags.heartbeat {
+        Some(h) if h.is_zero() || h > stale_after / 4 => {
+            return Err(Error::usage(format!(
+                "--heartbeat {}: heartbeat at least every quarter of --stale-after ({})",
+                crate::age::Age(h),
+                crate::age::Age(stale_after / 4)
+            ))
+            .hint("a claim whose heartbeats come further apart can look stale while it lives"));
+        }
+        Some(h) => h,
+        None if world.claims == ClaimsKind::Fs => (stale_after / 4).min(Duration::from_secs(30)),
+        None => stale_after / 4,
+    };
+    let wrap = match &flags.wrap {
+        None => Vec::new(),
+        Some(text) => {
+            let words = shell_words::split(text).map_err(|e| {
+                Error::usage(format!("cannot split --wrap `{text}` into words: {e}"))
+            })?;
+            match words.first() {
+                None => return Err(Error::usage("--wrap is empty")),
+                Some(w) if !(world.runnable)(w) => {
+                    return Err(Error::usage(format!(
+                        "--wrap program `{w}` not found (looked on PATH)"
+                    ))
+                    .hint("install it, or give its full path in --wrap"));
+                }
+                Some(_) => words,
+            }
+        }
+    };
+    let until = flags
+        .until
+        .as_deref()
+        .map(|w| crate::age::parse_when(w, world.now))
+        .transpose()
+        .map_err(|e| Error::usage(format!("--until: {e}")).caused_by(e))?;
+    let stagger = flags.stagger.unwrap_or_else(|| {
+        let program = Path::new(program)
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if KNOWN_CLIS.contains(&program.as_str()) {
+            Duration::from_secs(1)
+        } else {
+            Duration::ZERO
+        }
+    });
+    let agent_config = match flags.config_per_agent.as_deref() {
+        None => None,
+        Some("") => {
+            let Some(p) = preset.as_ref().filter(|p| !p.config_env.is_empty()) else {
+                return Err(Error::usage(
+                    "--config-per-agent: this agent names no config variable",
+                )
+                .hint("say which: --config-per-agent VAR (e.g. CLAUDE_CONFIG_DIR)"));
+            };
+            Some(AgentConfig {
+                var: p.config_env.clone(),
+                seed: p
+                    .config_seed
+                    .iter()
+                    .map(|s| presets::expand_home(s))
+                    .collect(),
+            })
+        }
+        Some(var) => Some(AgentConfig {
+            var: var.to_owned(),
+            seed: Vec::new(),
+        }),
+    };
+    Ok(RunConfig {
+        argv,
+        via,
+        timeout,
+        stale_after,
+        heartbeat,
+        names,
+        branch: flags.branch.clone().or(settings.branch.clone()),
+        max_sessions: flags.max_sessions,
+        once: flags.once,
+        watch: flags.watch,
+        wrap,
+        until,
+        trip_after: flags.trip_after,
+        trip_pause: flags.trip_pause,
+        stagger,
+        agent_config,
+        patterns: preset.map(|p| p.patterns).unwrap_or_default(),
+    })
+}
+
+/// The agents' names: `--name` (default: this host's name), with `-j N`
+/// NAME-1 … NAME-N. Each names a clone and a log directory, so each must be
+/// a name by the task-id rule (design notes, protocol item 10), never a path.
+fn agent_names(name: Option<&str>, host: &str, jobs: usize) -> Result<Vec<String>, Error> {
+    let base = name.unwrap_or(host);
+    let names: Vec<String> = if jobs == 1 {
+        vec![base.to_owned()]
+    } else {
+        (1..=jobs).map(|i| format!("{base}-{i}")).collect()
+    };
+    for n in &names {
+        if let Err(e) = crate::names::check_agent_name(n) {
+            let hint = match (name, jobs) {
+                (None, _) => "name the agents yourself: farm run --name NAME".to_owned(),
+                (Some(_), 1) => "pick another --name".to_owned(),
+                (Some(_), _) => format!(
+                    "pick a shorter --name: with -j {jobs} the agents are NAME-1 … NAME-{jobs}"
+                ),
+            };
+            let what = if name.is_none() {
+                " (this host's name)"
+            } else {
+                ""
+            };
+            return Err(Error::usage(format!("{e}{what}")).hint(hint));
+        }
+    }
+    Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use std::collections::BTreeMap;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        flags: Flags,
+    }
+
+    fn flags(args: &[&str]) -> Flags {
+        Cli::try_parse_from(std::iter::once("run").chain(args.iter().copied()))
+            .unwrap()
+            .flags
+    }
+
+    fn settings(toml: &str) -> Settings {
+        toml::from_str(toml).unwrap()
+    }
+
+    /// One preset, `claude`.
+    fn preset(agent: &str) -> Result<Option<Preset>, Error> {
+        let table: BTreeMap<String, Preset> = toml::from_str(
+            r#"
+            [claude]
+            command = "claude -p --yes"
+            prompt_via = "stdin"
+            config_env = "CLAUDE_CONFIG_DIR"
+            "#,
+        )
+        .unwrap();
+        Ok(table.get(agent).cloned())
+    }
+
+    fn resolve_with(flags: &Flags, settings: &Settings) -> Result<RunConfig, Error> {
+        let runnable = |p: &str| p != "missing";
+        let world = World {
+            host: "box",
+            now: SystemTime::UNIX_EPOCH,
+            runnable: &runnable,
+            preset: &preset,
+            claims: ClaimsKind::Fs,
+        };
+        resolve(flags, settings, &world)
+    }
+
+    fn message(flags: &Flags, settings: &Settings) -> String {
+        let e = resolve_with(flags, settings).unwrap_err();
+        format!("{} | {}", e.message, e.hints_line())
+    }
+
+    #[test]
+    fn a_flag_beats_farm_toml_beats_the_preset_beats_the_default() {
+        let none = settings("");
+        let file = settings(
+            "agent = \"claude\"\nprompt_via = \"file\"\njobs = 3\ntimeout = \"5m\"\nbranch = \"dev\"\n",
+        );
+
+        // Default: prompt as an argument, one agent, an hour.
+        let c = resolve_with(&flags(&["--agent", "my-agent"]), &none).unwrap();
+        assert_eq!(c.argv, ["my-agent"]);
+        assert_eq!(
+            (c.via, c.names.clone()),
+            (PromptVia::Arg, vec!["box".to_owned()])
+        );
+        assert_eq!(c.timeout, Duration::from_secs(3600));
+        assert_eq!(c.branch, None);
+
+        // The preset: its command and its prompt passing.
+        let c = resolve_with(&flags(&["--agent", "claude"]), &none).unwrap();
+        assert_eq!(c.argv, ["claude", "-p", "--yes"]);
+        assert_eq!(c.via, PromptVia::Stdin);
+        assert_eq!(
+            c.stagger,
+            Duration::from_secs(1),
+            "a known CLI is staggered"
+        );
+
+        // farm.toml over the preset.
+        let c = resolve_with(&flags(&[]), &file).unwrap();
+        assert_eq!(c.argv, ["claude", "-p", "--yes"]);
+        assert_eq!((c.via, c.names.len()), (PromptVia::File, 3));
+        assert_eq!(c.timeout, Duration::from_secs(300));
+        assert_eq!(c.branch.as_deref(), Some("dev"));
+
+        // Flags over farm.toml.
+        let c = resolve_with(
+            &flags(&[
+                "--agent",
+                "other",
+                "--prompt-via",
+                "arg",
+                "-j",
+                "2",
+                "--timeout",
+                "1m",
+                "--branch",
+                "main",
+                "--name",
+                "n",
+            ]),
+            &file,
+        )
+        .unwrap();
+        assert_eq!(c.argv, ["other"]);
+        assert_eq!(c.via, PromptVia::Arg);
+        assert_eq!(c.names, ["n-1", "n-2"]);
+        assert_eq!(c.timeout, Duration::from_secs(60));
+        assert_eq!(c.branch.as_deref(), Some("main"));
+        assert_eq!(c.stagger, Duration::ZERO);
+    }
+
+    #[test]
+    fn the_heartbeat_defaults_by_store_and_is_bounded() {
+        let none = settings("");
+        let c = resolve_with(&flags(&["--agent", "a", "--stale-after", "10m"]), &none).unwrap();
+        assert_eq!(c.heartbeat, Duration::from_secs(30), "fs: at most 30s");
+        let m = message(
+            &flags(&["--agent", "a", "--stale-after", "1m", "--heartbeat", "20s"]),
+            &none,
+        );
+        assert!(m.contains("--heartbeat 20s"), "{m}");
+    }
+
+    #[test]
+    fn each_invalid_value_is_named_with_its_fix() {
+        let none = settings("");
+        let cases: &[(&[&str], &str, &str)] = &[
+            (&[], "", "no agent: say which CLI to run"),
+            (
+                &["--agent", "missing --flag"],
+                "",
+                "agent `missing` not found",
+            ),
+            (&["--agent", ""], "", "--agent is empty"),
+            (&["--agent", "a 'open"], "", "cannot split --agent"),
+            (
+                &["--agent", "a", "-j", "0"],
+                "",
+                "-j 0: run between 1 and 256",
+            ),
+            (&["--agent", "a", "-j", "257"], "", "-j 257"),
+            (&["--agent", "a"], "jobs = 0", "-j 0"),
+            (
+                &["--agent", "a"],
+                "timeout = \"soon\"",
+                "farm.toml `timeout`",
+            ),
+            (
+                &["--agent", "a"],
+                "stale_after = \"x\"",
+                "farm.toml `stale_after`",
+            ),
+            (
+                &["--agent", "a", "--timeout", "0s"],
+                "",
+                "must be longer than 0s",
+            ),
+            (&["--agent", "a", "--wrap", ""], "", "--wrap is empty"),
+            (
+                &["--agent", "a", "--wrap", "missing x"],
+                "",
+                "--wrap program `missing`",
+            ),
+            (&["--agent", "a", "--until", "never"], "", "--until:"),
+            (
+                &["--agent", "a", "--config-per-agent"],
+                "",
+                "--config-per-agent: this agent names no config variable",
+            ),
+            (&["--agent", "a", "--name", "n", "-j", "2"], "", ""),
+        ];
+        for (args, toml, want) in cases {
+            let result = resolve_with(&flags(args), &settings(toml));
+            match (want.is_empty(), result) {
+                (true, Ok(_)) => {}
+                (false, Err(e)) => assert!(
+                    e.message.contains(want),
+                    "{args:?} {toml:?}: {} (wanted {want})",
+                    e.message
+                ),
+                (_, r) => panic!(
+                    "{args:?} {toml:?}: {:?}",
+                    r.map(|_| ()).map_err(|e| e.message)
+                ),
+            }
+        }
+        // A host name that is no agent name: named, and how to pick one.
+        let world = World {
+            host: "bad/host",
+            now: SystemTime::UNIX_EPOCH,
+            runnable: &|_| true,
+            preset: &preset,
+            claims: ClaimsKind::Git,
+        };
+        let e = resolve(&flags(&["--agent", "a"]), &none, &world).unwrap_err();
+        assert!(e.message.contains("(this host's name)"), "{}", e.message);
+        assert!(e.hints_line().contains("--name"), "{}", e.hints_line());
+    }
+
+    #[test]
+    fn config_per_agent_owns_its_variable() {
+        let none = settings("");
+        let c = resolve_with(&flags(&["--agent", "claude", "--config-per-agent"]), &none).unwrap();
+        assert_eq!(c.agent_config.unwrap().var, "CLAUDE_CONFIG_DIR");
+        let c = resolve_with(
+            &flags(&["--agent", "a", "--config-per-agent", "MY_DIR"]),
+            &none,
+        )
+        .unwrap();
+        assert_eq!(c.agent_config.unwrap().var, "MY_DIR");
+    }
+
+    #[test]
+    fn an_unknown_agent_is_a_command_line_that_must_be_runnable() {
+        // One word that names no preset is a program, looked up as such.
+        let m = message(&flags(&["--agent", "missing"]), &settings(""));
+        assert!(
+            m.contains("agent `missing` not found (looked on PATH)"),
+            "{m}"
+        );
+        assert!(m.contains("give its full path in --agent"), "{m}");
+    }
+}
