@@ -61,12 +61,10 @@ use crate::claims::{Attempt, ClaimStore, StoreError};
 use crate::error::Error;
 use crate::git::hub::Hub;
 use crate::output::Out;
-use crate::run::classify::{self};
 use crate::run::clone::PrivateClone;
 use crate::run::config::RunConfig;
 use crate::run::journal::Journal;
 use crate::run::limits::Limits;
-use crate::run::session::PromptVia;
 use crate::run::settle::{End, Ran, release, retire, work};
 use crate::run::slot::{Clones, Slot};
 use crate::run::tally::Tally;
@@ -96,20 +94,17 @@ impl Stop {
     }
 }
 
-/// What every loop of one `farm run` shares.
+/// What every loop of one `farm run` shares: its configuration, as
+/// resolved once ([`RunConfig`], never changed while it runs), and the run's
+/// state — the hub and the claim store, the journal, what is spent, and the
+/// counters the loops share.
 pub struct Run {
+    pub config: RunConfig,
     pub hub: Hub,
     pub store: Box<dyn ClaimStore>,
-    pub argv: Vec<String>,
-    pub via: PromptVia,
-    pub timeout: Duration,
+    /// How long a stopped session has after TERM before KILL.
     pub grace: Duration,
-    pub stale_after: Duration,
-    pub heartbeat: Duration,
     pub state: PathBuf,
-    pub max_sessions: Option<usize>,
-    pub once: bool,
-    pub watch: bool,
     pub stop: Stop,
     pub out: Out,
     /// Usage limits and API errors of the agent CLI: when every loop waits.
@@ -118,25 +113,10 @@ pub struct Run {
     pub journal: Journal,
     /// What the sessions cost, as far as the CLI reported it.
     pub(super) spent: Mutex<Usage>,
-    /// `--wrap`: the words every session runs inside; empty for none.
-    pub wrap: Vec<String>,
-    /// `--until`: no new claims after this.
-    pub until: Option<SystemTime>,
-    /// The circuit breaker: failed sessions in a row (0: never) before an
-    /// agent pauses, and its first pause (doubling on each trip).
-    pub trip_after: u32,
-    pub trip_pause: Duration,
-    /// At least this long between two session starts of this run.
-    pub stagger: Duration,
-    /// A config directory of its own for each agent (`--config-per-agent`).
-    pub agent_config: Option<AgentConfig>,
-    /// The agent CLI's own words for limits and errors (its preset's).
-    pub patterns: classify::Patterns,
-    /// How many loops the run has, and how many the breaker has paused.
-    pub loops: usize,
+    /// How many loops the breaker has paused (of `config.names.len()`).
     pub(super) tripped: AtomicUsize,
     /// The task of the last session of this run that did not start (see
-    /// [`classify::did_not_start`]), while no session since has started.
+    /// [`crate::run::classify::did_not_start`]), while no session since has started.
     pub(super) unstarted: Mutex<Option<crate::names::TaskId>>,
     pub(super) last_start: Mutex<Option<Instant>>,
     pub(super) started: AtomicUsize,
@@ -219,51 +199,17 @@ impl Run {
         out: Out,
     ) -> Run {
         let journal = Journal::open(&state);
-        let RunConfig {
-            argv,
-            via,
-            timeout,
-            stale_after,
-            heartbeat,
-            names,
-            branch: _,
-            max_sessions,
-            once,
-            watch,
-            wrap,
-            until,
-            trip_after,
-            trip_pause,
-            stagger,
-            agent_config,
-            patterns,
-        } = config;
         Run {
+            config,
             store,
             hub,
-            argv,
-            via,
-            timeout,
             grace: Duration::from_secs(10),
-            heartbeat,
-            stale_after,
             state,
-            max_sessions,
-            once,
-            watch,
             stop: Stop::default(),
             out,
             limits: Limits::default(),
             journal,
             spent: Mutex::default(),
-            wrap,
-            until,
-            trip_after,
-            trip_pause,
-            stagger,
-            agent_config,
-            patterns,
-            loops: names.len(),
             tripped: AtomicUsize::new(0),
             unstarted: Mutex::default(),
             last_start: Mutex::new(None),
@@ -322,7 +268,7 @@ impl Run {
     pub(super) fn stagger_start(&self) {
         let mut last = self.last_start.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(at) = *last {
-            let next = at + self.stagger;
+            let next = at + self.config.stagger;
             let now = Instant::now();
             if next > now {
                 std::thread::sleep(next - now);
@@ -364,7 +310,7 @@ impl Run {
 
     /// Take one of `--max-sessions`, if any are left.
     pub(super) fn reserve_session(&self) -> bool {
-        let max = self.max_sessions.unwrap_or(usize::MAX);
+        let max = self.config.max_sessions.unwrap_or(usize::MAX);
         self.started
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                 (n < max).then_some(n + 1)
@@ -377,7 +323,8 @@ impl Run {
     }
 
     pub(super) fn sessions_left(&self) -> bool {
-        self.max_sessions
+        self.config
+            .max_sessions
             .is_none_or(|max| self.started.load(Ordering::SeqCst) < max)
     }
 
@@ -552,7 +499,7 @@ fn turns<'scope, 'env: 'scope>(
         if run.stop.draining() {
             break;
         }
-        if run.until.is_some_and(|u| SystemTime::now() >= u) {
+        if run.config.until.is_some_and(|u| SystemTime::now() >= u) {
             run.say(name, "past --until: no new claims");
             break;
         }
@@ -615,7 +562,7 @@ fn turns<'scope, 'env: 'scope>(
                 );
                 break;
             }
-            if board::settled(&snapshot) && !run.watch {
+            if board::settled(&snapshot) && !run.config.watch {
                 // Ending is final: confirm on the branch itself, not on a
                 // work tree that a push may be rewriting this very moment.
                 if board_dir == clone.dir() {
@@ -773,7 +720,7 @@ fn turns<'scope, 'env: 'scope>(
             }
             tally.count(run, name, &task.id, end, summary)?;
         }
-        if run.once {
+        if run.config.once {
             break;
         }
     }

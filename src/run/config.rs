@@ -141,9 +141,13 @@ pub struct RunConfig {
     pub wrap: Vec<String>,
     /// `--until`: no new claims after this.
     pub until: Option<SystemTime>,
+    /// The circuit breaker: failed sessions in a row (0: never) before an
+    /// agent pauses, and its first pause (doubling on each trip).
     pub trip_after: u32,
     pub trip_pause: Duration,
+    /// At least this long between two session starts of this run.
     pub stagger: Duration,
+    /// A config directory of its own for each agent (`--config-per-agent`).
     pub agent_config: Option<AgentConfig>,
     /// The agent CLI's own words for limits and errors (its preset's).
     pub patterns: classify::Patterns,

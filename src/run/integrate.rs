@@ -94,7 +94,7 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Error>
     // and was taken over): beat between rounds, as the session did.
     let mut last_beat = Instant::now();
     for round in 0..push_rounds(run) {
-        if last_beat.elapsed() >= run.heartbeat {
+        if last_beat.elapsed() >= run.config.heartbeat {
             last_beat = Instant::now();
             if let Err(StoreError::Lost { .. }) = run.store.heartbeat(held, SystemTime::now()) {
                 return Ok(Integrated::Lost);
@@ -185,7 +185,7 @@ pub(super) fn merge_session(turn: Turn<'_>, files: &[String]) -> Result<Merge, E
         Ok(turn) => turn,
         Err(merge) => return Ok(merge),
     };
-    let (outcome, lost) = supervise(turn, &text, &log, &prompt_file, run.timeout)?;
+    let (outcome, lost) = supervise(turn, &text, &log, &prompt_file, run.config.timeout)?;
     if lost {
         return Ok(Merge::Lost);
     }

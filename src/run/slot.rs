@@ -37,7 +37,7 @@ impl Slot {
             if run.stop.killing() {
                 return Err(Merge::Interrupted);
             }
-            if last_beat.elapsed() >= run.heartbeat {
+            if last_beat.elapsed() >= run.config.heartbeat {
                 last_beat = Instant::now();
                 if let Err(StoreError::Lost { .. }) = run.store.heartbeat(held, SystemTime::now()) {
                     return Err(Merge::Lost);

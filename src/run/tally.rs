@@ -142,7 +142,7 @@ impl Tally {
         end: End,
         summary: &mut Summary,
     ) -> Result<(), Error> {
-        match self.tally(id, end, run.trip_after, summary) {
+        match self.tally(id, end, run.config.trip_after, summary) {
             Counted::Nothing => {}
             Counted::Skipped(times) => {
                 run.say(
@@ -194,10 +194,12 @@ impl Tally {
                 run.stop.drain();
                 run.wake_all();
                 return Err(
-                    Error::usage(format!("`{}` cannot work: {why}", run.argv[0])).hint(format!(
-                        "run it by hand once to fix its setup (`{}`), then farm run again",
-                        run.argv.join(" ")
-                    )),
+                    Error::usage(format!("`{}` cannot work: {why}", run.config.argv[0])).hint(
+                        format!(
+                            "run it by hand once to fix its setup (`{}`), then farm run again",
+                            run.config.argv.join(" ")
+                        ),
+                    ),
                 );
             }
         }
@@ -206,7 +208,10 @@ impl Tally {
 
     /// Pause if the breaker tripped; whether it paused.
     pub(super) fn pause_if_due(&mut self, run: &Run, name: &str) -> bool {
-        let Some(trip) = self.breaker.trip(run.trip_after, run.trip_pause) else {
+        let Some(trip) = self
+            .breaker
+            .trip(run.config.trip_after, run.config.trip_pause)
+        else {
             return false;
         };
         let pause = crate::git::retry::jitter(trip.pause);
@@ -226,10 +231,10 @@ impl Tally {
                 "why": format!("{} failed sessions in a row", trip.fails),
             }),
         );
-        if run.tripped.fetch_add(1, Ordering::SeqCst) + 1 == run.loops {
+        if run.tripped.fetch_add(1, Ordering::SeqCst) + 1 == run.config.names.len() {
             run.out.note(&format!(
                 "farm run: all {} agents tripped the circuit breaker: the run pauses",
-                run.loops
+                run.config.names.len()
             ));
         }
         run.pause(pause);

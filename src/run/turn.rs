@@ -42,7 +42,7 @@ pub(super) fn reap(run: &Run, name: &str) -> Result<Vec<Listed>, Error> {
     let judge = Judge {
         here: Here::current(),
         now: SystemTime::now(),
-        stale_after: Some(run.stale_after),
+        stale_after: Some(run.config.stale_after),
         probe: &host::process_start,
     };
     let mut kept = Vec::new();
@@ -82,7 +82,8 @@ pub(super) fn say_corrupt_once(
 ) {
     static SAID: Mutex<std::collections::BTreeSet<(String, u64)>> =
         Mutex::new(std::collections::BTreeSet::new());
-    let Some(note) = crate::claims::liveness::waiting_on(&entry.name, verdict, run.stale_after)
+    let Some(note) =
+        crate::claims::liveness::waiting_on(&entry.name, verdict, run.config.stale_after)
     else {
         return;
     };
@@ -136,7 +137,7 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
             ("branch", &run.hub.branch),
         ],
     );
-    let timeout = task.timeout.unwrap_or(run.timeout);
+    let timeout = task.timeout.unwrap_or(run.config.timeout);
     let started = Instant::now();
     clone.dirty();
     let (outcome, lost) = supervise(turn, &text, &log, &prompt_file, timeout)?;
@@ -151,7 +152,7 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
     // What the session's end means, from its exit and its log's last lines.
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     let class = classify::classify(
-        &run.patterns,
+        &run.config.patterns,
         &outcome,
         started.elapsed(),
         &text,
@@ -213,7 +214,7 @@ pub(super) fn supervise(
         ("FARM_CLAIM", run.store.claim_location(&held.claim().task)),
         ("FARM_ATTEMPT", held.claim().attempt.to_string()),
     ];
-    if let Some(config) = &run.agent_config {
+    if let Some(config) = &run.config.agent_config {
         env.push((
             config.var.as_str(),
             config.dir_for(&run.state, name)?.display().to_string(),
@@ -221,10 +222,10 @@ pub(super) fn supervise(
     }
     run.stagger_start();
     let spec = session::Spec {
-        argv: &run.argv,
-        wrap: &run.wrap,
+        argv: &run.config.argv,
+        wrap: &run.config.wrap,
         prompt,
-        via: run.via,
+        via: run.config.via,
         prompt_file,
         cwd: clone.dir(),
         env: &env,
@@ -239,7 +240,7 @@ pub(super) fn supervise(
         if run.stop.killing() {
             return Tick::Stop;
         }
-        if last_beat.elapsed() >= run.heartbeat {
+        if last_beat.elapsed() >= run.config.heartbeat {
             last_beat = Instant::now();
             if let Err(StoreError::Lost { .. }) = run.store.heartbeat(held, SystemTime::now()) {
                 lost = true;
@@ -255,7 +256,10 @@ pub(super) fn supervise(
         // the log — not an error that would stop the loop and, under
         // loop.sh, bring it back to the same task for ever.
         Err(e) => {
-            let _ = std::fs::write(log, format!("farm: cannot start `{}`: {e}\n", run.argv[0]));
+            let _ = std::fs::write(
+                log,
+                format!("farm: cannot start `{}`: {e}\n", run.config.argv[0]),
+            );
             Outcome::Failed { code: 127 }
         }
     };
