@@ -67,10 +67,7 @@ impl Settings {
                 let repo = Repo::new(dir);
                 let branch = match branch {
                     Some(b) => b.to_owned(),
-                    None => repo
-                        .head_branch()
-                        .map_err(|e| Error::failure(e.to_string()).caused_by(e))?
-                        .unwrap_or_else(|| "main".to_owned()),
+                    None => crate::git::hub::local_head(&repo)?,
                 };
                 (repo, format!("refs/heads/{branch}"), branch)
             }

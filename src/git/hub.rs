@@ -46,6 +46,15 @@ pub fn remote_head(url: &str) -> Result<String, Error> {
         .to_owned())
 }
 
+/// The branch the HEAD of the hub `repo` on this machine names (`main`
+/// when it names none).
+pub fn local_head(repo: &Repo) -> Result<String, Error> {
+    Ok(repo
+        .head_branch()
+        .map_err(|e| Error::failure(e.to_string()).caused_by(e))?
+        .unwrap_or_else(|| "main".to_owned()))
+}
+
 /// A hub at `url` that git could not reach: what it said, and how to check.
 pub fn unreachable(url: &str, e: crate::git::command::GitError) -> Error {
     Error::usage(format!("cannot reach hub `{url}`: {}", e.said)).hint(format!(
@@ -124,10 +133,7 @@ impl Hub {
             .map_err(|e| Error::failure(e.to_string()).caused_by(e))?;
         let branch = match branch {
             Some(b) => b.to_owned(),
-            None => repo
-                .head_branch()
-                .map_err(|e| Error::failure(e.to_string()).caused_by(e))?
-                .unwrap_or_else(|| "main".to_owned()),
+            None => local_head(&repo)?,
         };
         if repo
             .rev(&format!("refs/heads/{branch}"))

@@ -25,6 +25,13 @@ fn a_bare_hub_s_farm_toml_on_its_branch_names_the_agent() {
     let line = agent_line(&daemon);
     daemon.make_hub(&[("tasks/a.md", TASK), ("farm.toml", &line)]);
     let machine = Machine::new("here", &daemon.hub_dir().display().to_string());
+    run_once_and_see_a_done(&daemon, &machine);
+}
+
+/// `farm run --once` with no `--agent` on `machine` succeeds, and task `a`
+/// is done on the hub's `main`.
+#[track_caller]
+fn run_once_and_see_a_done(daemon: &Daemon, machine: &Machine) {
     machine
         .farm(["run", "--once"])
         .run_within(std::time::Duration::from_secs(120))
@@ -42,15 +49,7 @@ fn a_url_hub_s_farm_toml_on_its_branch_names_the_agent() {
     let line = agent_line(&daemon);
     daemon.make_hub(&[("tasks/a.md", TASK), ("farm.toml", &line)]);
     daemon.start();
-    let machine = daemon.machine("there");
-    machine
-        .farm(["run", "--once"])
-        .run_within(std::time::Duration::from_secs(120))
-        .success();
-    assert!(
-        daemon.hub().show("main:tasks/done/a.md").is_some(),
-        "task a is not done on main"
-    );
+    run_once_and_see_a_done(&daemon, &daemon.machine("there"));
 }
 
 /// An invalid farm.toml on the branch is a usage error (exit 2) that names
