@@ -875,34 +875,38 @@ git commit -q -m "$FARM_TASK by $FARM_AGENT"
 }
 
 /// The agent CLI answers "usage limit" (Claude's older form, with the reset
-/// as epoch seconds) until a moment three seconds on: no attempt is burned,
-/// nobody starts a session before the reset, and the run finishes after it.
+/// as epoch seconds) until three seconds after its first session started:
+/// no attempt is burned, nobody starts a session before the reset, and the
+/// run finishes after it. (The moment is the first session's, not the
+/// test's: on a loaded machine the run once took longer than three seconds
+/// to start its first session, and no session was limited at all.)
 #[test]
 fn a_usage_limit_burns_no_attempt_and_every_agent_waits_for_the_reset() {
     let env = Env::git_hub(&[]);
     for id in ["a", "b", "c", "d"] {
         add_task(&env, &[id, "-m", "Anything"]);
     }
-    let lifts = SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        + 3;
     let starts = env.tmp.path().join("starts.log");
+    let lifts_at = env.tmp.path().join("lifts");
     let agent = env.agent_script(
         "limited.sh",
         &format!(
             r#"now=$(date +%s)
+# The first session to get here sets the reset: link(2) lets one win.
+echo $((now + 3)) > '{lifts_at}.'$$ && ln '{lifts_at}.'$$ '{lifts_at}' 2>/dev/null
+rm -f '{lifts_at}.'$$
+lifts=$(cat '{lifts_at}')
 echo "$now $FARM_AGENT $FARM_TASK" >> '{starts}'
-if [ "$now" -lt {lifts} ]; then
+if [ "$now" -lt "$lifts" ]; then
   echo "working on $FARM_TASK"
-  echo "Claude AI usage limit reached|{lifts}"
+  echo "Claude AI usage limit reached|$lifts"
   exit 1
 fi
 echo "$FARM_TASK" > "work-$FARM_TASK.txt"
 git add "work-$FARM_TASK.txt" && git commit --quiet -m "work on $FARM_TASK"
 "#,
-            starts = starts.display()
+            starts = starts.display(),
+            lifts_at = lifts_at.display()
         ),
     );
     let out = farm_run(&env, &agent, &["-j", "2"]).success();
@@ -930,6 +934,11 @@ git add "work-$FARM_TASK.txt" && git commit --quiet -m "work on $FARM_TASK"
         .lines()
         .map(|l| l.split(' ').next().unwrap().parse().unwrap())
         .collect();
+    let lifts: u64 = std::fs::read_to_string(&lifts_at)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     let limited = times.iter().filter(|t| **t < lifts).count();
     assert!(
         (1..=2).contains(&limited),
