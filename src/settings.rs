@@ -16,7 +16,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::error::Error;
-use crate::git::command::Repo;
+use crate::git::command::{Repo, again_if_killed};
 use crate::git::hub::HubSpec;
 use crate::run::session::PromptVia;
 
@@ -85,9 +85,10 @@ impl Settings {
                     repo.run(["init", "--quiet", "--bare"])
                         .map_err(|e| Error::failure(e.to_string()).caused_by(e))?;
                 }
-                let tip = repo
-                    .fetch_tip_shallow(url, &format!("refs/heads/{branch}"))
-                    .map_err(|e| crate::git::hub::unreachable(url, e))?;
+                let tip = again_if_killed(|| {
+                    repo.fetch_tip_shallow(url, &format!("refs/heads/{branch}"))
+                })
+                .map_err(|e| crate::git::hub::unreachable(url, e))?;
                 // No branch yet: no settings; opening the hub says so.
                 let Some(tip) = tip else {
                     return Ok(OnBranch {

@@ -66,6 +66,22 @@ pub struct GitError {
     pub signal: Option<i32>,
 }
 
+/// How often a git killed by a signal is run again before its failure stands.
+const KILLED_AGAIN: usize = 2;
+
+/// Run `op`, and again (at most [`KILLED_AGAIN`] times) while the git it
+/// ran was killed by a signal: a killed read (`ls-remote`, a fetch) is no
+/// answer from the repository, and running it again is safe.
+pub fn again_if_killed<T>(mut op: impl FnMut() -> Result<T, GitError>) -> Result<T, GitError> {
+    for _ in 0..KILLED_AGAIN {
+        match op() {
+            Err(e) if e.signal.is_some() => continue,
+            done => return done,
+        }
+    }
+    op()
+}
+
 impl GitError {
     /// A git killed by a signal (the OOM killer, a user, a chaos test)
     /// failed for nothing the repository would do again: transient.

@@ -371,6 +371,18 @@ fn run_with_git_killed_once_args(
     pattern: &str,
     args: &[&str],
 ) -> crate::common::Output {
+    run_with_git_killed_once_in(env, agent, pattern, "/state/", args)
+}
+
+/// As [`run_with_git_killed_once_args`], for a git command whose arguments
+/// hold `place` (not only the state dir's).
+fn run_with_git_killed_once_in(
+    env: &Env,
+    agent: &str,
+    pattern: &str,
+    place: &str,
+    args: &[&str],
+) -> crate::common::Output {
     let real = std::process::Command::new("sh")
         .args(["-c", "command -v git"])
         .output()
@@ -383,7 +395,7 @@ fn run_with_git_killed_once_args(
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\ncase \" $* \" in *'/state/'*)\n  case \" $* \" in *\" {pattern} \"*)\n    if mkdir '{mark}' 2>/dev/null; then kill -KILL $$; fi;;\n  esac;;\nesac\nexec '{real}' \"$@\"\n",
+            "#!/bin/sh\ncase \" $* \" in *'{place}'*)\n  case \" $* \" in *\" {pattern} \"*)\n    if mkdir '{mark}' 2>/dev/null; then kill -KILL $$; fi;;\n  esac;;\nesac\nexec '{real}' \"$@\"\n",
             mark = mark.display()
         ),
     )
@@ -404,9 +416,31 @@ fn run_with_git_killed_once_args(
     out
 }
 
+/// Regression (issue 10, chaos suite): the `git ls-remote` with which farm
+/// checks a hub given by URL, killed by a signal, made a restarted farm exit
+/// 2 ("cannot reach hub …: git was killed by signal 9"): a killed git is no
+/// answer from the hub. It is run again, and the run does its task.
+#[test]
+fn a_killed_ls_remote_of_a_url_hub_is_run_again() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["u1", "-m", "Anything"]);
+    let agent = env.agent_script(
+        "work.sh",
+        "set -eu\necho w > \"w-$FARM_TASK\"\ngit add -A\ngit commit -q -m \"$FARM_TASK\"\n",
+    );
+    let url = format!("file://{}", env.hub.display());
+    let out = run_with_git_killed_once_in(&env, &agent, "ls-remote", "file://", &["--hub", &url]);
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert_eq!(
+        board(&env, "tasks/done"),
+        BTreeSet::from(["u1".into()]),
+        "{out:#?}"
+    );
+}
+
 /// Regression (issue 10, chaos suite): a git command of farm's killed by a
 /// signal in its clone (there, its commit of a merge session; here, the
-/// reset of the clone to the branch before the second session) made farm
+/// checkout of the branch as the new clone is first reset to it) made farm
 /// exit 1 ("git was killed by signal 9", with a hint that the hub did not
 /// answer). It is run again, and the run ends as if nothing happened: each
 /// task done once, in one session, no rescue branch.
@@ -424,7 +458,7 @@ fn a_killed_git_of_farms_in_its_clone_is_run_again() {
             logs.display()
         ),
     );
-    let out = run_with_git_killed_once(&env, &agent, "read-tree --reset -u").success();
+    let out = run_with_git_killed_once(&env, &agent, "checkout --quiet --force").success();
     assert_eq!(
         board(&env, "tasks/done"),
         BTreeSet::from(["g1".into(), "g2".into()]),
