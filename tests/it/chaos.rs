@@ -157,6 +157,17 @@ fn has_env(pid: u32, entry: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// Whether process `pid` has variable `name` in its environment.
+fn has_var(pid: u32, name: &str) -> bool {
+    let prefix = format!("{name}=");
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .map(|env| {
+            env.split(|b| *b == 0)
+                .any(|e| e.starts_with(prefix.as_bytes()))
+        })
+        .unwrap_or(false)
+}
+
 fn cmdline(pid: u32) -> String {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|c| {
@@ -1038,9 +1049,14 @@ exit 0
                     // still working in a clone before recovering it (killing
                     // them mid-way would leave half-updated work trees); the
                     // claim, exactly-once and rescue checks judge those cases.
+                    // A hook of farm's git outlives it too, and its git may be
+                    // gone (killed by the test), leaving the hook an orphan:
+                    // what a session started carries the session's
+                    // FARM_TASK, what farm's git started does not.
                     let cmd = cmdline(p.pid);
                     let farms_git = (p.comm == "git" && cmd.starts_with("git -C "))
-                        || cmdline(p.ppid).starts_with("git -C "); // its hooks
+                        || cmdline(p.ppid).starts_with("git -C ")
+                        || !has_var(p.pid, "FARM_TASK");
                     !(cmd.contains("loop.sh") || cmd.contains("receive-pack") || farms_git)
                 })
                 .collect();
