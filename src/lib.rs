@@ -11,12 +11,13 @@
 //! - [`run`](mod@run): `farm run`: the agent loop ([`run::agent`]), the private clone
 //!   and its recovery, sessions, outcome classification, usage limits, usage
 //!   and cost, the prompt, the journal, agent presets.
-//! - [`board`]: the task file format, loading a board, the dependency graph
-//!   and every task's state.
+//! - [`board`]: the task file format, loading a board, the dependency graph,
+//!   every task's state and every edit of a task file.
 //! - [`claims`]: the claim record, liveness, the [`claims::ClaimStore`] trait
 //!   and its `fs` and `git` stores, holding a claim while a command runs.
 //! - [`git`]: the `git` command (every push and fetch), the hub, a clone's
-//!   in-process work (git2), patience with a remote.
+//!   in-process work (git2, with a merge of trees by what changed), patience
+//!   with a remote.
 //! - [`names`], [`error`], [`output`], [`age`]: task ids and agent names, the
 //!   user-facing error, output, ages and durations.
 //!

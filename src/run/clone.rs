@@ -70,6 +70,10 @@ pub struct PrivateClone {
     /// True when HEAD was moved by an in-memory rebase: the index and the
     /// work tree still show the commit before it.
     behind: Cell<bool>,
+    /// True when the tracked files are known to equal the index (after a
+    /// sync, or after staging everything; not once a session ran): a sync
+    /// may then move them by what changed between the two trees alone.
+    tracked: Cell<bool>,
     name: String,
     out: Out,
     /// The rescue branches pushed when the clone was opened.
@@ -166,6 +170,7 @@ impl PrivateClone {
             work,
             clean: Cell::new(false),
             behind: Cell::new(false),
+            tracked: Cell::new(false),
             _lock: lock,
             name: name.to_owned(),
             out,
@@ -694,6 +699,7 @@ impl PrivateClone {
             _ => drop(self.git(["clean", "-ffdxq"])?),
         }
         self.clean.set(true);
+        self.tracked.set(true);
         Ok(target)
     }
 
@@ -714,6 +720,20 @@ impl PrivateClone {
                 .set_ref(&format!("refs/heads/{WORK_BRANCH}"), target)
                 .is_ok()
         {
+            let from = self
+                .tracked
+                .get()
+                .then(|| self.in_process("reading the index's tree", Workdir::index_tree))
+                .flatten();
+            if let Some(from) = from
+                && self
+                    .in_process("checkout by what changed", |w| {
+                        w.checkout_from(from, target)
+                    })
+                    .is_some()
+            {
+                return Ok(());
+            }
             self.git(["read-tree", "--reset", "-u", target])?;
             return Ok(());
         }
@@ -732,6 +752,7 @@ impl PrivateClone {
     /// A session is about to change the work tree.
     pub fn dirty(&self) {
         self.clean.set(false);
+        self.tracked.set(false);
     }
 
     /// HEAD was pushed: unless an in-memory rebase left the work tree behind
@@ -742,10 +763,13 @@ impl PrivateClone {
 
     /// Stage and commit everything; `false` when there was nothing.
     pub fn commit_all(&self, message: &str) -> Result<bool, Error> {
-        if let Some(committed) = self.in_process("commit", |w| w.commit_all(message)) {
-            return Ok(committed);
-        }
-        self.healing(|| self.repo.commit_all(message))
+        let committed = match self.in_process("commit", |w| w.commit_all(message)) {
+            Some(committed) => committed,
+            None => self.healing(|| self.repo.commit_all(message))?,
+        };
+        // Everything was staged: the tracked files equal the index.
+        self.tracked.set(true);
+        Ok(committed)
     }
 
     /// Commit what a session left uncommitted (its git locks, stale now
@@ -951,15 +975,18 @@ impl PrivateClone {
 
     /// Stage everything (`git add --all`); the paths that differ from HEAD.
     fn stage_all(&self) -> Result<Vec<String>, Error> {
-        if let Some(paths) = self.in_process("staging", Workdir::stage_all) {
-            return Ok(paths);
-        }
-        self.git(["add", "--all"])?;
-        Ok(self
-            .git(["diff", "--cached", "--name-only", "--no-renames", "HEAD"])?
-            .lines()
-            .map(str::to_owned)
-            .collect())
+        let paths = match self.in_process("staging", Workdir::stage_all) {
+            Some(paths) => paths,
+            None => {
+                self.git(["add", "--all"])?;
+                self.git(["diff", "--cached", "--name-only", "--no-renames", "HEAD"])?
+                    .lines()
+                    .map(str::to_owned)
+                    .collect()
+            }
+        };
+        self.tracked.set(true);
+        Ok(paths)
     }
 
     pub fn has_markers(&self, files: &[String]) -> bool {

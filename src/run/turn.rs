@@ -139,7 +139,6 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
     );
     let timeout = task.timeout.unwrap_or(run.config.timeout);
     let started = Instant::now();
-    clone.dirty();
     let (outcome, lost) = supervise(turn, &text, &log, &prompt_file, timeout)?;
     run.say(
         name,
@@ -196,6 +195,8 @@ pub(super) fn supervise(
     prompt_file: &Path,
     timeout: Duration,
 ) -> Result<(Outcome, bool), Error> {
+    // Whatever the session does to the work tree, farm no longer knows it.
+    turn.clone.dirty();
     let Turn {
         run,
         clone,
