@@ -518,7 +518,8 @@ impl Repo {
         }
         Ok(String::from_utf8_lossy(&out.stdout)
             .lines()
-            .filter_map(|l| l.split_once(' '))
+            // A key with no value at all (`[core] splitIndex`) prints alone.
+            .map(|l| l.split_once(' ').unwrap_or((l, "")))
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .collect())
     }

@@ -35,6 +35,24 @@ pub const SYNC_LOG: &str = "farm: to the hub's branch";
 /// branch moved, the index and the files not.
 pub const REBASE_LOG: &str = "farm: rebase onto";
 
+/// The settings under which a clone is left to the `git` command (their
+/// keys as `git config` prints them): signed commits, which git2 does not
+/// make, and git's split index, which libgit2 cannot read — its index seen
+/// as empty, [`Workdir::clean`] removed every tracked file. (Index version
+/// 4, the untracked cache, `feature.manyFiles` and `core.fsmonitor` were
+/// tried and are read right: see the tests.)
+pub const GIT_ONLY: [&str; 2] = ["commit.gpgsign", "core.splitindex"];
+
+/// Whether a config value, as `git config --get-regexp` prints it, is true
+/// (a key with no value at all is, as git reads it).
+pub fn git_true(value: &str) -> bool {
+    let value = value.trim().to_ascii_lowercase();
+    match value.as_str() {
+        "" | "true" | "yes" | "on" => true,
+        other => other.parse::<i64>().is_ok_and(|n| n != 0),
+    }
+}
+
 /// The clone's repository, opened once for its loop's life.
 pub struct Workdir {
     repo: Repository,
@@ -42,8 +60,13 @@ pub struct Workdir {
 }
 
 impl Workdir {
-    /// `None` when the clone's commits must go through the `git` command
-    /// (the user asked for signed commits, which git2 does not make).
+    /// `None` when the clone's git work must go through the `git` command:
+    /// a setting of [`GIT_ONLY`] is on, or the index is one libgit2 cannot
+    /// read (a split index made by `git update-index --split-index`).
+    ///
+    /// git2 sees only the config files it knows: a caller that can ask git
+    /// itself (`GIT_CONFIG_COUNT`, `-c`, `GIT_CONFIG_GLOBAL` count there)
+    /// must check [`GIT_ONLY`] with git too, as `PrivateClone::prepare` does.
     pub fn open(dir: &Path) -> Result<Option<Workdir>, git2::Error> {
         // Every tree and commit written here is made of objects read from
         // this repository, so libgit2's check that each one exists (an
@@ -51,7 +74,16 @@ impl Workdir {
         // a commit's cost) proves nothing a push to the hub would not.
         git2::opts::strict_object_creation(false);
         let repo = Repository::open(dir)?;
-        if repo.config()?.get_bool("commit.gpgsign").unwrap_or(false) {
+        let config = repo.config()?;
+        if GIT_ONLY
+            .iter()
+            .any(|key| config.get_bool(key).unwrap_or(false))
+        {
+            return Ok(None);
+        }
+        // An index libgit2 fails to read once is taken for empty from then
+        // on: everything tracked would look untracked to `clean`.
+        if repo.index().is_err() {
             return Ok(None);
         }
         Ok(Some(Workdir {
@@ -698,6 +730,78 @@ mod tests {
         r.run(["checkout", "--quiet", "work"]).unwrap();
         assert_eq!(open(d).rebase("main").unwrap(), None, "a merge to replay");
         assert_eq!(r.run(["rev-parse", "work"]).unwrap(), before);
+    }
+
+    /// Regression (issue 10, item 4): libgit2 cannot read git's split
+    /// index; a clone's index read as empty made `clean` remove every
+    /// tracked file. Split by its config, or by hand with no config at all
+    /// (git then keeps it split), the clone is left to git.
+    #[test]
+    fn a_split_index_is_left_to_git() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = repo(tmp.path());
+        r.run(["config", "core.splitIndex", "true"]).unwrap();
+        assert!(Workdir::open(tmp.path()).unwrap().is_none(), "by config");
+
+        let tmp = tempfile::tempdir().unwrap();
+        let r = repo(tmp.path());
+        r.run(["update-index", "--split-index"]).unwrap();
+        assert!(Workdir::open(tmp.path()).unwrap().is_none(), "by hand");
+    }
+
+    /// The other index features git2 0.21 might misread: each is read
+    /// right (`clean` keeps what is tracked, `stage_all` finds nothing to
+    /// stage, git agrees), so the clone stays in-process. `core.fsmonitor`
+    /// is a hook here (git's own daemon does not run on Linux) that says
+    /// every file may have changed.
+    #[test]
+    fn other_index_features_are_read_right() {
+        for (key, value) in [
+            ("index.version", "4"),
+            ("core.untrackedCache", "true"),
+            ("feature.manyFiles", "true"),
+            ("core.fsmonitor", ".git/fsmonitor.sh"),
+        ] {
+            let tmp = tempfile::tempdir().unwrap();
+            let d = tmp.path();
+            let r = repo(d);
+            write(d, ".git/fsmonitor.sh", "#!/bin/sh\nprintf 'token\\0/\\0'\n");
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(
+                d.join(".git/fsmonitor.sh"),
+                std::fs::Permissions::from_mode(0o755),
+            )
+            .unwrap();
+            r.run(["config", key, value]).unwrap();
+            write(d, "dir/b.txt", "b\n");
+            write(d, "dir/c.txt", "c\n");
+            r.commit_all("more").unwrap();
+            // git writes the index anew with the feature on.
+            r.run(["read-tree", "--reset", "-u", "HEAD"]).unwrap();
+            r.run(["status", "--porcelain"]).unwrap();
+            write(d, "untracked.txt", "x");
+            let w = open(d);
+            w.clean().unwrap();
+            assert!(!d.join("untracked.txt").exists(), "{key}");
+            assert_eq!(r.run(["status", "--porcelain"]).unwrap(), "", "{key}");
+            assert_eq!(w.stage_all().unwrap(), Vec::<String>::new(), "{key}");
+            assert_eq!(r.run(["status", "--porcelain"]).unwrap(), "", "{key}");
+            // Again once git has rewritten the index under the open clone.
+            r.run(["read-tree", "--reset", "-u", "HEAD"]).unwrap();
+            w.clean().unwrap();
+            assert!(d.join("dir/c.txt").exists(), "{key}");
+            assert_eq!(r.run(["status", "--porcelain"]).unwrap(), "", "{key}");
+        }
+    }
+
+    #[test]
+    fn git_true_reads_a_value_as_git_does() {
+        for yes in ["", "true", "Yes", "on", "1", "-2"] {
+            assert!(git_true(yes), "{yes:?}");
+        }
+        for no in ["false", "no", "off", "0", "maybe"] {
+            assert!(!git_true(no), "{no:?}");
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::error::Error;
 use crate::git::command::{GitError, Pushed, Repo};
 use crate::git::hub::Hub;
 use crate::git::retry::patiently;
-use crate::git::workdir::Workdir;
+use crate::git::workdir::{GIT_ONLY, Workdir, git_true};
 use crate::output::Out;
 use crate::run::session;
 
@@ -140,7 +140,7 @@ impl PrivateClone {
         if let Some(local) = &hub.local {
             borrow_objects(&dir, &local.git_dir)?;
         }
-        let work = Workdir::open(&dir).map_err(|e| {
+        let mut work = Workdir::open(&dir).map_err(|e| {
             Error::failure(format!("cannot open the clone `{}`: {e}", dir.display()))
         })?;
         // The clone's own settings, each a git process only when it must
@@ -156,7 +156,18 @@ impl PrivateClone {
         }
         // farm's own commits need an identity even where none is configured
         // (asked of git itself: the user's files and environment count).
-        let known = repo.config_matching(r"^user\.(name|email)$")?;
+        // The same process tells what git2 cannot see: a setting that
+        // leaves the clone to the git command, given in the environment
+        // (GIT_CONFIG_COUNT, say) or a file git2 does not read.
+        let known =
+            repo.config_matching(r"^(user\.(name|email)|commit\.gpgsign|core\.splitindex)$")?;
+        let git_only = |key: &str| known.iter().rfind(|(k, _)| k == key);
+        if GIT_ONLY
+            .iter()
+            .any(|key| git_only(key).is_some_and(|(_, v)| git_true(v)))
+        {
+            work = None;
+        }
         for (key, value) in [
             ("user.email", format!("{name}@farm.invalid")),
             ("user.name", format!("farm agent {name}")),

@@ -535,3 +535,86 @@ fn a_killed_fetch_of_the_claims_is_tried_again() {
         "{out:#?}"
     );
 }
+
+/// The clones under `TMP/state/clones/`.
+fn clone_dirs(env: &Env) -> Vec<std::path::PathBuf> {
+    let mut dirs: Vec<_> = std::fs::read_dir(env.tmp.path().join("state/clones"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join(".git").is_dir())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// `git status --porcelain` in `dir`, with the environment of a run.
+fn status_in(env: &Env, dir: &std::path::Path, extra: &[(&str, &str)]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(dir)
+        .env("HOME", env.tmp.path())
+        .envs(crate::common::GIT_ENV)
+        .envs(extra.iter().copied())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git status in {dir:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The environment that turns git's split index on, as a user's config would.
+const SPLIT_INDEX: [(&str, &str); 3] = [
+    ("GIT_CONFIG_COUNT", "1"),
+    ("GIT_CONFIG_KEY_0", "core.splitIndex"),
+    ("GIT_CONFIG_VALUE_0", "true"),
+];
+
+/// Regression (issue 10, item 4): with `core.splitIndex=true`, libgit2 (which
+/// cannot read a split index: its `link` extension is "mandatory") re-read
+/// the clone's index as empty, farm's in-process `clean` removed every
+/// tracked file as untracked, and the loop said "`split` is not ready on the
+/// branch; looking again" ~2,100 times in 4 s, never running a session.
+/// Both ways in: a clone made while the split index is on (`split`), and a
+/// clone an earlier run made without it, opened with it on (`later`).
+#[test]
+fn a_split_index_leaves_the_clone_whole_and_the_task_is_done() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["first", "-m", "Anything"]);
+    let agent = env.agent_script(
+        "work.sh",
+        "set -eu\necho w > \"w-$FARM_TASK\"\ngit add -A\ngit commit -q -m \"$FARM_TASK\"\n",
+    );
+    let run = |env: &Env| {
+        let mut farm = env.farm_git(run_args(env, &agent, &["-v"]));
+        for (k, v) in SPLIT_INDEX {
+            farm = farm.env(k, v);
+        }
+        farm.run_within(Duration::from_secs(60)).success()
+    };
+    // An earlier run, without the split index, leaves its clone behind.
+    farm_run(&env, &agent, &[]).success();
+    add_task(&env, &["later", "-m", "Anything"]);
+    let out = run(&env);
+    assert_eq!(out.stderr.matches("not ready").count(), 0, "{out:#?}");
+    // A clone made with the split index on.
+    std::fs::remove_dir_all(env.tmp.path().join("state/clones")).unwrap();
+    add_task(&env, &["split", "-m", "Anything"]);
+    let out = run(&env);
+    assert_eq!(out.stderr.matches("not ready").count(), 0, "{out:#?}");
+    assert_eq!(
+        board(&env, "tasks/done"),
+        BTreeSet::from(["first".into(), "later".into(), "split".into()]),
+        "{out:#?}"
+    );
+    for dir in clone_dirs(&env) {
+        assert!(
+            std::fs::read_dir(dir.join(".git")).unwrap().any(|e| e
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("sharedindex.")),
+            "the index of {dir:?} is not split: the test tests nothing"
+        );
+        assert_eq!(status_in(&env, &dir, &SPLIT_INDEX), "", "{dir:?}: {out:#?}");
+    }
+    assert_hub_sound(&env);
+}
