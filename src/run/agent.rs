@@ -439,6 +439,67 @@ fn turns_settled(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Err
     })
 }
 
+/// The looks at one task that the board called ready and the clone, synced
+/// to the same commit, did not: the board reads the commit's tree, the
+/// clone its work tree, so no push explains it — the clone's files are not
+/// what git says they are. The second look resets them; a third ends the
+/// run (issue 10, item 4: a loop that spun on this ~2,100 times in 4 s).
+#[derive(Default)]
+struct Unready {
+    task: Option<crate::names::TaskId>,
+    at: String,
+    looks: u32,
+}
+
+impl Unready {
+    /// Count a look at `task` with the clone at commit `at`; how many in a
+    /// row were at that task and commit.
+    fn look(&mut self, task: &crate::names::TaskId, at: String) -> u32 {
+        if self.task.as_ref() != Some(task) || self.at != at {
+            *self = Unready {
+                task: Some(task.clone()),
+                at,
+                looks: 0,
+            };
+        }
+        self.looks += 1;
+        self.looks
+    }
+}
+
+/// The error that ends a run whose clone never sees `task` ready, naming
+/// what the clone's work tree lacks.
+fn unready_error(clone: &PrivateClone, task: &board::Task) -> Error {
+    let dir = clone.dir();
+    let file = board::paths::pending(&task.id);
+    let why = match std::fs::read_to_string(dir.join(&file)) {
+        Err(_) => format!("its work tree has no `{file}`"),
+        Ok(text) => match board::parse(task.id.clone(), &text) {
+            Err(_) => format!("`{file}` there does not parse"),
+            Ok(there) => match there
+                .after
+                .iter()
+                .map(board::paths::done)
+                .find(|done| !dir.join(done).is_file())
+            {
+                Some(done) => format!("its work tree has no `{done}`, which the task waits for"),
+                None => "it changed while farm looked".to_owned(),
+            },
+        },
+    };
+    Error::failure(format!(
+        "`{}` is ready on the branch but not in the clone `{}` at the same commit, \
+         even with its work tree reset: {why}",
+        task.id,
+        dir.display()
+    ))
+    .hint(format!(
+        "a setting of the clone's may keep files out of its work tree (a sparse \
+         checkout?); remove `{}` and farm makes the clone again",
+        dir.display()
+    ))
+}
+
 /// An integration going on beside the loop: its clone, task and end.
 type Beside<'scope> =
     std::thread::ScopedJoinHandle<'scope, (PrivateClone, crate::names::TaskId, Result<End, Error>)>;
@@ -492,6 +553,7 @@ fn turns<'scope, 'env: 'scope>(
     // the branch agree again (claims coming and going do not).
     let mut distrust_worktree: Option<Option<String>> = None;
     let mut board_cache = board::Cache::default();
+    let mut unready = Unready::default();
     while !run.stop.draining() && run.sessions_left() {
         // The agent CLI hit its limit: nobody claims until it lifts.
         run.limits
@@ -638,8 +700,24 @@ fn turns<'scope, 'env: 'scope>(
                 &format!("`{}` is not ready on the branch; looking again", task.id),
             );
             distrust_worktree = Some(run.hub.branch_rev());
+            match unready.look(&task.id, clone.head()?) {
+                1 => {}
+                2 => {
+                    // The files may be what is wrong (an index git2 read
+                    // as empty made `clean` delete them): reset them from
+                    // git, and give the branch a moment to move.
+                    run.out.debug(&format!(
+                        "{name}: `{}` not ready again at the same commit; resetting the clone's work tree",
+                        task.id
+                    ));
+                    clone.dirty();
+                    run.wait_for_change(&seen);
+                }
+                _ => return Err(unready_error(clone, &task)),
+            }
             continue;
         };
+        unready = Unready::default();
         // Out of attempts already (its front matter edited by hand, say):
         // no session is an "attempt 6 of 3"; the task goes to tasks/failed/.
         if task.attempts >= task.max_attempts {

@@ -618,3 +618,50 @@ fn a_split_index_leaves_the_clone_whole_and_the_task_is_done() {
     }
     assert_hub_sound(&env);
 }
+
+/// Regression (issue 10, item 4): a task the board calls ready (read from
+/// the branch's tree) that the clone calls not ready (read from its work
+/// tree), with nothing changed on the branch between two looks, was claimed,
+/// released and looked at again without bound ("not ready ... looking
+/// again" ~2,100 times in 4 s with a split index). Here the clone's sparse
+/// checkout keeps `tasks/stuck.md` out of its work tree, for good: the loop
+/// re-syncs the clone once, then stops the run with one error naming the
+/// task and what disagrees, within a few looks. (On main it spun until
+/// killed.)
+#[test]
+fn a_task_the_clone_never_sees_ready_stops_the_run() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["first", "-m", "Anything"]);
+    let agent = env.agent_script(
+        "work.sh",
+        "set -eu\necho w > \"w-$FARM_TASK\"\ngit add -A\ngit commit -q -m \"$FARM_TASK\"\n",
+    );
+    farm_run(&env, &agent, &[]).success();
+    // Both of the agent's clones (the second did an integration).
+    for clone in clone_dirs(&env) {
+        std::fs::write(
+            clone.join(".git/info/sparse-checkout"),
+            "/*\n!/tasks/stuck.md\n",
+        )
+        .unwrap();
+        let config = std::process::Command::new("git")
+            .args(["config", "core.sparseCheckout", "true"])
+            .current_dir(&clone)
+            .status()
+            .unwrap();
+        assert!(config.success());
+    }
+    add_task(&env, &["stuck", "-m", "Anything"]);
+    let out = env
+        .farm_git(run_args(&env, &agent, &[]))
+        .run_within(Duration::from_secs(60))
+        .code(1);
+    let looks = out.stderr.matches("is not ready on the branch").count();
+    assert!((1..=3).contains(&looks), "{looks} looks: {out:#?}");
+    assert!(
+        out.stderr.contains("`stuck`") && out.stderr.contains("`tasks/stuck.md`"),
+        "{out:#?}"
+    );
+    assert_eq!(board(&env, "tasks"), BTreeSet::from(["stuck".into()]));
+    assert_hub_sound(&env);
+}
