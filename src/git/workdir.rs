@@ -38,10 +38,12 @@ pub const REBASE_LOG: &str = "farm: rebase onto";
 /// The settings under which a clone is left to the `git` command (their
 /// keys as `git config` prints them): signed commits, which git2 does not
 /// make, and git's split index, which libgit2 cannot read — its index seen
-/// as empty, [`Workdir::clean`] removed every tracked file. (Index version
-/// 4, the untracked cache, `feature.manyFiles` and `core.fsmonitor` were
-/// tried and are read right: see the tests.)
-pub const GIT_ONLY: [&str; 2] = ["commit.gpgsign", "core.splitindex"];
+/// as empty, [`Workdir::clean`] removed every tracked file — and a sparse
+/// checkout, which libgit2 does not implement (an in-process sync wrote the
+/// files it keeps out). (Index version 4, the untracked cache,
+/// `feature.manyFiles` and `core.fsmonitor` were tried and are read right:
+/// see the tests.)
+pub const GIT_ONLY: [&str; 3] = ["commit.gpgsign", "core.splitindex", "core.sparsecheckout"];
 
 /// Whether a config value, as `git config --get-regexp` prints it, is true
 /// (a key with no value at all is, as git reads it).

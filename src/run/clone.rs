@@ -159,8 +159,9 @@ impl PrivateClone {
         // The same process tells what git2 cannot see: a setting that
         // leaves the clone to the git command, given in the environment
         // (GIT_CONFIG_COUNT, say) or a file git2 does not read.
-        let known =
-            repo.config_matching(r"^(user\.(name|email)|commit\.gpgsign|core\.splitindex)$")?;
+        let known = repo.config_matching(
+            r"^(user\.(name|email)|commit\.gpgsign|core\.(splitindex|sparsecheckout))$",
+        )?;
         let git_only = |key: &str| known.iter().rfind(|(k, _)| k == key);
         if GIT_ONLY
             .iter()
