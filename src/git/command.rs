@@ -69,6 +69,36 @@ pub struct GitError {
 /// How often a git killed by a signal is run again before its failure stands.
 const KILLED_AGAIN: usize = 2;
 
+/// Whether git `args` only reads (the repository, or a remote's refs):
+/// such a git, killed, is safe to run again. The subcommands farm runs
+/// that way; `config` and `symbolic-ref` in their reading forms.
+fn reads<I, S>(args: I) -> bool
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let args: Vec<String> = args
+        .into_iter()
+        .map(|a| a.as_ref().to_string_lossy().into_owned())
+        .collect();
+    match args.first().map(String::as_str) {
+        Some(
+            "cat-file" | "cherry" | "diff" | "for-each-ref" | "log" | "ls-files" | "ls-remote"
+            | "ls-tree" | "merge-base" | "rev-list" | "rev-parse" | "show" | "show-ref",
+        ) => true,
+        Some("config") => args.iter().any(|a| a.starts_with("--get")),
+        Some("symbolic-ref") => {
+            args.len() <= 4
+                && args.iter().any(|a| a == "HEAD")
+                && args
+                    .iter()
+                    .skip(1)
+                    .all(|a| a.starts_with('-') || a == "HEAD")
+        }
+        _ => false,
+    }
+}
+
 /// Run `op`, and again (at most [`KILLED_AGAIN`] times) while the git it
 /// ran was killed by a signal: a killed read (`ls-remote`, a fetch) is no
 /// answer from the repository, and running it again is safe.
@@ -280,14 +310,44 @@ impl Repo {
         cmd
     }
 
+    /// Run git; a git that only reads (see [`reads`]) and was killed by a
+    /// signal is run again, at most [`KILLED_AGAIN`] times: its answer was
+    /// lost, not refused. The answer of a git still killed then carries
+    /// the signal (callers judging exit codes must check it).
     fn output<I, S>(&self, args: I) -> Result<Output, GitError>
     where
         I: IntoIterator<Item = S> + Clone,
         S: AsRef<OsStr>,
     {
-        self.command(args.clone())
-            .output()
-            .map_err(|e| self.error(args, e.to_string()))
+        let once = || {
+            self.command(args.clone())
+                .output()
+                .map_err(|e| self.error(args.clone(), e.to_string()))
+        };
+        let mut out = once()?;
+        if reads(args.clone()) {
+            for _ in 0..KILLED_AGAIN {
+                if std::os::unix::process::ExitStatusExt::signal(&out.status).is_none() {
+                    break;
+                }
+                out = once()?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Like [`Repo::output`], for a git whose exit code is its answer: a
+    /// git killed before it could answer is an error, not a "no".
+    fn answer<I, S>(&self, args: I) -> Result<Output, GitError>
+    where
+        I: IntoIterator<Item = S> + Clone,
+        S: AsRef<OsStr>,
+    {
+        let out = self.output(args.clone())?;
+        if std::os::unix::process::ExitStatusExt::signal(&out.status).is_some() {
+            return Err(self.failed(args, &out));
+        }
+        Ok(out)
     }
 
     /// The error of a git that ran and failed: what it said, and whether
@@ -375,12 +435,7 @@ impl Repo {
         I: IntoIterator<Item = S> + Clone,
         S: AsRef<OsStr>,
     {
-        let out = self.output(args.clone())?;
-        if std::os::unix::process::ExitStatusExt::signal(&out.status).is_some() {
-            // Killed before it could answer: not a "no".
-            return Err(self.failed(args, &out));
-        }
-        Ok(out.status.success())
+        Ok(self.answer(args)?.status.success())
     }
 
     /// Clone branch `branch` of `hub` (a path or a URL) into `dest` (which
@@ -488,7 +543,7 @@ impl Repo {
 
     /// The branch HEAD points at (`main`), if any.
     pub fn head_branch(&self) -> Result<Option<String>, GitError> {
-        let out = self.output(["symbolic-ref", "--quiet", "--short", "HEAD"])?;
+        let out = self.answer(["symbolic-ref", "--quiet", "--short", "HEAD"])?;
         Ok(out
             .status
             .success()
@@ -496,7 +551,7 @@ impl Repo {
     }
 
     pub fn rev(&self, rev: &str) -> Result<Option<String>, GitError> {
-        let out = self.output([
+        let out = self.answer([
             "rev-parse",
             "--verify",
             "--quiet",
@@ -746,6 +801,31 @@ impl From<GitError> for Error {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_reads_are_run_again_when_killed() {
+        for read in [
+            &["ls-remote", "--symref", "url", "HEAD"][..],
+            &["ls-tree", "abc", "--", "farm.toml"],
+            &["cat-file", "blob", "abc"],
+            &["rev-parse", "--verify", "--quiet", "x^{commit}"],
+            &["symbolic-ref", "--quiet", "--short", "HEAD"],
+            &["config", "--get-regexp", "user"],
+        ] {
+            assert!(reads(read), "{read:?}");
+        }
+        for write in [
+            &["push", "origin", "HEAD"][..],
+            &["commit", "-m", "x"],
+            &["config", "user.name", "x"],
+            &["symbolic-ref", "HEAD", "refs/heads/x"],
+            &["update-ref", "refs/heads/x", "abc"],
+            &["fetch", "origin", "main"],
+            &[],
+        ] {
+            assert!(!reads(write), "{write:?}");
+        }
+    }
+
     use super::*;
 
     #[test]

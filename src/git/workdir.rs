@@ -396,9 +396,14 @@ impl Workdir {
     }
 
     /// The index as it is on disk now (the agent's `git` may have changed it).
+    /// The index as it is on disk now. Read whole every time (`force`):
+    /// after a read that failed (an index split by an agent's git, which
+    /// libgit2 cannot read), libgit2 keeps an empty index in memory, and a
+    /// read that does not force it answers that while the file is
+    /// unchanged — and [`Workdir::clean`] would remove every tracked file.
     fn index(&self) -> Result<Index, git2::Error> {
         let mut index = self.repo.index()?;
-        index.read(false)?;
+        index.read(true)?;
         Ok(index)
     }
 }
