@@ -46,8 +46,8 @@ const FARM: &str = env!("CARGO_BIN_EXE_farm");
 const RUNS: usize = 5;
 /// Tasks done by the short and the long run of part 1, whatever the
 /// board's size.
-const FEW: usize = 20;
-const MANY_SESSIONS: usize = 60;
+const FEW: usize = 10;
+const MANY_SESSIONS: usize = 40;
 const JOBS: &str = "2";
 const SMALL: usize = 50;
 const LARGE: usize = 5_000;

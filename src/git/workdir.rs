@@ -59,6 +59,8 @@ pub fn git_true(value: &str) -> bool {
 pub struct Workdir {
     repo: Repository,
     dir: PathBuf,
+    /// An index read failed once: see [`Workdir::index`].
+    unreadable: std::cell::Cell<bool>,
 }
 
 impl Workdir {
@@ -91,6 +93,7 @@ impl Workdir {
         Ok(Some(Workdir {
             repo,
             dir: dir.to_path_buf(),
+            unreadable: std::cell::Cell::new(false),
         }))
     }
 
@@ -396,14 +399,21 @@ impl Workdir {
     }
 
     /// The index as it is on disk now (the agent's `git` may have changed it).
-    /// The index as it is on disk now. Read whole every time (`force`):
-    /// after a read that failed (an index split by an agent's git, which
-    /// libgit2 cannot read), libgit2 keeps an empty index in memory, and a
-    /// read that does not force it answers that while the file is
-    /// unchanged — and [`Workdir::clean`] would remove every tracked file.
+    /// The index as it is on disk now (read again only when its file
+    /// changed). Once a read failed (an index split by an agent's git,
+    /// which libgit2 cannot read), every later call fails too: libgit2
+    /// keeps an empty index in memory then, and answers it while the file
+    /// is unchanged — [`Workdir::clean`] would remove every tracked file.
+    /// The caller falls back to the `git` command.
     fn index(&self) -> Result<Index, git2::Error> {
+        if self.unreadable.get() {
+            return Err(git2::Error::from_str("the index could not be read before"));
+        }
         let mut index = self.repo.index()?;
-        index.read(true)?;
+        if let Err(e) = index.read(false) {
+            self.unreadable.set(true);
+            return Err(e);
+        }
         Ok(index)
     }
 }
@@ -515,6 +525,22 @@ mod tests {
         // git agrees: the index is `to`'s tree, and no file differs from it.
         assert_eq!(r.run(["diff", "--cached", "--name-only", &to]).unwrap(), "");
         assert_eq!(r.run(["diff", "--name-only"]).unwrap(), "");
+        assert_eq!(r.run(["status", "--porcelain"]).unwrap(), "");
+    }
+
+    #[test]
+    fn an_index_split_under_an_open_clone_is_never_cleaned_by_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        let r = repo(d);
+        let w = open(d);
+        w.clean().unwrap();
+        // An agent's git splits the index; libgit2 cannot read it.
+        r.run(["update-index", "--split-index"]).unwrap();
+        for _ in 0..2 {
+            assert!(w.clean().is_err(), "an unreadable index must stop clean");
+            assert!(d.join("a.txt").exists(), "clean removed a tracked file");
+        }
         assert_eq!(r.run(["status", "--porcelain"]).unwrap(), "");
     }
 
