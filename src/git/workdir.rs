@@ -217,6 +217,13 @@ impl Workdir {
         Ok(())
     }
 
+    /// Whether HEAD is commit `rev` or descends from it.
+    pub fn descends_from(&self, rev: &str) -> Result<bool, git2::Error> {
+        let commit = self.repo.revparse_single(rev)?.peel_to_commit()?.id();
+        let head = self.repo.head()?.peel_to_commit()?.id();
+        Ok(head == commit || self.repo.graph_descendant_of(head, commit)?)
+    }
+
     /// The tree the index holds (from its tree cache when that is whole);
     /// an error while it has conflicts.
     pub fn index_tree(&self) -> Result<Oid, git2::Error> {
@@ -542,6 +549,24 @@ mod tests {
             assert!(d.join("a.txt").exists(), "clean removed a tracked file");
         }
         assert_eq!(r.run(["status", "--porcelain"]).unwrap(), "");
+    }
+
+    #[test]
+    fn descends_from_answers_as_merge_base_is_ancestor() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        let r = repo(d);
+        let root = r.run(["rev-parse", "HEAD"]).unwrap();
+        r.run(["branch", "side"]).unwrap();
+        write(d, "b.txt", "b\n");
+        r.commit_all("on main").unwrap();
+        r.run(["checkout", "-q", "side"]).unwrap();
+        write(d, "c.txt", "c\n");
+        r.commit_all("on side").unwrap();
+        let w = open(d);
+        assert!(w.descends_from(&root).unwrap());
+        assert!(w.descends_from("HEAD").unwrap());
+        assert!(!w.descends_from("main").unwrap());
     }
 
     #[test]

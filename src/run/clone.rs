@@ -878,6 +878,9 @@ impl PrivateClone {
 
     /// Whether HEAD is `commit` or descends from it.
     pub fn descends_from(&self, commit: &str) -> Result<bool, Error> {
+        if let Some(descends) = self.in_process("ancestry", |w| w.descends_from(commit)) {
+            return Ok(descends);
+        }
         Ok(
             commit == self.head()?
                 || self.check(["merge-base", "--is-ancestor", commit, "HEAD"])?,
