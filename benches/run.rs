@@ -642,6 +642,7 @@ fn makespan(scratch: &Scratch, cores: usize, overhead: Duration) -> Res<()> {
     }
     let rejected = notes.matches("push rejected").count();
     let lost = notes.matches("lost the race").count();
+    let unready = notes.matches("is not ready on the branch").count();
     // Sessions as claims won ("vm-3: claimed `t012` (attempt 1 of 3)"): the
     // summary misses those of a loop that ended in an error.
     let mut won: BTreeMap<&str, usize> = BTreeMap::new();
@@ -754,7 +755,7 @@ fn makespan(scratch: &Scratch, cores: usize, overhead: Duration) -> Res<()> {
     );
     println!(
         "   pushes rejected {rejected:>4}   (main moved: fetch, rebase, push again); \
-         claim races lost: {lost}"
+         claim races lost: {lost}; not ready on the branch once claimed: {unready}"
     );
     if !trouble.is_empty() {
         println!(
