@@ -69,6 +69,18 @@ pub struct GitError {
 /// How often a git killed by a signal is run again before its failure stands.
 const KILLED_AGAIN: usize = 2;
 
+/// git's arguments as text (lossily: they are shown, or matched against
+/// farm's own).
+fn strings<I, S>(args: I) -> Vec<String>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    args.into_iter()
+        .map(|a| a.as_ref().to_string_lossy().into_owned())
+        .collect()
+}
+
 /// Whether git `args` only reads (the repository, or a remote's refs):
 /// such a git, killed, is safe to run again. The subcommands farm runs
 /// that way; `config` and `symbolic-ref` in their reading forms.
@@ -77,10 +89,7 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
-    let args: Vec<String> = args
-        .into_iter()
-        .map(|a| a.as_ref().to_string_lossy().into_owned())
-        .collect();
+    let args = strings(args);
     match args.first().map(String::as_str) {
         Some(
             "cat-file" | "cherry" | "diff" | "for-each-ref" | "log" | "ls-files" | "ls-remote"
@@ -100,8 +109,8 @@ where
 }
 
 /// Run `op`, and again (at most [`KILLED_AGAIN`] times) while the git it
-/// ran was killed by a signal: a killed read (`ls-remote`, a fetch) is no
-/// answer from the repository, and running it again is safe.
+/// ran was killed by a signal: for a git that is not a read by [`reads`]
+/// but is as safe to run again (a shallow fetch of a tip into a cache).
 pub fn again_if_killed<T>(mut op: impl FnMut() -> Result<T, GitError>) -> Result<T, GitError> {
     for _ in 0..KILLED_AGAIN {
         match op() {
@@ -366,12 +375,8 @@ impl Repo {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let args: Vec<String> = args
-            .into_iter()
-            .map(|a| a.as_ref().to_string_lossy().into_owned())
-            .collect();
         GitError {
-            args: args.join(" "),
+            args: strings(args).join(" "),
             dir: self.dir.clone(),
             transient: TRANSIENT.iter().any(|t| said.contains(t)),
             said: self::said(&said),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::error::Error;
-use crate::git::command::{Repo, again_if_killed};
+use crate::git::command::Repo;
 
 /// Where the hub is: a directory on this machine, or a git URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,15 +37,14 @@ impl HubSpec {
 /// The branch the HEAD of the hub at `url` names (`main` when it names
 /// none).
 pub fn remote_head(url: &str) -> Result<String, Error> {
-    let repo = Repo::new(std::env::temp_dir());
-    Ok(
-        again_if_killed(|| repo.run(["ls-remote", "--symref", url, "HEAD"]))
-            .map_err(|e| unreachable(url, e))?
-            .lines()
-            .find_map(|l| l.strip_prefix("ref: refs/heads/")?.split('\t').next())
-            .unwrap_or("main")
-            .to_owned(),
-    )
+    // A killed ls-remote is run again by `Repo` (it only reads).
+    Ok(Repo::new(std::env::temp_dir())
+        .run(["ls-remote", "--symref", url, "HEAD"])
+        .map_err(|e| unreachable(url, e))?
+        .lines()
+        .find_map(|l| l.strip_prefix("ref: refs/heads/")?.split('\t').next())
+        .unwrap_or("main")
+        .to_owned())
 }
 
 /// The branch the HEAD of the hub `repo` on this machine names (`main`
@@ -104,10 +103,9 @@ impl Hub {
             Some(b) => b.to_owned(),
             None => remote_head(url)?,
         };
-        let repo = Repo::new(std::env::temp_dir());
-        let found =
-            again_if_killed(|| repo.run(["ls-remote", url, &format!("refs/heads/{branch}")]))
-                .map_err(|e| unreachable(url, e))?;
+        let found = Repo::new(std::env::temp_dir())
+            .run(["ls-remote", url, &format!("refs/heads/{branch}")])
+            .map_err(|e| unreachable(url, e))?;
         if found.is_empty() {
             return Err(
                 Error::usage(format!("hub `{url}` has no branch `{branch}` yet"))
