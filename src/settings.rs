@@ -18,6 +18,7 @@ use serde::Deserialize;
 use crate::error::Error;
 use crate::git::command::{Repo, again_if_killed};
 use crate::git::hub::HubSpec;
+use crate::git::scratch::ScratchRepo;
 use crate::run::session::PromptVia;
 
 pub const FILE: &str = "farm.toml";
@@ -51,10 +52,11 @@ impl Settings {
     /// its HEAD branch); the defaults when the branch has none.
     ///
     /// A hub given by URL is fetched from: only the branch's tip, with
-    /// `--depth 1`, into a cache repository in `state` (`hub-tip.git`). The
-    /// settings are needed before any clone exists (they say how many
-    /// agents run, and which claim store), so the agents' clones cannot
-    /// serve; a shallow fetch costs one round trip and the tip's tree.
+    /// `--depth 1`, into a scratch repository in `state` of this process's
+    /// own (see [`ScratchRepo`]). The settings are needed before any clone
+    /// exists (they say how many agents run, and which claim store), so the
+    /// agents' clones cannot serve; a shallow fetch costs one round trip and
+    /// the tip's tree.
     pub fn of_hub(hub: &HubSpec, branch: Option<&str>, state: &Path) -> Result<Settings, Error> {
         Settings::parse(&Settings::read(hub, branch, state)?)
     }
@@ -62,6 +64,8 @@ impl Settings {
     /// The text of `farm.toml` at the tip of the hub's branch (see
     /// [`Settings::of_hub`]), unparsed.
     pub fn read(hub: &HubSpec, branch: Option<&str>, state: &Path) -> Result<OnBranch, Error> {
+        // A URL hub's tip is fetched into this; it lives until the file is read.
+        let scratch;
         let (repo, rev, branch) = match hub {
             HubSpec::Local(dir) => {
                 let repo = Repo::new(dir);
@@ -69,40 +73,29 @@ impl Settings {
                     Some(b) => b.to_owned(),
                     None => crate::git::hub::local_head(&repo)?,
                 };
-                (repo, format!("refs/heads/{branch}"), branch)
+                (repo, Some(format!("refs/heads/{branch}")), branch)
             }
             HubSpec::Remote(url) => {
                 let branch = match branch {
                     Some(b) => b.to_owned(),
                     None => crate::git::hub::remote_head(url)?,
                 };
-                let cache = state.join("hub-tip.git");
-                let repo = Repo::new(&cache);
-                if !cache.join("HEAD").is_file() {
-                    std::fs::create_dir_all(&cache).map_err(|e| {
-                        Error::failure(format!("cannot create `{}`: {e}", cache.display()))
-                    })?;
-                    repo.run(["init", "--quiet", "--bare"])
-                        .map_err(|e| Error::failure(e.to_string()).caused_by(e))?;
-                }
+                scratch = ScratchRepo::new(state)?;
+                let repo = scratch.repo();
+                // `None`: no branch yet, so no settings; opening the hub says so.
                 let tip = again_if_killed(|| {
                     repo.fetch_tip_shallow(url, &format!("refs/heads/{branch}"))
                 })
                 .map_err(|e| crate::git::hub::unreachable(url, e))?;
-                // No branch yet: no settings; opening the hub says so.
-                let Some(tip) = tip else {
-                    return Ok(OnBranch {
-                        text: None,
-                        what: format!("{FILE} on branch `{branch}` of {url}"),
-                        branch,
-                    });
-                };
                 (repo, tip, branch)
             }
         };
-        let text = repo
-            .file_at(&rev, FILE)
-            .map_err(|e| Error::failure(e.to_string()).caused_by(e))?;
+        let text = match rev {
+            Some(rev) => repo
+                .file_at(&rev, FILE)
+                .map_err(|e| Error::failure(e.to_string()).caused_by(e))?,
+            None => None,
+        };
         Ok(OnBranch {
             text,
             what: format!("{FILE} on branch `{branch}` of {}", hub.url()),

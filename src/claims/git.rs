@@ -133,8 +133,7 @@ impl GitStore {
     /// repository at `cache` (created if need be).
     pub fn open(remote: &str, cache: &Path) -> Result<GitStore, StoreError> {
         if !cache.join("HEAD").is_file() {
-            std::fs::create_dir_all(cache).map_err(StoreError::io("create", cache))?;
-            Repo::new(cache).run(["init", "--quiet", "--bare"])?;
+            make_cache(cache)?;
         }
         let seen = load_seen(&cache.join(SEEN_FILE));
         Ok(GitStore {
@@ -818,6 +817,28 @@ fn load_seen(path: &Path) -> HashMap<String, SystemTime> {
 }
 
 /// Best effort, replaced whole: a lost note only makes a claim look younger.
+/// Make the cache repository at `cache`: in a directory of its own beside it,
+/// renamed into place once whole. Farms that start at once on a fresh state
+/// dir each make one and the first rename wins (two `git init`s in one
+/// directory collide on its `config.lock` and template files); a farm killed
+/// halfway leaves no half-made repository where the next one looks.
+fn make_cache(cache: &Path) -> Result<(), StoreError> {
+    let parent = cache.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(StoreError::io("create", parent))?;
+    let new = tempfile::Builder::new()
+        .prefix(".claims.git.new-")
+        .tempdir_in(parent)
+        .map_err(StoreError::io("create", parent))?;
+    Repo::new(new.path()).run(["init", "--quiet", "--bare"])?;
+    // A directory renames over an empty one, not over a whole repository:
+    // that is another farm's, made meanwhile, and as good as this one.
+    match std::fs::rename(new.path(), cache) {
+        Ok(()) => Ok(()),
+        Err(_) if cache.join("HEAD").is_file() => Ok(()),
+        Err(e) => Err(StoreError::io("create", cache)(e)),
+    }
+}
+
 fn save_seen(path: &Path, seen: &HashMap<String, SystemTime>) {
     let text: String = seen
         .iter()

@@ -5,5 +5,6 @@
 pub mod command;
 pub mod hub;
 pub mod retry;
+pub mod scratch;
 pub mod tree_merge;
 pub mod workdir;

@@ -99,3 +99,77 @@ fn doctor_warns_when_the_work_tree_s_farm_toml_is_not_the_branch_s() {
         "{warned:#?}"
     );
 }
+
+/// Farms that start at once on one machine with a hub given by URL all read
+/// its farm.toml. Regression (issue 10, chaos seed 1796104356084191668): the
+/// branch's tip was fetched `--depth 1` into one cache repository in the
+/// state dir, and two fetches at once collided on its `shallow` file ("shallow
+/// file has changed since we read it"): the second farm exited 2. A farm
+/// restarted while its killed predecessor's fetch still ran did the same.
+#[test]
+fn farms_starting_at_once_on_one_machine_all_read_a_url_hub_s_settings() {
+    let daemon = Daemon::new();
+    daemon.make_hub(&[("farm.toml", "jobs = 1\n")]);
+    let url = format!("file://{}", daemon.hub_dir().display());
+    let machine = Machine::new("here", &url);
+    let mut failed = Vec::new();
+    for round in 0..4 {
+        let farms = (0..6)
+            .map(|i| {
+                let name = format!("a{round}-{i}");
+                machine.farm(["run", "--once", "--agent", "true", "--name", &name])
+            })
+            .collect();
+        for child in crate::common::race(farms) {
+            let out = child.wait_with_output().unwrap();
+            if !out.status.success() {
+                failed.push(String::from_utf8_lossy(&out.stderr).into_owned());
+            }
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of 24 farms failed: {failed:#?}",
+        failed.len()
+    );
+}
+
+/// What a farm killed in the middle of that fetch leaves in the state dir
+/// (a git killed by SIGKILL leaves its lock files) stops no later farm, and
+/// a scratch repository older than an hour is removed.
+#[test]
+fn what_a_killed_fetch_of_a_url_hub_s_settings_leaves_stops_no_farm() {
+    let daemon = Daemon::new();
+    daemon.make_hub(&[("farm.toml", "jobs = 1\n")]);
+    let url = format!("file://{}", daemon.hub_dir().display());
+    let machine = Machine::new("here", &url);
+    let state = machine.state_dir();
+    for left in ["hub-tip.git", "hub-tip-Xy12Ab.git"] {
+        let dir = state.join(left);
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(
+            std::process::Command::new("git")
+                .args(["init", "--quiet", "--bare"])
+                .arg(&dir)
+                .status()
+                .unwrap()
+                .success()
+        );
+        std::fs::write(dir.join("shallow.lock"), "").unwrap();
+        std::fs::write(dir.join("shallow"), "").unwrap();
+    }
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(2 * 3600);
+    std::fs::File::open(state.join("hub-tip-Xy12Ab.git"))
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    machine
+        .farm(["run", "--once", "--agent", "true"])
+        .run_within(std::time::Duration::from_secs(60))
+        .success();
+    assert!(
+        !state.join("hub-tip-Xy12Ab.git").exists(),
+        "an old scratch repository was left in {}",
+        state.display()
+    );
+}
