@@ -38,6 +38,7 @@ pub mod git;
 pub mod names;
 pub mod output;
 pub mod run;
+pub mod schedule;
 pub mod settings;
 
 /// Run a parsed command line.

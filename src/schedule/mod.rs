@@ -1,0 +1,4 @@
+//! Schedules: recurring and one-shot work whose firings become ordinary
+//! tasks on the board (`schedules/<id>.toml` on the hub's branch).
+
+pub mod when;
