@@ -191,3 +191,19 @@ mod tests {
         );
     }
 }
+
+/// A TOML error in `text` on one line, with the line it is on: a wrong type
+/// names no key, the line does (`invalid type: string "2", expected u32
+/// (line 3: `jobs = "2"`)`).
+pub fn toml_message(text: &str, e: &toml::de::Error) -> String {
+    let msg = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
+    let line = e.span().and_then(|span| {
+        let n = text.get(..span.start)?.matches('\n').count();
+        Some(format!(
+            " (line {}: `{}`)",
+            n + 1,
+            text.lines().nth(n)?.trim()
+        ))
+    });
+    format!("{msg}{}", line.unwrap_or_default())
+}

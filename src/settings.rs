@@ -109,20 +109,10 @@ impl Settings {
             return Ok(Settings::default());
         };
         toml::from_str(text).map_err(|e| {
-            let msg = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
-            // A wrong type names no key: the line it is on does.
-            let line = e.span().and_then(|span| {
-                let n = text[..span.start].matches('\n').count();
-                Some(format!(
-                    " (line {}: `{}`)",
-                    n + 1,
-                    text.lines().nth(n)?.trim()
-                ))
-            });
             Error::usage(format!(
-                "invalid {}: {msg}{}",
+                "invalid {}: {}",
                 file.what,
-                line.unwrap_or_default()
+                crate::error::toml_message(text, &e)
             ))
             .hint("keys: agent, jobs, timeout, prompt_via, stale_after, branch, claims")
         })
