@@ -136,6 +136,22 @@ impl From<io::Error> for Error {
     }
 }
 
+/// A TOML error in `text` on one line, with the line it is on: a wrong type
+/// names no key, the line does (`invalid type: string "2", expected u32
+/// (line 3: `jobs = "2"`)`).
+pub fn toml_message(text: &str, e: &toml::de::Error) -> String {
+    let msg = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
+    let line = e.span().and_then(|span| {
+        let n = text.get(..span.start)?.matches('\n').count();
+        Some(format!(
+            " (line {}: `{}`)",
+            n + 1,
+            text.lines().nth(n)?.trim()
+        ))
+    });
+    format!("{msg}{}", line.unwrap_or_default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,18 +208,3 @@ mod tests {
     }
 }
 
-/// A TOML error in `text` on one line, with the line it is on: a wrong type
-/// names no key, the line does (`invalid type: string "2", expected u32
-/// (line 3: `jobs = "2"`)`).
-pub fn toml_message(text: &str, e: &toml::de::Error) -> String {
-    let msg = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
-    let line = e.span().and_then(|span| {
-        let n = text.get(..span.start)?.matches('\n').count();
-        Some(format!(
-            " (line {}: `{}`)",
-            n + 1,
-            text.lines().nth(n)?.trim()
-        ))
-    });
-    format!("{msg}{}", line.unwrap_or_default())
-}
