@@ -2,4 +2,5 @@
 //! tasks on the board (`schedules/<id>.toml` on the hub's branch).
 
 pub mod file;
+pub mod fire;
 pub mod when;
