@@ -2,6 +2,7 @@
 //! store and print the outcome. Shared presentation helpers live here.
 
 pub mod agents;
+pub mod branch;
 pub mod claim;
 pub mod demo;
 pub mod demo_agent;

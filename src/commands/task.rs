@@ -1,14 +1,13 @@
 //! `farm task add`: put a task on the board — committed and pushed to the hub.
 
-use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use crate::age::parse_duration;
 use crate::board;
-use crate::board::edit::{self, AddError, Edit, Push, Tx};
+use crate::board::edit::{self, AddError, Edit, Tx};
+use crate::commands::branch::{self, HubBranch};
 use crate::config::Ctx;
 use crate::error::{Code, Error};
-use crate::git::command::{GitError, Pushed, Repo};
 use crate::git::hub::Hub;
 use crate::names::TaskId;
 
@@ -104,11 +103,8 @@ fn run_add(ctx: &Ctx, args: &AddArgs) -> Result<(), Error> {
     board::parse(task.id.clone(), &task.render())
         .map_err(|e| Error::usage(format!("invalid task `{}`: {e}", task.id)).caused_by(e))?;
 
-    let mut branch = Scratch {
-        hub: &hub,
-        id: &task.id,
-    };
-    let tx = edit::transact(&mut branch, ADD_ROUNDS, |dir| {
+    let mut branch = HubBranch::new(&hub, format!("`{}`", task.id));
+    let tx = edit::transact(&mut branch, branch::ROUNDS, |dir| {
         edit::add(dir, &task).map_err(|e| match e {
             AddError::Exists { ref place, .. } => {
                 let hint = format!("pick another id, or edit {}", place.file(&task.id));
@@ -145,82 +141,3 @@ fn run_add(ctx: &Ctx, args: &AddArgs) -> Result<(), Error> {
     }
 }
 
-/// Rounds of `farm task add` before it gives up on a branch that keeps moving.
-const ADD_ROUNDS: usize = 10;
-
-/// The hub's branch as `farm task add` edits it: a shallow scratch clone of
-/// its tip each round, committed and pushed (under the hub's push lock, if it
-/// has one) to the branch.
-struct Scratch<'a> {
-    hub: &'a Hub,
-    id: &'a TaskId,
-}
-
-fn git_failed(e: GitError) -> Error {
-    Error::failure(e.to_string()).caused_by(e)
-}
-
-impl edit::Branch for Scratch<'_> {
-    type Error = Error;
-    /// The scratch clone, removed when the round ends.
-    type Round = tempfile::TempDir;
-
-    fn checkout(&mut self, _round: usize) -> Result<(PathBuf, Self::Round), Error> {
-        let hub = self.hub;
-        let tmp = tempfile::tempdir()
-            .map_err(|e| Error::failure(format!("cannot make a temp dir: {e}")).caused_by(e))?;
-        let dir = tmp.path().join("board");
-        // A local hub through file:// so that `--depth` is honoured.
-        let url = match &hub.local {
-            Some(local) => format!(
-                "file://{}",
-                local
-                    .dir
-                    .canonicalize()
-                    .unwrap_or(local.dir.clone())
-                    .display()
-            ),
-            None => hub.url.clone(),
-        };
-        Repo::new(tmp.path())
-            .run([
-                "clone",
-                "--quiet",
-                "--depth",
-                "1",
-                "--branch",
-                &hub.branch,
-                &url,
-                dir.to_str().unwrap_or("board"),
-            ])
-            .map_err(git_failed)?;
-        Ok((dir, tmp))
-    }
-
-    fn publish(&mut self, tmp: Self::Round, message: &str) -> Result<Push, Error> {
-        let hub = self.hub;
-        let repo = Repo::new(tmp.path().join("board"));
-        if repo.config_get("user.email").map_err(git_failed)?.is_none() {
-            repo.run(["config", "user.email", "farm@farm.invalid"])
-                .map_err(git_failed)?;
-            repo.run(["config", "user.name", "farm"])
-                .map_err(git_failed)?;
-        }
-        repo.commit_all(message).map_err(git_failed)?;
-        let pushed = {
-            let _lock = hub.push_lock()?;
-            repo.push("origin", &[format!("HEAD:refs/heads/{}", hub.branch)])
-                .map_err(git_failed)?
-        };
-        if pushed == Pushed::Ok {
-            Ok(Push::Pushed)
-        } else if pushed.only_moved() {
-            Ok(Push::Rejected)
-        } else {
-            Err(Error::failure(format!(
-                "the hub refused `{}`: {pushed:?}",
-                self.id
-            )))
-        }
-    }
-}

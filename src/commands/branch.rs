@@ -1,0 +1,94 @@
+//! The hub's branch as commands edit it (`farm task add`, `farm schedule`,
+//! `farm fire`): a shallow scratch clone of its tip each round, committed
+//! and pushed (under the hub's push lock, if it has one) to the branch.
+
+use std::path::PathBuf;
+
+use crate::board::edit::{self, Push};
+use crate::error::Error;
+use crate::git::command::{GitError, Pushed, Repo};
+use crate::git::hub::Hub;
+
+/// Rounds of an edit before it gives up on a branch that keeps moving.
+pub const ROUNDS: usize = 10;
+
+pub struct HubBranch<'a> {
+    hub: &'a Hub,
+    /// What is being pushed, for messages (`task `a``).
+    what: String,
+}
+
+impl<'a> HubBranch<'a> {
+    pub fn new(hub: &'a Hub, what: String) -> HubBranch<'a> {
+        HubBranch { hub, what }
+    }
+}
+
+fn git_failed(e: GitError) -> Error {
+    Error::failure(e.to_string()).caused_by(e)
+}
+
+impl edit::Branch for HubBranch<'_> {
+    type Error = Error;
+    /// The scratch clone, removed when the round ends.
+    type Round = tempfile::TempDir;
+
+    fn checkout(&mut self, _round: usize) -> Result<(PathBuf, Self::Round), Error> {
+        let hub = self.hub;
+        let tmp = tempfile::tempdir()
+            .map_err(|e| Error::failure(format!("cannot make a temp dir: {e}")).caused_by(e))?;
+        let dir = tmp.path().join("board");
+        // A local hub through file:// so that `--depth` is honoured.
+        let url = match &hub.local {
+            Some(local) => format!(
+                "file://{}",
+                local
+                    .dir
+                    .canonicalize()
+                    .unwrap_or(local.dir.clone())
+                    .display()
+            ),
+            None => hub.url.clone(),
+        };
+        Repo::new(tmp.path())
+            .run([
+                "clone",
+                "--quiet",
+                "--depth",
+                "1",
+                "--branch",
+                &hub.branch,
+                &url,
+                dir.to_str().unwrap_or("board"),
+            ])
+            .map_err(git_failed)?;
+        Ok((dir, tmp))
+    }
+
+    fn publish(&mut self, tmp: Self::Round, message: &str) -> Result<Push, Error> {
+        let hub = self.hub;
+        let repo = Repo::new(tmp.path().join("board"));
+        if repo.config_get("user.email").map_err(git_failed)?.is_none() {
+            repo.run(["config", "user.email", "farm@farm.invalid"])
+                .map_err(git_failed)?;
+            repo.run(["config", "user.name", "farm"])
+                .map_err(git_failed)?;
+        }
+        repo.commit_all(message).map_err(git_failed)?;
+        let pushed = {
+            let _lock = hub.push_lock()?;
+            repo.push("origin", &[format!("HEAD:refs/heads/{}", hub.branch)])
+                .map_err(git_failed)?
+        };
+        if pushed == Pushed::Ok {
+            Ok(Push::Pushed)
+        } else if pushed.only_moved() {
+            Ok(Push::Rejected)
+        } else {
+            Err(Error::failure(format!(
+                "the hub refused {}: {pushed:?}",
+                self.what
+            )))
+        }
+    }
+}
