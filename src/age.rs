@@ -5,7 +5,10 @@
 //! the local clock times people write (`07:30`, "resets 1pm").
 
 use std::fmt;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
+
+use jiff::tz::{AmbiguousOffset, TimeZone};
+use jiff::{Timestamp, civil};
 
 /// A duration displayed compactly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,28 +41,59 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     })
 }
 
-/// The first local time `h:m` after `now`.
+/// The first local time `h:m` after `now`, in this machine's time zone.
 pub fn next_local(now: SystemTime, h: u32, m: u32) -> Option<SystemTime> {
-    let secs = now.duration_since(UNIX_EPOCH).ok()?.as_secs() as libc::time_t;
-    // SAFETY: `tm` is a plain C struct, valid zeroed; localtime_r and mktime
-    // only read and write it.
-    unsafe {
-        let mut tm: libc::tm = std::mem::zeroed();
-        if libc::localtime_r(&secs, &mut tm).is_null() {
-            return None;
+    next_local_in(now, h, m, &TimeZone::system())
+}
+
+/// The first moment strictly after `now` when the clock in `tz` reads `h:m`
+/// (`h` < 24, `m` < 60, else `None`): today's if still to come, else
+/// tomorrow's. Across a change of offset:
+///
+/// - a time the clock skips (02:30 when it jumps from 02:00 to 03:00) is
+///   taken as the instant of the jump, the first after the gap's start (the
+///   clock then reads 03:00), not as 03:30;
+/// - a time the clock shows twice (02:30 when it falls back from 03:00 to
+///   02:00) is the earlier of the two, or the later when `now` is between
+///   them, since that one still happens after `now`.
+///
+/// `None` also when `now` or the answer is beyond what jiff represents.
+pub fn next_local_in(now: SystemTime, h: u32, m: u32, tz: &TimeZone) -> Option<SystemTime> {
+    let (h, m) = (i8::try_from(h).ok()?, i8::try_from(m).ok()?);
+    let time = civil::Time::new(h, m, 0, 0).ok()?;
+    let now = Timestamp::try_from(now).ok()?;
+    let mut day = now.to_zoned(tz.clone()).date();
+    // Tomorrow's suffices in practice; a third day guards against a clock
+    // set back by a whole day.
+    for _ in 0..3 {
+        let at = day.to_datetime(time);
+        let found = match tz.to_ambiguous_timestamp(at).offset() {
+            AmbiguousOffset::Unambiguous { offset } => first_after(now, [offset.to_timestamp(at)]),
+            AmbiguousOffset::Gap { after, .. } => {
+                // `at` read with the later offset falls before the jump, so
+                // the jump is the first transition after it.
+                let before_jump = after.to_timestamp(at).ok()?;
+                let jump = tz.following(before_jump).next()?.timestamp();
+                first_after(now, [Ok(jump)])
+            }
+            AmbiguousOffset::Fold { before, after } => {
+                first_after(now, [before.to_timestamp(at), after.to_timestamp(at)])
+            }
+        };
+        if let Some(t) = found {
+            return Some(t.into());
         }
-        tm.tm_hour = h as i32;
-        tm.tm_min = m as i32;
-        tm.tm_sec = 0;
-        tm.tm_isdst = -1;
-        let mut at = libc::mktime(&mut tm);
-        if at <= secs {
-            tm.tm_mday += 1;
-            tm.tm_isdst = -1;
-            at = libc::mktime(&mut tm);
-        }
-        (at > 0).then(|| UNIX_EPOCH + Duration::from_secs(at as u64))
+        day = day.tomorrow().ok()?;
     }
+    None
+}
+
+/// The first of `candidates` (earliest first) strictly after `now`.
+fn first_after<const N: usize>(
+    now: Timestamp,
+    candidates: [Result<Timestamp, jiff::Error>; N],
+) -> Option<Timestamp> {
+    candidates.into_iter().flatten().find(|&t| t > now)
 }
 
 /// When `--until` means: a duration from now (`8h`), a local clock time
