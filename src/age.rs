@@ -141,6 +141,100 @@ mod tests {
         assert_eq!(Age(Duration::from_millis(999)).to_string(), "0s");
     }
 
+    fn berlin() -> TimeZone {
+        TimeZone::get("Europe/Berlin").expect("Europe/Berlin in the tz database")
+    }
+
+    /// An instant written in RFC 3339, offset included.
+    fn at(s: &str) -> SystemTime {
+        s.parse::<Timestamp>().expect(s).into()
+    }
+
+    /// Checks lines of `now clock next`: `now` an instant in RFC 3339, `clock`
+    /// an `HH:MM` for Berlin, `next` the instant `next_local_in` should give
+    /// (with Berlin's offset then, so a failure shows both) or `none`.
+    #[track_caller]
+    fn check(cases: &[&str]) {
+        let tz = berlin();
+        for case in cases {
+            let [now, clock, want] = case.split_whitespace().collect::<Vec<_>>()[..] else {
+                panic!("not `now clock next`: {case}");
+            };
+            let (h, m) = clock.split_once(':').unwrap();
+            let next = next_local_in(at(now), h.parse().unwrap(), m.parse().unwrap(), &tz);
+            let got = next.map_or("none".to_string(), |t| {
+                let t = Timestamp::try_from(t).unwrap().to_zoned(tz.clone());
+                t.strftime("%Y-%m-%dT%H:%M%:z").to_string()
+            });
+            assert_eq!(got, want, "{clock} from {now}");
+        }
+    }
+
+    #[test]
+    fn a_clock_time_already_past_today_is_tomorrows() {
+        check(&[
+            "2026-06-15T08:00+02:00 07:30 2026-06-16T07:30+02:00",
+            // Strictly after: at 07:30 itself, the next 07:30 is tomorrow's.
+            "2026-06-15T07:30+02:00 07:30 2026-06-16T07:30+02:00",
+        ]);
+    }
+
+    #[test]
+    fn a_clock_time_still_to_come_today_is_todays() {
+        check(&[
+            "2026-06-15T06:00+02:00 07:30 2026-06-15T07:30+02:00",
+            "2026-01-15T07:29:59.5+01:00 07:30 2026-01-15T07:30+01:00",
+        ]);
+    }
+
+    #[test]
+    fn a_time_skipped_by_spring_forward_is_the_jump_itself() {
+        // 2026-03-29 in Berlin: 02:00 CET is followed by 03:00 CEST (01:00Z),
+        // so 02:00 to 02:59 never show; the clock passes them at the jump.
+        check(&[
+            "2026-03-28T12:00+01:00 02:30 2026-03-29T03:00+02:00",
+            "2026-03-29T01:59:59+01:00 02:30 2026-03-29T03:00+02:00",
+            "2026-03-29T00:00+01:00 02:00 2026-03-29T03:00+02:00",
+            // Once the jump is past, the next 02:30 is the next day's.
+            "2026-03-29T03:00+02:00 02:30 2026-03-30T02:30+02:00",
+            // Times either side of the gap are untouched.
+            "2026-03-28T12:00+01:00 01:59 2026-03-29T01:59+01:00",
+            "2026-03-28T12:00+01:00 03:30 2026-03-29T03:30+02:00",
+        ]);
+    }
+
+    #[test]
+    fn a_time_repeated_by_fall_back_is_the_earlier_unless_it_is_past() {
+        // 2026-10-25 in Berlin: 03:00 CEST is followed by 02:00 CET (01:00Z),
+        // so 02:30 shows twice, at 00:30Z and at 01:30Z.
+        check(&[
+            "2026-10-24T12:00+02:00 02:30 2026-10-25T02:30+02:00",
+            "2026-10-25T02:30+02:00 02:30 2026-10-25T02:30+01:00",
+            "2026-10-25T02:45+02:00 02:30 2026-10-25T02:30+01:00",
+            "2026-10-25T02:30+01:00 02:30 2026-10-26T02:30+01:00",
+        ]);
+    }
+
+    #[test]
+    fn clock_times_out_of_range_are_none() {
+        check(&[
+            "2026-06-15T08:00+02:00 24:00 none",
+            "2026-06-15T08:00+02:00 07:60 none",
+        ]);
+    }
+
+    #[test]
+    fn until_a_clock_time_is_within_a_day_in_the_system_zone() {
+        let now = at("2026-06-15T08:00:00Z");
+        let t = parse_when("07:30", now).unwrap();
+        let ahead = t.duration_since(now).unwrap();
+        assert!(
+            ahead > Duration::ZERO && ahead <= Duration::from_secs(25 * 3600),
+            "{ahead:?}"
+        );
+        assert_eq!(t, next_local(now, 7, 30).unwrap());
+    }
+
     #[test]
     fn durations_parse_in_humantime_syntax() {
         assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
