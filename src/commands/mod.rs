@@ -7,6 +7,7 @@ pub mod claim;
 pub mod demo;
 pub mod demo_agent;
 pub mod doctor;
+pub mod fire;
 pub mod init;
 pub mod locks;
 pub mod logs;
@@ -38,6 +39,7 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<(), Error> {
         Command::Reap(args) => reap::run(ctx, args),
         Command::Demo(args) => demo::run(ctx, args),
         Command::Doctor(args) => doctor::run(ctx, args),
+        Command::Fire(args) => fire::run(ctx, args),
         Command::DemoAgent(args) => demo_agent::run(ctx, args),
         Command::Init(args) => init::run(ctx, args),
         Command::Run(args) => run::run(ctx, args),

@@ -140,4 +140,3 @@ fn run_add(ctx: &Ctx, args: &AddArgs) -> Result<(), Error> {
         ))),
     }
 }
-

@@ -301,7 +301,7 @@ fn group_alive(pgid: i32) -> bool {
 /// environment of common.rs.
 pub struct Repo {
     pub dir: PathBuf,
-    home: PathBuf,
+    pub home: PathBuf,
 }
 
 impl Repo {

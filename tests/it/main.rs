@@ -15,5 +15,6 @@ mod reap;
 mod recovery;
 mod remote;
 mod run;
+mod schedules;
 mod settings;
 mod stop;

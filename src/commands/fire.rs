@@ -1,0 +1,122 @@
+//! `farm fire`: fire the schedules once — the occurrences due now become
+//! tasks on the board (one commit) — and exit. For system cron or a CI job;
+//! `farm run` fires by itself at start-up and at every minute boundary.
+
+use serde_json::json;
+
+use crate::board::edit::{self, Edit, Tx};
+use crate::commands::branch::{self, HubBranch};
+use crate::config::Ctx;
+use crate::error::Error;
+use crate::git::hub::Hub;
+use crate::output::Out;
+use crate::run::journal::Journal;
+use crate::schedule::{self, fire::Fired};
+
+/// Fire the schedules once: make the tasks of the occurrences due now.
+///
+/// An occurrence is a task `<schedule>-<YYYYMMDDTHHMMZ>` (its UTC minute);
+/// one already on the board (pending, done or failed) is not made again, so
+/// any number of farms may fire at once and each occurrence is made once.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  farm fire
+  farm fire --json | jq -r '.created[]'
+  */5 * * * *  cd /srv/repo && farm fire     (a crontab line)")]
+pub struct Args {
+    /// Print JSON: {created, skipped: [{id, pending}], retired, invalid: [{path, why}]}.
+    #[arg(long)]
+    json: bool,
+
+    /// The branch whose schedules to fire (default: the hub's HEAD branch).
+    #[arg(long)]
+    branch: Option<String>,
+}
+
+pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
+    let spec = ctx.hub_spec()?;
+    let hub = Hub::open(&spec, args.branch.as_deref())?;
+    let fired = fire(&hub)?;
+    if !fired.skipped.is_empty() {
+        let state = ctx.state_dir(&spec);
+        // Best effort, as every journal write: a record, never a failure.
+        let _ = std::fs::create_dir_all(&state);
+        journal_skips(&Journal::open(&state), &fired);
+    }
+    if args.json {
+        let doc = json!({
+            "created": fired.created.iter().map(|i| i.as_str()).collect::<Vec<_>>(),
+            "skipped": fired.skipped.iter().map(|(id, p)| json!({"id": id.as_str(), "pending": p.as_str()})).collect::<Vec<_>>(),
+            "retired": fired.retired.iter().map(|i| i.as_str()).collect::<Vec<_>>(),
+            "invalid": fired.invalid.iter().map(|i| json!({"path": i.path, "why": i.why})).collect::<Vec<_>>(),
+        });
+        ctx.out.data(&format!("{doc:#}\n"))?;
+        return Ok(());
+    }
+    say(&ctx.out, &fired)?;
+    if fired.created.is_empty() && fired.retired.is_empty() {
+        ctx.out.note("farm fire: no occurrence due");
+    }
+    Ok(())
+}
+
+/// Fire the schedules on `hub`'s branch now: one transaction, again from
+/// the new tip when another push won.
+pub fn fire(hub: &Hub) -> Result<Fired, Error> {
+    let now = schedule::now().map_err(Error::usage)?;
+    let created = std::time::SystemTime::from(now);
+    let mut branch = HubBranch::new(hub, "the schedules' occurrences".into());
+    let mut report = Fired::default();
+    let tx = edit::transact(&mut branch, branch::ROUNDS, |dir| {
+        let (message, fired) = schedule::fire::apply(dir, now, created).map_err(Error::failure)?;
+        report = fired;
+        Ok(match message {
+            Some(message) => Edit::Commit { message, value: () },
+            None => Edit::Gone,
+        })
+    })?;
+    match tx {
+        Tx::Pushed(()) | Tx::Gone => Ok(report),
+        Tx::Busy | Tx::Lost(()) => Err(Error::failure(format!(
+            "could not fire the schedules: the hub's `{}` kept moving",
+            hub.branch
+        ))),
+    }
+}
+
+/// Each skipped occurrence, in the journal (`schedule_skip`).
+pub fn journal_skips(journal: &Journal, fired: &Fired) {
+    for (id, pending) in &fired.skipped {
+        journal.log(
+            "",
+            "schedule_skip",
+            json!({"task": id.as_str(), "pending": pending.as_str()}),
+        );
+    }
+}
+
+/// One line per task made, schedule retired, occurrence skipped and invalid
+/// schedule file.
+pub fn say(out: &Out, fired: &Fired) -> Result<(), Error> {
+    for id in &fired.created {
+        out.say(&format!("made `{id}`"))?;
+    }
+    for id in &fired.retired {
+        out.say(&format!(
+            "retired one-shot schedule `{id}` (its task is made)"
+        ))?;
+    }
+    for (id, pending) in &fired.skipped {
+        out.note(&format!(
+            "skipped `{id}`: `{pending}` is still on the board (overlap = \"skip\")"
+        ));
+    }
+    for invalid in &fired.invalid {
+        out.note(&format!(
+            "warning: {} is not a valid schedule, skipped: {}",
+            invalid.path, invalid.why
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,203 @@
+//! Schedules (issue 12): occurrences become tasks on the board, exactly
+//! once across farms, caught up after downtime. Time is the test clock
+//! (`FARM_TEST_NOW`); the races are real processes.
+
+use std::collections::BTreeMap;
+
+use crate::common::race;
+use crate::daemon::{Daemon, Machine};
+
+/// 2026-12-01T00:00Z plus `minutes`, RFC 3339.
+fn at(minutes: i64) -> String {
+    let t: jiff::Timestamp = "2026-12-01T00:00:00Z".parse().unwrap();
+    (t + jiff::SignedDuration::from_mins(minutes)).to_string()
+}
+
+/// The occurrence stamp of minute `minutes`: `YYYYMMDDTHHMMZ`.
+fn stamp(minutes: i64) -> String {
+    at(minutes)
+        .parse::<jiff::Timestamp>()
+        .unwrap()
+        .strftime("%Y%m%dT%H%MZ")
+        .to_string()
+}
+
+/// `farm fire` on `machine` at minute `minutes` of the test clock.
+fn fire(machine: &Machine, minutes: i64) -> crate::common::Farm {
+    machine.farm(["fire"]).env("FARM_TEST_NOW", at(minutes))
+}
+
+/// How many commits on the hub's main added each task file.
+fn additions(daemon: &Daemon) -> BTreeMap<String, usize> {
+    let log = daemon.hub().git([
+        "log",
+        "main",
+        "--diff-filter=A",
+        "--name-only",
+        "--format=",
+        "--",
+        "tasks",
+    ]);
+    let mut added = BTreeMap::new();
+    for path in log.lines().filter(|l| !l.is_empty()) {
+        let id = path.rsplit('/').next().unwrap().trim_end_matches(".md");
+        *added.entry(id.to_owned()).or_insert(0) += 1;
+    }
+    added
+}
+
+/// Three farms, each with a state dir of its own, fire the same schedules
+/// at the same moments of the test clock, racing; ten rounds, a hundred
+/// minutes apart, drive 1,000 occurrences of an every-minute schedule and
+/// 143 of an every-seven-minutes one. Each occurrence is on main exactly
+/// once: none missing, none added twice.
+fn three_farms_make_each_occurrence_once(through_daemon: bool) {
+    let mut daemon = Daemon::new();
+    let schedule = |cron: &str| {
+        format!(
+            "cron = \"{cron}\"\ntitle = \"T\"\ncatchup = \"all\"\noverlap = \"allow\"\ncreated = \"{}\"\n",
+            at(0)
+        )
+    };
+    daemon.make_hub(&[
+        ("schedules/m.toml", &schedule("* * * * *")),
+        ("schedules/s.toml", &schedule("*/7 * * * *")),
+    ]);
+    let url = if through_daemon {
+        daemon.start();
+        daemon.url()
+    } else {
+        daemon.hub_dir().display().to_string()
+    };
+    let farms: Vec<Machine> = ["one", "two", "three"]
+        .iter()
+        .map(|h| Machine::new(h, &url))
+        .collect();
+    let work = daemon.base.path().join("work");
+    let hub = daemon.hub_dir().display().to_string();
+    daemon
+        .hub()
+        .git(["clone", "-q", &hub, work.to_str().unwrap()]);
+    let worker = crate::daemon::Repo {
+        dir: work.clone(),
+        home: daemon.base.path().to_owned(),
+    };
+    for round in 1..=10 {
+        let racers = farms.iter().map(|m| fire(m, round * 100)).collect();
+        for child in race(racers) {
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "round {round}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        // The agents' part: every task made so far is done, so that a farm
+        // that made an occurrence again would add its file again.
+        worker.git(["pull", "-q", "--ff-only"]);
+        std::fs::create_dir_all(work.join("tasks/done")).unwrap();
+        for entry in std::fs::read_dir(work.join("tasks")).unwrap().flatten() {
+            let name = entry.file_name().into_string().unwrap();
+            if name.ends_with(".md") {
+                worker.git([
+                    "mv",
+                    &format!("tasks/{name}"),
+                    &format!("tasks/done/{name}"),
+                ]);
+            }
+        }
+        worker.git(["commit", "-qm", &format!("done, round {round}")]);
+        worker.git(["push", "-q", "origin", "HEAD:main"]);
+    }
+    let added = additions(&daemon);
+    let twice: Vec<_> = added.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "added more than once: {twice:?}");
+    let minutes: Vec<String> = (1..=1000).map(|m| format!("m-{}", stamp(m))).collect();
+    let missing: Vec<_> = minutes
+        .iter()
+        .filter(|id| !added.contains_key(*id))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} occurrence(s) missing: {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+    let sevens = added.keys().filter(|id| id.starts_with("s-")).count();
+    // Minutes 1..=1000 of a day starting at 00:00 whose minute-of-hour is a multiple of 7.
+    let want = (1..=1000).filter(|m| (m % 60) % 7 == 0).count();
+    assert_eq!(sevens, want);
+    assert_eq!(added.len(), 1000 + want, "nothing else was added");
+}
+
+#[test]
+fn three_farms_on_a_shared_hub_make_each_occurrence_once() {
+    three_farms_make_each_occurrence_once(false);
+}
+
+#[test]
+fn three_farms_through_git_daemon_make_each_occurrence_once() {
+    three_farms_make_each_occurrence_once(true);
+}
+
+/// While yesterday's occurrence is still on the board, today's is not made
+/// (`overlap = "skip"`, the default), and the skip is in the journal. A
+/// broken schedule file is named and skipped; the others fire. A one-shot
+/// schedule goes in the commit that makes its task.
+#[test]
+fn skips_are_journaled_broken_files_skipped_and_one_shots_retired() {
+    let daemon = Daemon::new();
+    daemon.make_hub(&[
+        (
+            "schedules/daily.toml",
+            "cron = \"0 9 * * *\"\ntitle = \"Daily\"\n",
+        ),
+        (
+            "schedules/broken.toml",
+            "cron = \"0 9 * *\"\ntitle = \"Broken\"\n",
+        ),
+        (
+            "schedules/once.toml",
+            &format!("at = \"{}\"\ntitle = \"Once\"\n", at(24 * 60 + 9 * 60)),
+        ),
+    ]);
+    let machine = Machine::new("here", &daemon.hub_dir().display().to_string());
+    let day1 = fire(&machine, 9 * 60).run();
+    assert_eq!(day1.code, Some(0), "{day1:?}");
+    assert!(
+        day1.stdout.contains("made `daily-20261201T0900Z`"),
+        "{day1:?}"
+    );
+    assert!(
+        day1.stderr
+            .contains("schedules/broken.toml is not a valid schedule")
+            && day1.stderr.contains("4 field(s)"),
+        "{day1:?}"
+    );
+    let day2 = fire(&machine, 24 * 60 + 9 * 60).run();
+    assert_eq!(day2.code, Some(0), "{day2:?}");
+    assert!(
+        day2.stderr.contains(
+            "skipped `daily-20261202T0900Z`: `daily-20261201T0900Z` is still on the board"
+        ),
+        "{day2:?}"
+    );
+    assert!(
+        day2.stdout.contains("made `once-20261202T0900Z`"),
+        "{day2:?}"
+    );
+    let hub = daemon.hub();
+    assert!(hub.show("main:tasks/daily-20261202T0900Z.md").is_none());
+    assert!(hub.show("main:tasks/once-20261202T0900Z.md").is_some());
+    assert!(
+        hub.show("main:schedules/once.toml").is_none(),
+        "the one-shot is retired"
+    );
+    let journal = std::fs::read_to_string(machine.state_dir().join("journal.jsonl")).unwrap();
+    assert!(
+        journal
+            .lines()
+            .any(|l| l.contains("\"schedule_skip\"") && l.contains("daily-20261202T0900Z")),
+        "{journal}"
+    );
+}
