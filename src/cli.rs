@@ -5,8 +5,8 @@
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    agents, claim, demo, demo_agent, doctor, fire, init, locks, logs, reap, release, run, status,
-    stop, task, tasks,
+    agents, claim, demo, demo_agent, doctor, fire, init, locks, logs, reap, release, run, schedule,
+    schedules, status, stop, task, tasks,
 };
 use crate::config::GlobalArgs;
 
@@ -45,6 +45,8 @@ pub enum Command {
     Init(init::Args),
     Task(task::Args),
     Tasks(tasks::Args),
+    Schedule(schedule::Args),
+    Schedules(schedules::Args),
     Fire(fire::Args),
     Claim(claim::Args),
     Release(release::Args),

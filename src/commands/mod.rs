@@ -14,6 +14,8 @@ pub mod logs;
 pub mod reap;
 pub mod release;
 pub mod run;
+pub mod schedule;
+pub mod schedules;
 pub mod status;
 pub mod stop;
 pub mod task;
@@ -40,6 +42,8 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<(), Error> {
         Command::Demo(args) => demo::run(ctx, args),
         Command::Doctor(args) => doctor::run(ctx, args),
         Command::Fire(args) => fire::run(ctx, args),
+        Command::Schedule(args) => schedule::run(ctx, args),
+        Command::Schedules(args) => schedules::run(ctx, args),
         Command::DemoAgent(args) => demo_agent::run(ctx, args),
         Command::Init(args) => init::run(ctx, args),
         Command::Run(args) => run::run(ctx, args),

@@ -97,6 +97,8 @@ fn is_zero(n: &i64) -> bool {
 pub struct Schedule {
     pub id: TaskId,
     pub when: When,
+    /// The cron expression or the time, as written.
+    pub rule: String,
     /// The zone's name as written (`UTC` when none was).
     pub timezone: String,
     /// The task every occurrence is, but for its id and creation time.
@@ -126,9 +128,9 @@ impl Schedule {
 
     pub fn from_raw(id: TaskId, raw: Raw) -> Result<Schedule, String> {
         let timezone = raw.timezone.clone().unwrap_or_else(|| "UTC".to_owned());
-        let when = match (&raw.cron, &raw.at) {
-            (Some(cron), None) => When::cron(cron, &timezone)?,
-            (None, Some(at)) => When::at(at, &timezone)?,
+        let (when, rule) = match (&raw.cron, &raw.at) {
+            (Some(cron), None) => (When::cron(cron, &timezone)?, cron.clone()),
+            (None, Some(at)) => (When::at(at, &timezone)?, at.clone()),
             (Some(_), Some(_)) => return Err("give `cron` or `at`, not both".into()),
             (None, None) => {
                 return Err("no `cron` (a recurring rule) or `at` (one time)".into());
@@ -172,6 +174,7 @@ impl Schedule {
         Ok(Schedule {
             id,
             when,
+            rule,
             timezone,
             task,
             catchup: raw.catchup.unwrap_or_default(),

@@ -201,3 +201,87 @@ fn skips_are_journaled_broken_files_skipped_and_one_shots_retired() {
         "{journal}"
     );
 }
+
+/// `farm schedule add`, `schedules`, `schedule next` and `schedule rm` on
+/// a bare hub; bad input is a usage error (exit 2) naming the field, and
+/// writes nothing.
+#[test]
+fn schedule_commands_add_list_preview_remove_and_refuse_bad_input() {
+    let daemon = Daemon::new();
+    daemon.make_hub(&[("README.md", "hub\n")]);
+    let machine = Machine::new("here", &daemon.hub_dir().display().to_string());
+    let farm = |args: &[&str]| {
+        machine
+            .farm(args)
+            .env("FARM_TEST_NOW", "2026-12-01T08:00:00Z")
+            .run()
+    };
+    let added = farm(&[
+        "schedule",
+        "add",
+        "deps",
+        "--cron",
+        "0 9 * * 1-5",
+        "--tz",
+        "Europe/Berlin",
+        "-m",
+        "Bump the dependencies",
+    ]);
+    assert_eq!(added.code, Some(0), "{added:?}");
+    assert!(
+        added
+            .stdout
+            .contains("next 2026-12-02 09:00 CET (2026-12-02T08:00Z)"),
+        "{added:?}"
+    );
+    let text = daemon.hub().show("main:schedules/deps.toml").unwrap();
+    assert!(
+        text.contains("cron = \"0 9 * * 1-5\"")
+            && text.contains("created = \"2026-12-01T08:00:00Z\""),
+        "{text}"
+    );
+    for (args, want) in [
+        (vec!["--cron", "0 9 * *"], "4 field(s)"),
+        (vec!["--cron", "0 9 * * *", "--tz", "Mars/Base"], "IANA"),
+        (vec!["--at", "2026-11-01T00:00:00Z"], "in the past"),
+        (vec!["--at", "tomorrow"], "RFC 3339"),
+    ] {
+        let mut argv = vec!["schedule", "add", "bad"];
+        argv.extend(args);
+        argv.extend(["-m", "x"]);
+        let out = farm(&argv);
+        assert_eq!(out.code, Some(2), "{argv:?}: {out:?}");
+        assert!(
+            out.stderr.contains(want),
+            "{argv:?}: want {want:?}: {out:?}"
+        );
+    }
+    let again = farm(&["schedule", "add", "deps", "--cron", "0 * * * *", "-m", "x"]);
+    assert_eq!(again.code, Some(2), "{again:?}");
+    assert!(again.stderr.contains("already exists"), "{again:?}");
+    assert!(daemon.hub().show("main:schedules/bad.toml").is_none());
+
+    let listed = machine
+        .farm(["schedules", "--json"])
+        .env("FARM_TEST_NOW", "2026-12-01T08:00:00Z")
+        .run()
+        .success()
+        .json();
+    let s = &listed["schedules"][0];
+    assert_eq!(s["id"], "deps");
+    assert_eq!(s["next_utc"], "2026-12-02T08:00:00Z");
+    let next = farm(&["schedule", "next", "deps", "-n", "3"]);
+    assert_eq!(
+        next.stdout.lines().collect::<Vec<_>>(),
+        [
+            "2026-12-02 09:00 CET (2026-12-02T08:00Z)",
+            "2026-12-03 09:00 CET (2026-12-03T08:00Z)",
+            "2026-12-04 09:00 CET (2026-12-04T08:00Z)",
+        ]
+    );
+    assert_eq!(farm(&["schedule", "rm", "deps"]).code, Some(0));
+    assert!(daemon.hub().show("main:schedules/deps.toml").is_none());
+    let gone = farm(&["schedule", "rm", "deps"]);
+    assert_eq!(gone.code, Some(2));
+    assert!(gone.stderr.contains("no schedule `deps`"), "{gone:?}");
+}
