@@ -37,7 +37,7 @@ pub struct Args {
 pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let spec = ctx.hub_spec()?;
     let hub = Hub::open(&spec, args.branch.as_deref())?;
-    let fired = fire(&hub)?;
+    let fired = fire(&hub, &ctx.state_dir(&spec))?;
     if !fired.skipped.is_empty() {
         let state = ctx.state_dir(&spec);
         // Best effort, as every journal write: a record, never a failure.
@@ -62,9 +62,13 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
 }
 
 /// Fire the schedules on `hub`'s branch now: one transaction, again from
-/// the new tip when another push won.
-pub fn fire(hub: &Hub) -> Result<Fired, Error> {
+/// the new tip when another push won. `state`: where a URL hub's tip is
+/// fetched to see whether it has schedules.
+pub fn fire(hub: &Hub, state: &std::path::Path) -> Result<Fired, Error> {
     let now = schedule::now().map_err(Error::usage)?;
+    if !has_schedules(hub, state) {
+        return Ok(Fired::default());
+    }
     let created = std::time::SystemTime::from(now);
     let mut branch = HubBranch::new(hub, "the schedules' occurrences".into());
     let mut report = Fired::default();
@@ -82,6 +86,40 @@ pub fn fire(hub: &Hub) -> Result<Fired, Error> {
             "could not fire the schedules: the hub's `{}` kept moving",
             hub.branch
         ))),
+    }
+}
+
+/// Whether the branch holds schedules, asked before a scratch clone is made
+/// (so that a run with none costs no clone a minute): one `ls-tree` for a
+/// hub on this machine; for a URL, the tip fetched `--depth 1` into a
+/// scratch repository, as `farm.toml` is read. When it cannot be told: yes.
+fn has_schedules(hub: &Hub, state: &std::path::Path) -> bool {
+    let rev = format!("refs/heads/{}", hub.branch);
+    let scratch;
+    let (repo, rev) = match hub.git_dir() {
+        Some(git_dir) => (crate::git::command::Repo::new(git_dir), rev),
+        None => {
+            let Ok(made) = crate::git::scratch::ScratchRepo::new(state) else {
+                return true;
+            };
+            scratch = made;
+            let repo = scratch.repo();
+            match repo.fetch_tip_shallow(&hub.url, &rev) {
+                Ok(Some(tip)) => (repo, tip),
+                Ok(None) => return false,
+                Err(_) => return true,
+            }
+        }
+    };
+    match repo.run([
+        "ls-tree",
+        "--name-only",
+        &rev,
+        "--",
+        crate::schedule::file::DIR,
+    ]) {
+        Ok(listing) => !listing.trim().is_empty(),
+        Err(_) => true,
     }
 }
 

@@ -91,6 +91,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
             "host": Here::current().host,
         }),
     );
+    // The schedules' occurrences due now are on the board before the first claim.
+    fire_schedules(&run);
     // A `farm stop` posted before this run began is not for it.
     let old_stop = run.store.stop_notice(true)?.map(|n| n.nonce);
     let finished = std::sync::atomic::AtomicBool::new(false);
@@ -113,6 +115,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         let finished = &finished;
         let old_stop = &old_stop;
         s.spawn(move || watch_for_stop(run, old_stop.as_ref(), finished));
+        s.spawn(move || fire_every_minute(run, finished));
         let loops: Vec<_> = names
             .iter()
             .map(|name| {
@@ -196,6 +199,62 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     }
     end.also.extend(failed);
     Err(end)
+}
+
+/// Fire the schedules (see `farm fire`), journal what it made and skipped,
+/// and wake idle agents when it made tasks. A failure is told and
+/// journaled, never the run's end: the next minute tries again.
+fn fire_schedules(run: &Run) {
+    match crate::commands::fire::fire(&run.hub, &run.state) {
+        Ok(fired) => {
+            crate::commands::fire::journal_skips(&run.journal, &fired);
+            if !fired.created.is_empty() {
+                let ids: Vec<&str> = fired.created.iter().map(|i| i.as_str()).collect();
+                run.journal
+                    .log("", "schedule_fire", serde_json::json!({ "tasks": ids }));
+                run.out
+                    .note(&format!("farm run: schedules made {}", ids.join(", ")));
+                run.wake_all();
+            }
+            for invalid in &fired.invalid {
+                run.out.debug(&format!(
+                    "{} is not a valid schedule, skipped: {}",
+                    invalid.path, invalid.why
+                ));
+            }
+        }
+        Err(e) => {
+            run.journal.log(
+                "",
+                "schedule_error",
+                serde_json::json!({ "error": e.message }),
+            );
+            run.out.note(&format!(
+                "farm run: warning: cannot fire the schedules: {}",
+                e.message
+            ));
+        }
+    }
+}
+
+/// Fire the schedules at every minute boundary until the loops are done.
+fn fire_every_minute(run: &Run, finished: &std::sync::atomic::AtomicBool) {
+    use std::sync::atomic::Ordering;
+    let minute = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs()
+            / 60
+    };
+    let mut last = minute(std::time::SystemTime::now());
+    while !finished.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(200));
+        let now = minute(std::time::SystemTime::now());
+        if now != last && !run.stop.draining() {
+            last = now;
+            fire_schedules(run);
+        }
+    }
 }
 
 /// Look for a `farm stop` notice now and then (this process's loops, and

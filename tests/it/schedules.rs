@@ -3,6 +3,7 @@
 //! (`FARM_TEST_NOW`); the races are real processes.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use crate::common::race;
 use crate::daemon::{Daemon, Machine};
@@ -284,4 +285,45 @@ fn schedule_commands_add_list_preview_remove_and_refuse_bad_input() {
     let gone = farm(&["schedule", "rm", "deps"]);
     assert_eq!(gone.code, Some(2));
     assert!(gone.stderr.contains("no schedule `deps`"), "{gone:?}");
+}
+
+/// `farm run` fires at start-up: the occurrence due now is made and worked
+/// in the same run, and the firing is in the journal.
+#[test]
+fn farm_run_fires_at_start_up_and_works_the_occurrence() {
+    let daemon = Daemon::new();
+    let agent = daemon.base.path().join("agent.sh");
+    std::fs::write(
+        &agent,
+        "#!/bin/sh\necho done > \"out-$FARM_TASK.txt\" && git add -A && git commit -qm \"work $FARM_TASK\"\n",
+    )
+    .unwrap();
+    daemon.make_hub(&[(
+        "schedules/daily.toml",
+        "cron = \"0 9 * * *\"\ntitle = \"Daily\"\ncreated = \"2026-11-30T00:00:00Z\"\n",
+    )]);
+    let machine = Machine::new("here", &daemon.hub_dir().display().to_string());
+    let out = machine
+        .farm([
+            "run",
+            "--once",
+            "--agent",
+            &format!("sh {}", agent.display()),
+        ])
+        .env("FARM_TEST_NOW", "2026-12-01T09:00:30Z")
+        .run_within(Duration::from_secs(120));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stderr.contains("schedules made daily-20261201T0900Z"),
+        "{out:?}"
+    );
+    let hub = daemon.hub();
+    assert!(
+        hub.show("main:tasks/done/daily-20261201T0900Z.md")
+            .is_some(),
+        "{out:?}"
+    );
+    assert!(hub.show("main:out-daily-20261201T0900Z.txt").is_some());
+    let journal = std::fs::read_to_string(machine.state_dir().join("journal.jsonl")).unwrap();
+    assert!(journal.contains("\"schedule_fire\""), "{journal}");
 }
