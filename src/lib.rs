@@ -11,6 +11,8 @@
 //! - [`run`](mod@run): `farm run`: the agent loop ([`run::agent`]), the private clone
 //!   and its recovery, sessions, outcome classification, usage limits, usage
 //!   and cost, the prompt, the journal, agent presets.
+//! - [`schedule`]: schedules (`schedules/<id>.toml`): when they fire (cron or
+//!   one time, in a time zone), and which occurrences a firing makes tasks.
 //! - [`board`]: the task file format, loading a board, the dependency graph,
 //!   every task's state and every edit of a task file.
 //! - [`claims`]: the claim record, liveness, the [`claims::ClaimStore`] trait
@@ -21,11 +23,12 @@
 //! - [`names`], [`error`], [`output`], [`age`]: task ids and agent names, the
 //!   user-facing error, output, ages and durations.
 //!
-//! Layers point one way: `cli` → `commands` → (`config`, `settings`) → `run`
-//! → (`board`, `claims`, `git`) → (`names`, `error`, `output`, `age`). Of the
-//! middle layer only `claims` uses `git` (the git store). No store knows the
-//! loop; the board knows nothing of sessions. The one cycle is `cli` ⇄
-//! `commands`: the command enum names each subcommand's arguments.
+//! Layers point one way: `cli` → `commands` → (`config`, `settings`) → (`run`,
+//! `schedule`) → (`board`, `claims`, `git`) → (`names`, `error`, `output`,
+//! `age`). Of the middle layer only `claims` uses `git` (the git store). No
+//! store knows the loop; the board knows nothing of sessions or schedules.
+//! The one cycle is `cli` ⇄ `commands`: the command enum names each
+//! subcommand's arguments.
 
 pub mod age;
 pub mod board;
