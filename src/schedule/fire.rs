@@ -61,11 +61,15 @@ pub fn due(s: &Schedule, now: Timestamp) -> Vec<Timestamp> {
     if let Some(created) = s.created {
         from = from.max(created);
     }
-    let mut occurrences = s.when.between(from, now);
-    if s.catchup != Catchup::All {
-        occurrences.drain(..occurrences.len().saturating_sub(1));
+    match s.catchup {
+        Catchup::All => s.when.between(from, now),
+        Catchup::None | Catchup::Latest => s
+            .when
+            .last_until(now)
+            .filter(|at| *at > from)
+            .into_iter()
+            .collect(),
     }
-    occurrences
 }
 
 /// What firing `schedules` at `now` does to a board on which `exists` says

@@ -139,6 +139,30 @@ impl When {
         }
     }
 
+    /// The last occurrence at or before `t`, if there is one (within 5
+    /// years): one backward search, not a walk through every occurrence of
+    /// a window (an every-minute schedule has 1,440 a day).
+    pub fn last_until(&self, t: Timestamp) -> Option<Timestamp> {
+        match &self.kind {
+            Kind::At(at) => (*at <= t).then_some(*at),
+            Kind::Cron(cron) => {
+                let mut civil = self.civil(t) + SLACK_HOURS.hours();
+                let limit = self.civil(t) - (5 * 366).days();
+                while let Some(prev) = previous_civil(cron, civil) {
+                    if prev < limit {
+                        return None;
+                    }
+                    civil = prev;
+                    let at = self.instant(prev);
+                    if at <= t {
+                        return Some(at);
+                    }
+                }
+                None
+            }
+        }
+    }
+
     /// The wall-clock reading of `t` in the zone.
     fn civil(&self, t: Timestamp) -> DateTime {
         self.zone.to_datetime(t)
@@ -168,10 +192,23 @@ impl When {
 /// chrono time; a UTC one carries the civil reading unchanged (UTC has no
 /// offsets to change).
 fn next_civil(cron: &croner::Cron, c: DateTime) -> Option<DateTime> {
-    let naive = NaiveDate::from_ymd_opt(c.year().into(), c.month() as u32, c.day() as u32)?
-        .and_hms_opt(c.hour() as u32, c.minute() as u32, 0)?
-        .and_utc();
-    let next = cron.find_next_occurrence(&naive, false).ok()?;
+    from_chrono(cron.find_next_occurrence(&to_chrono(c)?, false).ok()?)
+}
+
+/// The last civil minute before `c` that `cron` matches.
+fn previous_civil(cron: &croner::Cron, c: DateTime) -> Option<DateTime> {
+    from_chrono(cron.find_previous_occurrence(&to_chrono(c)?, false).ok()?)
+}
+
+fn to_chrono(c: DateTime) -> Option<chrono::DateTime<chrono::Utc>> {
+    Some(
+        NaiveDate::from_ymd_opt(c.year().into(), c.month() as u32, c.day() as u32)?
+            .and_hms_opt(c.hour() as u32, c.minute() as u32, 0)?
+            .and_utc(),
+    )
+}
+
+fn from_chrono(next: chrono::DateTime<chrono::Utc>) -> Option<DateTime> {
     DateTime::new(
         i16::try_from(next.year()).ok()?,
         next.month() as i8,
@@ -332,6 +369,32 @@ mod tests {
             once.between(t("2026-12-02T04:00:00Z"), t("2026-12-02T05:00:00Z")),
             [t("2026-12-02T05:00:00Z")]
         );
+    }
+
+    /// The backward search finds what the forward walk does, across both
+    /// changes of clock, every other hour of two days around each.
+    #[test]
+    fn last_until_agrees_with_between() {
+        for (expr, zone) in [
+            ("30 2 * * *", "Europe/Berlin"),
+            ("*/20 1-3 * * *", "Europe/Berlin"),
+            ("0 9 * * 1-5", "America/New_York"),
+            ("0 0 1,15 * *", "UTC"),
+            ("15 * * * *", "Australia/Lord_Howe"),
+        ] {
+            let when = When::cron(expr, zone).unwrap();
+            for start in [
+                "2026-03-28T00:00:00Z",
+                "2026-10-24T00:00:00Z",
+                "2026-11-01T00:00:00Z",
+            ] {
+                for h in (0..48).step_by(2) {
+                    let now = t(start) + (h * 60 + 7).minutes();
+                    let walked = when.between(now - (35 * 24).hours(), now).last().copied();
+                    assert_eq!(when.last_until(now), walked, "{expr} in {zone} at {now}");
+                }
+            }
+        }
     }
 
     #[test]
