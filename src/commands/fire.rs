@@ -11,7 +11,10 @@ use crate::error::Error;
 use crate::git::hub::Hub;
 use crate::output::Out;
 use crate::run::journal::Journal;
-use crate::schedule::{self, fire::Fired};
+use crate::schedule::{
+    self,
+    fire::{Fired, Loader},
+};
 
 /// Fire the schedules once: make the tasks of the occurrences due now.
 ///
@@ -37,7 +40,7 @@ pub struct Args {
 pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let spec = ctx.hub_spec()?;
     let hub = Hub::open(&spec, args.branch.as_deref())?;
-    let fired = fire(&hub, &ctx.state_dir(&spec))?;
+    let fired = fire(&hub, &ctx.state_dir(&spec), &mut Loader::default())?;
     if !fired.skipped.is_empty() {
         let state = ctx.state_dir(&spec);
         // Best effort, as every journal write: a record, never a failure.
@@ -64,7 +67,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
 /// Fire the schedules on `hub`'s branch now: one transaction, again from
 /// the new tip when another push won. `state`: where a URL hub's tip is
 /// fetched to see whether it has schedules.
-pub fn fire(hub: &Hub, state: &std::path::Path) -> Result<Fired, Error> {
+pub fn fire(hub: &Hub, state: &std::path::Path, loader: &mut Loader) -> Result<Fired, Error> {
     let now = schedule::now().map_err(Error::usage)?;
     if !has_schedules(hub, state) {
         return Ok(Fired::default());
@@ -73,7 +76,8 @@ pub fn fire(hub: &Hub, state: &std::path::Path) -> Result<Fired, Error> {
     let mut branch = HubBranch::new(hub, "the schedules' occurrences".into());
     let mut report = Fired::default();
     let tx = edit::transact(&mut branch, branch::ROUNDS, |dir| {
-        let (message, fired) = schedule::fire::apply(dir, now, created).map_err(Error::failure)?;
+        let (message, fired) =
+            schedule::fire::apply(loader, dir, now, created).map_err(Error::failure)?;
         report = fired;
         Ok(match message {
             Some(message) => Edit::Commit { message, value: () },

@@ -92,7 +92,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         }),
     );
     // The schedules' occurrences due now are on the board before the first claim.
-    fire_schedules(&run);
+    let mut loader = crate::schedule::fire::Loader::default();
+    fire_schedules(&run, &mut loader);
     // A `farm stop` posted before this run began is not for it.
     let old_stop = run.store.stop_notice(true)?.map(|n| n.nonce);
     let finished = std::sync::atomic::AtomicBool::new(false);
@@ -115,7 +116,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         let finished = &finished;
         let old_stop = &old_stop;
         s.spawn(move || watch_for_stop(run, old_stop.as_ref(), finished));
-        s.spawn(move || fire_every_minute(run, finished));
+        s.spawn(move || fire_every_minute(run, finished, loader));
         let loops: Vec<_> = names
             .iter()
             .map(|name| {
@@ -204,8 +205,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
 /// Fire the schedules (see `farm fire`), journal what it made and skipped,
 /// and wake idle agents when it made tasks. A failure is told and
 /// journaled, never the run's end: the next minute tries again.
-fn fire_schedules(run: &Run) {
-    match crate::commands::fire::fire(&run.hub, &run.state) {
+fn fire_schedules(run: &Run, loader: &mut crate::schedule::fire::Loader) {
+    match crate::commands::fire::fire(&run.hub, &run.state, loader) {
         Ok(fired) => {
             crate::commands::fire::journal_skips(&run.journal, &fired);
             if !fired.created.is_empty() {
@@ -238,7 +239,11 @@ fn fire_schedules(run: &Run) {
 }
 
 /// Fire the schedules at every minute boundary until the loops are done.
-fn fire_every_minute(run: &Run, finished: &std::sync::atomic::AtomicBool) {
+fn fire_every_minute(
+    run: &Run,
+    finished: &std::sync::atomic::AtomicBool,
+    mut loader: crate::schedule::fire::Loader,
+) {
     use std::sync::atomic::Ordering;
     let minute = |t: std::time::SystemTime| {
         t.duration_since(std::time::UNIX_EPOCH)
@@ -252,7 +257,7 @@ fn fire_every_minute(run: &Run, finished: &std::sync::atomic::AtomicBool) {
         let now = minute(std::time::SystemTime::now());
         if now != last && !run.stop.draining() {
             last = now;
-            fire_schedules(run);
+            fire_schedules(run, &mut loader);
         }
     }
 }

@@ -191,9 +191,7 @@ impl Schedule {
 
     /// Whether task `id` is an occurrence of this schedule.
     pub fn owns(&self, id: &str) -> bool {
-        id.strip_prefix(self.id.as_str())
-            .and_then(|rest| rest.strip_prefix('-'))
-            .is_some_and(is_stamp)
+        schedule_of(id) == Some(self.id.as_str())
     }
 
     /// The task of the occurrence at `at`, created `now`.
@@ -210,6 +208,13 @@ pub fn occurrence_id(schedule: &TaskId, at: Timestamp) -> TaskId {
     let stamp = at.strftime("%Y%m%dT%H%MZ");
     TaskId::parse(&format!("{schedule}-{stamp}"))
         .expect("a schedule id of at most 85 characters and a stamp make a task id")
+}
+
+/// The schedule whose occurrence task `id` would be: `id` less its
+/// `-YYYYMMDDTHHMMZ` suffix; `None` when it has none.
+pub fn schedule_of(id: &str) -> Option<&str> {
+    let (schedule, stamp) = id.rsplit_once('-')?;
+    (!schedule.is_empty() && is_stamp(stamp)).then_some(schedule)
 }
 
 /// `YYYYMMDDTHHMMZ`.

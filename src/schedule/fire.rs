@@ -18,9 +18,11 @@
 //! A one-shot schedule (`at`) is removed in the commit that makes its task,
 //! or by the first firing that finds its task made.
 
-use std::collections::BTreeSet;
+use std::borrow::Borrow;
+use std::collections::{BTreeSet, HashMap};
 use std::fs;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use jiff::{SignedDuration, Timestamp};
@@ -43,6 +45,10 @@ pub struct Plan {
     pub skipped: Vec<(TaskId, TaskId)>,
     /// One-shot schedules whose task exists (or is made now): their files go.
     pub retire: Vec<TaskId>,
+    /// Recurring schedules with nothing to do (every due occurrence was on
+    /// the board already, or none is due), and their next occurrence: until
+    /// then a firing changes nothing for them (see [`Loader::settle`]).
+    pub settled: Vec<(TaskId, Option<Timestamp>)>,
 }
 
 impl Plan {
@@ -75,23 +81,35 @@ pub fn due(s: &Schedule, now: Timestamp) -> Vec<Timestamp> {
 /// What firing `schedules` at `now` does to a board on which `exists` says
 /// whether a task id has a file (pending, done or failed) and `pending`
 /// lists the pending ids. `created` is the new tasks' creation time.
-pub fn plan(
-    schedules: &[Schedule],
+pub fn plan<S: Borrow<Schedule>>(
+    schedules: &[S],
     now: Timestamp,
     created: SystemTime,
     exists: impl Fn(&TaskId) -> bool,
     pending: &BTreeSet<TaskId>,
 ) -> Plan {
     let mut plan = Plan::default();
+    // Each schedule's latest pending occurrence, by the schedule id its
+    // task id starts with: one pass over the board, not one per schedule.
+    let mut latest_pending: HashMap<&str, &TaskId> = HashMap::new();
+    for id in pending {
+        if let Some(schedule) = file::schedule_of(id.as_str()) {
+            latest_pending.insert(schedule, id);
+        }
+    }
     for s in schedules {
+        let s = s.borrow();
         let mut made = false;
-        let mut open: Option<TaskId> = pending.iter().rev().find(|id| s.owns(id.as_str())).cloned();
-        for at in due(s, now) {
+        let mut open: Option<TaskId> = latest_pending.get(s.id.as_str()).map(|id| (*id).clone());
+        let due = due(s, now);
+        let mut untouched = true;
+        for &at in &due {
             let id = s.occurrence_id(at);
             if exists(&id) {
                 made = true;
                 continue;
             }
+            untouched = false;
             if s.overlap == Overlap::Skip
                 && let Some(earlier) = &open
             {
@@ -101,6 +119,9 @@ pub fn plan(
             plan.create.push(s.task_at(at, created));
             open = Some(id);
             made = true;
+        }
+        if untouched && !s.when.is_once() {
+            plan.settled.push((s.id.clone(), s.when.next_after(now)));
         }
         if s.when.is_once() && !made {
             // Its one occurrence may have been made by an earlier firing,
@@ -126,30 +147,81 @@ pub struct Invalid {
 
 /// The schedules in `worktree`'s `schedules/`, and the files that are not
 /// valid schedules (skipped, never fatal).
-pub fn load(worktree: &Path) -> (Vec<Schedule>, Vec<Invalid>) {
-    let mut schedules = Vec::new();
-    let mut invalid = Vec::new();
-    let Ok(entries) = fs::read_dir(worktree.join(file::DIR)) else {
-        return (schedules, invalid);
-    };
-    let mut names: Vec<String> = entries
-        .flatten()
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| n.ends_with(".toml"))
-        .collect();
-    names.sort();
-    for name in names {
-        let id = name.trim_end_matches(".toml");
-        let path = format!("{}/{name}", file::DIR);
-        let read = fs::read_to_string(worktree.join(&path))
-            .map_err(|e| format!("cannot be read: {e}"))
-            .and_then(|text| Schedule::parse(id, &text));
-        match read {
-            Ok(s) => schedules.push(s),
-            Err(why) => invalid.push(Invalid { path, why }),
+pub fn load(worktree: &Path) -> (Vec<Arc<Schedule>>, Vec<Invalid>) {
+    Loader::default().load(worktree)
+}
+
+/// Reads schedule files, each text parsed once: a run fires every minute,
+/// and parsing (the cron expression above all) was most of a firing's time.
+#[derive(Debug, Default)]
+pub struct Loader {
+    parsed: HashMap<String, (String, Result<Arc<Schedule>, String>)>,
+    /// Schedule id → its next occurrence, when a firing found nothing to do
+    /// for it: until then, firing it again changes nothing.
+    settled: HashMap<TaskId, Option<Timestamp>>,
+}
+
+impl Loader {
+    /// See [`load`].
+    pub fn load(&mut self, worktree: &Path) -> (Vec<Arc<Schedule>>, Vec<Invalid>) {
+        let mut schedules = Vec::new();
+        let mut invalid = Vec::new();
+        let Ok(entries) = fs::read_dir(worktree.join(file::DIR)) else {
+            return (schedules, invalid);
+        };
+        let mut names: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| n.ends_with(".toml"))
+            .collect();
+        names.sort();
+        for name in names {
+            let id = name.trim_end_matches(".toml");
+            let path = format!("{}/{name}", file::DIR);
+            let read = match fs::read_to_string(worktree.join(&path)) {
+                Ok(text) => match self.parsed.get(&name) {
+                    Some((seen, parsed)) if *seen == text => parsed.clone(),
+                    _ => {
+                        if let Ok(id) = TaskId::parse(id) {
+                            self.settled.remove(&id);
+                        }
+                        let parsed = Schedule::parse(id, &text).map(Arc::new);
+                        self.parsed.insert(name.clone(), (text, parsed.clone()));
+                        parsed
+                    }
+                },
+                Err(e) => Err(format!("cannot be read: {e}")),
+            };
+            match read {
+                Ok(s) => schedules.push(s),
+                Err(why) => invalid.push(Invalid { path, why }),
+            }
+        }
+        (schedules, invalid)
+    }
+
+    /// Of `schedules`, those a firing at `now` must look at: not one whose
+    /// latest occurrence an earlier firing found on the board while the one
+    /// after it is still to come (an occurrence removed from the board by
+    /// hand meanwhile is not made again).
+    pub fn unsettled(&self, schedules: Vec<Arc<Schedule>>, now: Timestamp) -> Vec<Arc<Schedule>> {
+        schedules
+            .into_iter()
+            .filter(|s| match self.settled.get(&s.id) {
+                Some(next) => next.is_none_or(|next| next <= now),
+                None => true,
+            })
+            .collect()
+    }
+
+    /// Remember what `plan` found settled (see [`Plan::settled`]). Only
+    /// what was on the board counts, never what a firing made: its push may
+    /// not land.
+    pub fn settle(&mut self, plan: &Plan) {
+        for (id, next) in &plan.settled {
+            self.settled.insert(id.clone(), *next);
         }
     }
-    (schedules, invalid)
 }
 
 /// The pending task ids on the board in `worktree`.
@@ -177,11 +249,13 @@ pub struct Fired {
 /// write the due tasks and remove the spent one-shot schedules. `None` when
 /// nothing is to change (no commit); else the commit message and the report.
 pub fn apply(
+    loader: &mut Loader,
     worktree: &Path,
     now: Timestamp,
     created: SystemTime,
 ) -> Result<(Option<String>, Fired), String> {
-    let (schedules, invalid) = load(worktree);
+    let (schedules, invalid) = loader.load(worktree);
+    let schedules = loader.unsettled(schedules, now);
     let pending = pending(worktree);
     let plan = plan(
         &schedules,
@@ -190,6 +264,7 @@ pub fn apply(
         |id| paths::find(worktree, id).is_some(),
         &pending,
     );
+    loader.settle(&plan);
     let mut fired = Fired {
         skipped: plan.skipped.clone(),
         invalid,
@@ -370,5 +445,61 @@ mod tests {
         let later = fire(&s, "2026-12-09T00:00:00Z", &["once-20261202T0600Z"]);
         assert!(later.create.is_empty());
         assert_eq!(later.retire.len(), 1);
+    }
+
+    /// A schedule whose due occurrence was on the board is not looked at
+    /// again until its next occurrence; one whose occurrence a firing made
+    /// is (the push may not land); a changed file is read afresh.
+    #[test]
+    fn the_loader_looks_again_only_when_something_can_be_due() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |text: &str| {
+            fs::create_dir_all(dir.path().join("schedules")).unwrap();
+            fs::write(dir.path().join("schedules/h.toml"), text).unwrap();
+        };
+        write("cron = \"0 * * * *\"\ntitle = \"H\"\n");
+        let mut loader = Loader::default();
+        let mut fire_at = |now: &str, board: &[&str]| {
+            let board = set(board);
+            let (all, _) = loader.load(dir.path());
+            let looked = loader.unsettled(all, t(now));
+            let p = plan(
+                &looked,
+                t(now),
+                SystemTime::UNIX_EPOCH,
+                |id| board.contains(id),
+                &BTreeSet::new(),
+            );
+            loader.settle(&p);
+            (looked.len(), ids(&p).len())
+        };
+        assert_eq!(
+            fire_at("2026-12-01T12:00:10Z", &[]),
+            (1, 1),
+            "made, not settled"
+        );
+        assert_eq!(
+            fire_at("2026-12-01T12:01:00Z", &["h-20261201T1200Z"]),
+            (1, 0),
+            "found: settled"
+        );
+        assert_eq!(
+            fire_at("2026-12-01T12:30:00Z", &["h-20261201T1200Z"]),
+            (0, 0)
+        );
+        assert_eq!(
+            fire_at("2026-12-01T13:00:00Z", &["h-20261201T1200Z"]),
+            (1, 1),
+            "its next one"
+        );
+        write("cron = \"30 * * * *\"\ntitle = \"H\"\n");
+        assert_eq!(
+            fire_at(
+                "2026-12-01T13:00:30Z",
+                &["h-20261201T1200Z", "h-20261201T1300Z"]
+            ),
+            (1, 1),
+            "changed: 12:30 is due"
+        );
     }
 }

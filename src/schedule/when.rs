@@ -100,8 +100,9 @@ impl When {
                 }
             }
             Kind::Cron(cron) => {
-                let mut civil = self.civil(after) - SLACK_HOURS.hours();
-                let last = self.civil(until) + SLACK_HOURS.hours();
+                let slack = self.slack(after, until);
+                let mut civil = self.civil(after) - slack;
+                let last = self.civil(until) + slack;
                 while let Some(next) = next_civil(cron, civil) {
                     if next > last {
                         break;
@@ -122,7 +123,7 @@ impl When {
         match &self.kind {
             Kind::At(at) => (*at > t).then_some(*at),
             Kind::Cron(cron) => {
-                let mut civil = self.civil(t) - SLACK_HOURS.hours();
+                let mut civil = self.civil(t) - self.slack(t, t);
                 let limit = self.civil(t) + (5 * 366).days();
                 while let Some(next) = next_civil(cron, civil) {
                     if next > limit {
@@ -146,7 +147,8 @@ impl When {
         match &self.kind {
             Kind::At(at) => (*at <= t).then_some(*at),
             Kind::Cron(cron) => {
-                let mut civil = self.civil(t) + SLACK_HOURS.hours();
+                // From just past `t`: the search excludes where it starts.
+                let mut civil = self.civil(t) + self.slack(t, t) + 1.minute();
                 let limit = self.civil(t) - (5 * 366).days();
                 while let Some(prev) = previous_civil(cron, civil) {
                     if prev < limit {
@@ -160,6 +162,24 @@ impl When {
                 }
                 None
             }
+        }
+    }
+
+    /// How far to look past the civil readings of `from` and `to` for
+    /// civil times whose instants fall between them: [`SLACK_HOURS`] when
+    /// the zone's offset changes near them, else nothing (UTC, and most
+    /// days everywhere) — three hours of every-minute matching saved.
+    fn slack(&self, from: Timestamp, to: Timestamp) -> jiff::Span {
+        let margin = jiff::SignedDuration::from_hours(SLACK_HOURS);
+        let changes = self
+            .zone
+            .following(from - margin)
+            .next()
+            .is_some_and(|tr| tr.timestamp() <= to + margin);
+        if changes {
+            SLACK_HOURS.hours()
+        } else {
+            0.hours()
         }
     }
 
