@@ -142,6 +142,23 @@ impl Demo<'_> {
         }
         self.farm(&["tasks"], true)?;
 
+        self.say(
+            "a schedule, as if added an hour ago: hourly; `farm run` makes its latest occurrence\n\
+             # a task as it starts (catch-up), and would fire again at every minute boundary:",
+        );
+        let an_hour_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(1);
+        let schedule = format!(
+            "cron = \"0 * * * *\"\ntitle = \"Hourly status\"\n\
+             description = \"- write `STATUS.md`: checked on schedule\"\ncreated = \"{an_hour_ago}\"\n"
+        );
+        let path = self.hub.join("schedules/status.toml");
+        std::fs::create_dir_all(self.hub.join("schedules"))
+            .and_then(|()| std::fs::write(&path, schedule))
+            .map_err(|e| Error::failure(format!("cannot write `{}`: {e}", path.display())))?;
+        self.git(&["add", "schedules/status.toml"])?;
+        self.git(&["commit", "--quiet", "-m", "an hourly schedule"])?;
+        self.farm(&["schedules"], true)?;
+
         self.say("three agents run the bundled offline demo agent until the board is settled:");
         let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("farm"));
         let agent = format!(
@@ -155,6 +172,7 @@ impl Demo<'_> {
         self.farm(&["tasks"], true)?;
         self.show_git(&["log", "--oneline", "--graph", "--format=%s"])?;
         self.show_file("greetings.txt")?;
+        self.farm(&["schedules"], true)?;
         self.farm(&["locks"], true)?;
 
         self.say(
