@@ -51,16 +51,7 @@ impl edit::Branch for HubBranch<'_> {
             None => hub.url.clone(),
         };
         Repo::new(tmp.path())
-            .run([
-                "clone",
-                "--quiet",
-                "--depth",
-                "1",
-                "--branch",
-                &hub.branch,
-                &url,
-                dir.to_str().unwrap_or("board"),
-            ])
+            .clone_tip(&url, &hub.branch, &dir)
             .map_err(git_failed)?;
         Ok((dir, tmp))
     }

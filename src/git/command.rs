@@ -476,6 +476,22 @@ impl Repo {
         Ok(Repo::new(dest))
     }
 
+    /// Clone `url`'s `branch`, one commit deep, to `dest` (git run in this
+    /// repository's directory): to read or edit the tip, not its history.
+    pub fn clone_tip(&self, url: &str, branch: &str, dest: &Path) -> Result<(), GitError> {
+        self.run([
+            OsStr::new("clone"),
+            OsStr::new("--quiet"),
+            OsStr::new("--depth"),
+            OsStr::new("1"),
+            OsStr::new("--branch"),
+            OsStr::new(branch),
+            OsStr::new(url),
+            dest.as_os_str(),
+        ])
+        .map(drop)
+    }
+
     /// Fetch `remote_ref` from `remote` into no local ref at all; the commit
     /// it names, or `None` when the remote has no such ref. Concurrent
     /// fetches into one repository do not disturb each other: the answer is

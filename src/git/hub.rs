@@ -294,16 +294,7 @@ impl Hub {
         let Some(local) = &self.local else {
             let dest = scratch.join("board");
             Repo::new(scratch)
-                .run([
-                    "clone",
-                    "--quiet",
-                    "--depth",
-                    "1",
-                    "--branch",
-                    &self.branch,
-                    &self.url,
-                    &dest.display().to_string(),
-                ])
+                .clone_tip(&self.url, &self.branch, &dest)
                 .map_err(|e| fail(e.said))?;
             return Ok(dest);
         };
