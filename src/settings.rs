@@ -68,6 +68,13 @@ impl Settings {
         let scratch;
         let (repo, rev, branch) = match hub {
             HubSpec::Local(dir) => {
+                if let Some((branch, text)) = crate::git::hub::local_file(dir, branch, FILE) {
+                    return Ok(OnBranch {
+                        text,
+                        what: format!("{FILE} on branch `{branch}` of {}", hub.url()),
+                        branch,
+                    });
+                }
                 let repo = Repo::new(dir);
                 let branch = match branch {
                     Some(b) => b.to_owned(),

@@ -217,7 +217,9 @@ fn settings(spec: &HubSpec, state: &std::path::Path) -> (Check, Settings) {
         settings = Settings::parse(&file).map_err(fail)?;
         if let Some(dir) = spec.local() {
             let here = std::fs::read_to_string(dir.join(crate::settings::FILE)).ok();
-            if here.is_some() && here.as_deref().map(str::trim_end) != file.text.as_deref() {
+            if here.is_some()
+                && here.as_deref().map(str::trim_end) != file.text.as_deref().map(str::trim_end)
+            {
                 return Err((
                     format!(
                         "the work tree's {} differs from {}, which is the one farm reads",

@@ -318,6 +318,20 @@ mod tests {
     }
 
     #[test]
+    fn last_days_and_nth_weekdays_are_understood() {
+        let last = in_2026("0 9 L * *", "UTC");
+        assert_eq!(last.len(), 12);
+        assert!(last.iter().all(|d| d.date().tomorrow().unwrap().day() == 1));
+        let second_tuesdays = in_2026("0 9 * * 2#2", "UTC");
+        assert_eq!(second_tuesdays.len(), 12);
+        assert!(
+            second_tuesdays.iter().all(
+                |d| d.weekday() == jiff::civil::Weekday::Tuesday && (8..=14).contains(&d.day())
+            )
+        );
+    }
+
+    #[test]
     fn day_of_month_and_day_of_week_follow_vixie_cron() {
         // Both restricted: either.
         let either = in_2026("0 9 1 * 1", "UTC");

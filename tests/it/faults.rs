@@ -439,10 +439,12 @@ fn a_killed_ls_remote_of_a_url_hub_is_run_again() {
 }
 
 /// Regression (issue 10, chaos suite): a git of farm's that only reads —
-/// here the `git ls-tree` that finds `farm.toml` on the hub's branch as the
-/// run starts — killed by a signal made farm exit 1 ("git was killed by
-/// signal 9"); one reading HEAD's branch answered "main" for any branch. A
-/// killed read is run again, wherever farm runs it.
+/// found on the `git ls-tree` that read `farm.toml` on the hub's branch as
+/// the run started (now read in-process); here the `git rev-parse` that
+/// asks whether the hub is bare as it is opened — killed by a signal made
+/// farm exit 1 ("git was killed by signal 9"); one reading HEAD's branch
+/// answered "main" for any branch. A killed read is run again, wherever farm
+/// runs it.
 #[test]
 fn a_killed_read_of_the_hubs_branch_is_run_again() {
     let env = Env::git_hub(&[]);
@@ -451,7 +453,7 @@ fn a_killed_read_of_the_hubs_branch_is_run_again() {
         "work.sh",
         "set -eu\necho w > \"w-$FARM_TASK\"\ngit add -A\ngit commit -q -m \"$FARM_TASK\"\n",
     );
-    let out = run_with_git_killed_once_in(&env, &agent, "ls-tree", "farm.toml", &[]);
+    let out = run_with_git_killed_once_in(&env, &agent, "rev-parse", "--is-bare-repository", &[]);
     assert_eq!(out.code, Some(0), "{out:#?}");
     assert_eq!(
         board(&env, "tasks/done"),
