@@ -211,11 +211,29 @@ impl Hub {
                 )));
             }
         }
-        if !bare
-            && !repo
-                .check(["diff-index", "--quiet", "HEAD", "--"])
-                .map_err(|e| Error::failure(e.to_string()).caused_by(e))?
-        {
+        let clean = || {
+            repo.check(["diff-index", "--quiet", "HEAD", "--"])
+                .map_err(|e| Error::failure(e.to_string()).caused_by(e))
+        };
+        // A push in flight (`updateInstead` writes the files, then moves
+        // the ref) makes the work tree differ from HEAD for a moment; the
+        // pushes hold the hub's push lock, so the tree is judged again
+        // once they let go before it is called dirty.
+        let clean_once_pushes_settle = || {
+            let probe = Hub {
+                url: dir.display().to_string(),
+                local: Some(Local {
+                    dir: dir.to_path_buf(),
+                    git_dir: PathBuf::from(&git_dir),
+                    bare,
+                    checked_out: false,
+                }),
+                branch: branch.clone(),
+            };
+            let _settled = probe.push_lock()?;
+            clean()
+        };
+        if !bare && !clean()? && !clean_once_pushes_settle()? {
             return Err(Error::usage(format!(
                 "hub `{}` has uncommitted changes to tracked files, so it refuses pushes",
                 dir.display()

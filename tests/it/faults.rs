@@ -690,3 +690,68 @@ fn a_task_the_clone_never_sees_ready_stops_the_run() {
     assert_eq!(board(&env, "tasks"), BTreeSet::from(["stuck".into()]));
     assert_hub_sound(&env);
 }
+
+/// A `farm init` hub whose work tree a push is updating (receive-pack with
+/// `updateInstead` writes the files before it moves the ref): a farm that
+/// starts then sees tracked files differ from HEAD. Regression (issue 10,
+/// chaos suite, Init hub): it exited 2, "hub … has uncommitted changes to
+/// tracked files". The pushes in flight hold the hub's push lock; farm
+/// judges the work tree once they let go, and runs.
+#[test]
+fn a_hub_work_tree_mid_push_is_judged_once_the_push_settles() {
+    let env = Env::git_hub(&[("README", "x\n")]);
+    add_task(&env, &["p1", "-m", "Anything"]);
+    let agent = env.agent_script(
+        "work.sh",
+        "set -eu\necho w > \"w-$FARM_TASK\"\ngit add -A\ngit commit -q -m \"$FARM_TASK\"\n",
+    );
+    // "A push" holds the lock, the README half-written, for a second.
+    let locks = env.hub.join("current_tasks");
+    std::fs::create_dir_all(&locks).unwrap();
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(locks.join(".push.lock"))
+        .unwrap();
+    lock.lock().unwrap();
+    std::fs::write(env.hub.join("README"), "x, being upd").unwrap();
+    let hub = env.hub.clone();
+    let push = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        // The push done: files and index as the new HEAD has them.
+        std::fs::write(hub.join("README"), "x\n").unwrap();
+        let refreshed = std::process::Command::new("git")
+            .args(["update-index", "-q", "--refresh"])
+            .current_dir(&hub)
+            .status()
+            .unwrap();
+        assert!(refreshed.success());
+        drop(lock);
+    });
+    let out = farm_run(&env, &agent, &[]);
+    push.join().unwrap();
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert_eq!(
+        board(&env, "tasks/done"),
+        BTreeSet::from(["p1".into()]),
+        "{out:#?}"
+    );
+}
+
+/// A hub work tree that is dirty with no push in flight is still refused
+/// (exit 2), naming the fix, and nothing is claimed.
+#[test]
+fn a_dirty_hub_work_tree_is_refused_with_no_push_in_flight() {
+    let env = Env::git_hub(&[("README", "x\n")]);
+    add_task(&env, &["d1", "-m", "Anything"]);
+    std::fs::write(env.hub.join("README"), "edited by hand\n").unwrap();
+    let out = farm_run(&env, "true", &[]);
+    assert_eq!(out.code, Some(2), "{out:#?}");
+    assert!(
+        out.stderr.contains("uncommitted changes to tracked files"),
+        "{out:#?}"
+    );
+    assert!(out.stderr.contains("git -C"), "{out:#?}");
+    assert!(board(&env, "tasks/done").is_empty());
+}
