@@ -67,7 +67,7 @@ pub struct GitError {
 }
 
 /// How often a git killed by a signal is run again before its failure stands.
-const KILLED_AGAIN: usize = 2;
+pub const KILLED_AGAIN: usize = 2;
 
 /// git's arguments as text (lossily: they are shown, or matched against
 /// farm's own).

@@ -383,6 +383,20 @@ fn run_with_git_killed_once_in(
     place: &str,
     args: &[&str],
 ) -> crate::common::Output {
+    run_with_git_killed_once_leaving(env, agent, pattern, place, "", args)
+}
+
+/// [`run_with_git_killed_once_in`], the killed git leaving the file
+/// `leave` (relative to the directory its `-C` names) as a git killed
+/// half-way leaves its lock files.
+fn run_with_git_killed_once_leaving(
+    env: &Env,
+    agent: &str,
+    pattern: &str,
+    place: &str,
+    leave: &str,
+    args: &[&str],
+) -> crate::common::Output {
     let real = std::process::Command::new("sh")
         .args(["-c", "command -v git"])
         .output()
@@ -395,7 +409,7 @@ fn run_with_git_killed_once_in(
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\ncase \" $* \" in *'{place}'*)\n  case \" $* \" in *\" {pattern} \"*)\n    if mkdir '{mark}' 2>/dev/null; then kill -KILL $$; fi;;\n  esac;;\nesac\nexec '{real}' \"$@\"\n",
+            "#!/bin/sh\ncase \" $* \" in *'{place}'*)\n  case \" $* \" in *\" {pattern} \"*)\n    if mkdir '{mark}' 2>/dev/null; then\n      [ '{leave}' = '' ] || [ \"$1\" != -C ] || : > \"$2/{leave}\"\n      kill -KILL $$\n    fi;;\n  esac;;\nesac\nexec '{real}' \"$@\"\n",
             mark = mark.display()
         ),
     )
@@ -434,6 +448,36 @@ fn a_killed_ls_remote_of_a_url_hub_is_run_again() {
     assert_eq!(
         board(&env, "tasks/done"),
         BTreeSet::from(["u1".into()]),
+        "{out:#?}"
+    );
+}
+
+/// Regression (issue 10, chaos suite, seed 1796113524439733115 round 5):
+/// the shallow fetch of a URL hub's tip that reads its farm.toml, killed
+/// half-way, left `shallow.lock` in the scratch repository, and the fetch
+/// run again in it failed on that lock: farm exited 2 and loop.sh gave up.
+/// Each try fetches into a new scratch repository.
+#[test]
+fn a_killed_fetch_of_a_url_hub_s_tip_is_run_again_elsewhere() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["f1", "-m", "Anything"]);
+    let agent = env.agent_script(
+        "work.sh",
+        "set -eu\necho w > \"w-$FARM_TASK\"\ngit add -A\ngit commit -q -m \"$FARM_TASK\"\n",
+    );
+    let url = format!("file://{}", env.hub.display());
+    let out = run_with_git_killed_once_leaving(
+        &env,
+        &agent,
+        "--depth=1",
+        "hub-tip-",
+        "shallow.lock",
+        &["--hub", &url],
+    );
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert_eq!(
+        board(&env, "tasks/done"),
+        BTreeSet::from(["f1".into()]),
         "{out:#?}"
     );
 }
