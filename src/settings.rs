@@ -16,7 +16,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::error::Error;
-use crate::git::command::{KILLED_AGAIN, Repo};
+use crate::git::command::Repo;
 use crate::git::hub::HubSpec;
 use crate::git::scratch::ScratchRepo;
 use crate::run::session::PromptVia;
@@ -87,19 +87,7 @@ impl Settings {
                     Some(b) => b.to_owned(),
                     None => crate::git::hub::remote_head(url)?,
                 };
-                // Each try in a new scratch repository: a fetch killed
-                // half-way leaves its `shallow.lock` in the one it used.
-                // (Killed tries are run again as `again_if_killed` does.)
-                let rev = format!("refs/heads/{branch}");
-                let mut killed = 0;
-                let (made, tip) = loop {
-                    let made = ScratchRepo::new(state)?;
-                    match made.repo().fetch_tip_shallow(url, &rev) {
-                        Ok(tip) => break (made, tip),
-                        Err(e) if e.signal.is_some() && killed < KILLED_AGAIN => killed += 1,
-                        Err(e) => return Err(crate::git::hub::unreachable(url, e)),
-                    }
-                };
+                let (made, tip) = ScratchRepo::tip(state, url, &branch)?;
                 // `None`: no branch yet, so no settings; opening the hub says so.
                 scratch = made;
                 (scratch.repo(), tip, branch)

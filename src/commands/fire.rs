@@ -102,18 +102,14 @@ fn has_schedules(hub: &Hub, state: &std::path::Path) -> bool {
     let scratch;
     let (repo, rev) = match hub.git_dir() {
         Some(git_dir) => (crate::git::command::Repo::new(git_dir), rev),
-        None => {
-            let Ok(made) = crate::git::scratch::ScratchRepo::new(state) else {
-                return true;
-            };
-            scratch = made;
-            let repo = scratch.repo();
-            match repo.fetch_tip_shallow(&hub.url, &rev) {
-                Ok(Some(tip)) => (repo, tip),
-                Ok(None) => return false,
-                Err(_) => return true,
+        None => match crate::git::scratch::ScratchRepo::tip(state, &hub.url, &hub.branch) {
+            Ok((made, Some(tip))) => {
+                scratch = made;
+                (scratch.repo(), tip)
             }
-        }
+            Ok((_, None)) => return false,
+            Err(_) => return true,
+        },
     };
     match repo.run([
         "ls-tree",

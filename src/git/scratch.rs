@@ -20,7 +20,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use crate::error::Error;
-use crate::git::command::Repo;
+use crate::git::command::{KILLED_AGAIN, Repo};
 
 /// The name every scratch repository starts with; `hub-tip.git` (one shared
 /// cache, before) matches too and is swept the same way.
@@ -58,6 +58,28 @@ impl ScratchRepo {
 
     pub fn repo(&self) -> Repo {
         Repo::new(self.dir.path())
+    }
+
+    /// The tip of `url`'s `branch`, fetched `--depth 1` into a new scratch
+    /// repository in `state`; `None` when there is no such branch. A fetch
+    /// killed by a signal is tried again (as `again_if_killed` does), each
+    /// time in a new repository: a fetch killed half-way leaves its
+    /// `shallow.lock` in the one it used.
+    pub fn tip(
+        state: &Path,
+        url: &str,
+        branch: &str,
+    ) -> Result<(ScratchRepo, Option<String>), Error> {
+        let rev = format!("refs/heads/{branch}");
+        let mut killed = 0;
+        loop {
+            let made = ScratchRepo::new(state)?;
+            match made.repo().fetch_tip_shallow(url, &rev) {
+                Ok(tip) => return Ok((made, tip)),
+                Err(e) if e.signal.is_some() && killed < KILLED_AGAIN => killed += 1,
+                Err(e) => return Err(crate::git::hub::unreachable(url, e)),
+            }
+        }
     }
 }
 
