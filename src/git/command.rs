@@ -108,19 +108,6 @@ where
     }
 }
 
-/// Run `op`, and again (at most [`KILLED_AGAIN`] times) while the git it
-/// ran was killed by a signal: for a git that is not a read by [`reads`]
-/// but is as safe to run again (a shallow fetch of a tip into a cache).
-pub fn again_if_killed<T>(mut op: impl FnMut() -> Result<T, GitError>) -> Result<T, GitError> {
-    for _ in 0..KILLED_AGAIN {
-        match op() {
-            Err(e) if e.signal.is_some() => continue,
-            done => return done,
-        }
-    }
-    op()
-}
-
 impl GitError {
     /// A git killed by a signal (the OOM killer, a user, a chaos test)
     /// failed for nothing the repository would do again: transient.

@@ -62,7 +62,7 @@ impl ScratchRepo {
 
     /// The tip of `url`'s `branch`, fetched `--depth 1` into a new scratch
     /// repository in `state`; `None` when there is no such branch. A fetch
-    /// killed by a signal is tried again (as `again_if_killed` does), each
+    /// killed by a signal is tried again (at most [`KILLED_AGAIN`] times), each
     /// time in a new repository: a fetch killed half-way leaves its
     /// `shallow.lock` in the one it used.
     pub fn tip(
