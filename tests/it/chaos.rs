@@ -12,6 +12,9 @@
 //! ```
 //!
 //! `FARM_CHAOS_KILLS` sets the planned kills per round (default 7);
+//! `FARM_CHAOS_ONLY=rebase/farm,push/git` deals only those kinds of kill
+//! (as the totals name them) and `FARM_CHAOS_HUB=bare|init|daemon` uses only
+//! that hub, to hunt one fault with many rounds;
 //! `FARM_CHAOS_KEEP=1` keeps the directories of a round that found a
 //! violation (ledger, farm's output, state dir and clones, hub). The seed
 //! is printed first; every round prints its figures and the suite ends with
@@ -268,6 +271,25 @@ const KILLS: &[(Moment, Target)] = &[
     (Moment::Random, Target::Git),
 ];
 
+/// [`KILLS`], or those of them `FARM_CHAOS_ONLY` names.
+fn kills_dealt() -> Vec<(Moment, Target)> {
+    let Ok(only) = std::env::var("FARM_CHAOS_ONLY") else {
+        return KILLS.to_vec();
+    };
+    let wanted: Vec<&str> = only.split(',').map(str::trim).collect();
+    let kills: Vec<(Moment, Target)> = KILLS
+        .iter()
+        .copied()
+        .filter(|(m, t)| wanted.contains(&label(*m, *t).as_str()))
+        .collect();
+    let known: BTreeSet<String> = KILLS.iter().map(|(m, t)| label(*m, *t)).collect();
+    assert!(
+        wanted.iter().all(|w| known.contains(*w)),
+        "FARM_CHAOS_ONLY={only:?}: each must be one of {known:?}"
+    );
+    kills
+}
+
 /// The kinds of kill dealt from a shuffled deck, reshuffled when it runs
 /// out: a few rounds make every kind of kill at least once.
 struct Deck(Vec<(Moment, Target)>);
@@ -275,7 +297,7 @@ struct Deck(Vec<(Moment, Target)>);
 impl Deck {
     fn deal(&mut self, rng: &mut Rng) -> (Moment, Target) {
         if self.0.is_empty() {
-            self.0 = KILLS.to_vec();
+            self.0 = kills_dealt();
             for i in (1..self.0.len()).rev() {
                 let j = rng.below(i + 1);
                 self.0.swap(i, j);
@@ -1600,7 +1622,13 @@ fn chaos_kills_keep_every_task_done_once_and_nothing_lost() {
     let mut figures = Figures::default();
     let started = Instant::now();
     for n in 0..rounds {
-        let hub = [Hub::Bare, Hub::Init, Hub::Daemon][n % 3];
+        let hub = match std::env::var("FARM_CHAOS_HUB").as_deref() {
+            Err(_) => [Hub::Bare, Hub::Init, Hub::Daemon][n % 3],
+            Ok("bare") => Hub::Bare,
+            Ok("init") => Hub::Init,
+            Ok("daemon") => Hub::Daemon,
+            Ok(other) => panic!("FARM_CHAOS_HUB={other:?}: one of bare, init, daemon"),
+        };
         let looped = n % 2 == 1;
         let round_seed = rng.next();
         let mut round_rng = Rng(round_seed);
