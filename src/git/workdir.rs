@@ -29,11 +29,11 @@ use crate::git::tree_merge::trivial_merge;
 use git2::{Commit, Index, IndexAddOption, Oid, Repository, Sort, message_prettify};
 
 /// The reflog message of [`Workdir::set_ref`]: the ref moved, the files not
-/// (recovery reads it, see `PrivateClone::recover`).
-pub const SYNC_LOG: &str = "farm: to the hub's branch";
+/// (yet).
+const SYNC_LOG: &str = "farm: to the hub's branch";
 /// How the reflog message of an in-memory [`Workdir::rebase`] starts: the
 /// branch moved, the index and the files not.
-pub const REBASE_LOG: &str = "farm: rebase onto";
+const REBASE_LOG: &str = "farm: rebase onto";
 
 /// The settings under which a clone is left to the `git` command (their
 /// keys as `git config` prints them): signed commits, which git2 does not
@@ -53,6 +53,35 @@ pub fn git_true(value: &str) -> bool {
         "" | "true" | "yes" | "on" => true,
         other => other.parse::<i64>().is_ok_and(|n| n != 0),
     }
+}
+
+/// Where a test stops farm part way through a step, as a SIGKILL would:
+/// `stop::at(point)` arms `point` for the calling thread, and the step
+/// panics there once. Nothing outside tests.
+#[cfg(test)]
+pub(crate) mod stop {
+    use std::cell::Cell;
+
+    thread_local! {
+        static AT: Cell<Option<&'static str>> = const { Cell::new(None) };
+    }
+
+    pub(crate) fn at(point: &'static str) {
+        AT.set(Some(point));
+    }
+
+    pub(crate) fn here(point: &str) {
+        if AT.get() == Some(point) {
+            AT.set(None);
+            panic!("stopped at `{point}`, as a SIGKILL would stop it");
+        }
+    }
+}
+
+#[cfg(not(test))]
+pub(crate) mod stop {
+    #[inline(always)]
+    pub(crate) fn here(_: &str) {}
 }
 
 /// The clone's repository, opened once for its loop's life.
@@ -267,6 +296,7 @@ impl Workdir {
                 }
                 index.remove_path(rel)?;
             }
+            stop::here("checkout: a file removed");
             let new = delta.new_file();
             if let Some(rel) = new.path().filter(|_| !new.id().is_zero()) {
                 writes.push((rel.to_path_buf(), new.id(), new.mode()));

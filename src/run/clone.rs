@@ -52,6 +52,16 @@ fn lock_clone(dir: &Path, name: &str) -> Result<std::fs::File, Error> {
 /// Where in a clone the running session's process group is noted.
 const SESSION_RECORD: &str = ".git/farm-session";
 
+/// Present in a clone while its files are not the agent's work: HEAD moved
+/// without them (an in-memory rebase), or they are being put back at a
+/// commit (a sync). Written before, removed once the files equal HEAD. A farm
+/// killed in between leaves it, and the next one puts the files back at HEAD
+/// instead of taking them for work to rescue: a checkout cut short leaves
+/// each file at the commit before, at the new one, or removed — a file the
+/// branch changed is removed, then written again — and committed, that mix
+/// undoes what the branch gained.
+const STALE_FILES: &str = ".git/farm-stale-files";
+
 /// The branch a clone works on, reset to the hub's before every session.
 const WORK_BRANCH: &str = "farm-work";
 
@@ -227,13 +237,10 @@ impl PrivateClone {
     ///    result. When git cannot abort it, its state is removed by hand,
     ///    HEAD put back on the rebased branch (else at `orig-head`), and the
     ///    files reset to HEAD. Unresolved conflicts are never committed.
-    /// 4. Changes not committed are the agent's only when they are its own:
-    ///    not committed when they hold conflict markers, nor when every
-    ///    changed path shows a state farm moved HEAD away from without
-    ///    touching the files (an in-memory rebase leaves the index and the
-    ///    work tree at the commit before — see `behind`; a sync cut short
-    ///    leaves them part way). Committing those would revert the branch.
-    ///    Otherwise they are committed on top of HEAD.
+    /// 4. Changes not committed are the agent's, and committed on top of
+    ///    HEAD — unless farm had marked the files stale (see [`STALE_FILES`]:
+    ///    an in-memory rebase or a sync was under way), which are then put
+    ///    back at HEAD, or they hold conflict markers, which are left.
     /// 5. The agent's own commits are those of `origin/<branch>..HEAD` whose
     ///    patch is not on the branch already (`git cherry`). A clone with
     ///    none — one left behind the branch, say — needs no rescue;
@@ -250,6 +257,15 @@ impl PrivateClone {
         self.end_operations()?;
         if self.head().is_err() {
             return Ok(Vec::new()); // no commit yet: nothing to recover
+        }
+        if self.dir().join(STALE_FILES).exists() {
+            self.git(["reset", "--quiet", "--hard"])?;
+            self.git(["clean", "-ffdxq"])?;
+            self.files_current()?;
+            self.out.debug(&format!(
+                "{}: the files were left part way by a sync or a rebase; back at HEAD",
+                self.name
+            ));
         }
         self.commit_own_leftovers()?;
         self.fetch_if_moved(hub)?;
@@ -380,66 +396,10 @@ impl PrivateClone {
             ));
             return Ok(false);
         }
-        if self.only_lags(&changed)? {
-            return Ok(false);
-        }
         self.commit_all(&format!(
             "farm: work left in {}'s clone by an earlier run",
             self.name
         ))
-    }
-
-    /// Whether every path in `changed` (staged, differing from HEAD) is as
-    /// in some commit farm moved this clone's HEAD away from without
-    /// touching the files: the old side of its in-memory rebases and of its
-    /// syncs' ref moves, as the reflogs record them.
-    fn only_lags(&self, changed: &[String]) -> Result<bool, Error> {
-        let git_dir = self.dir().join(".git");
-        let mut states: Vec<String> = Vec::new();
-        for log in ["logs/HEAD", &format!("logs/refs/heads/{WORK_BRANCH}")] {
-            let text = std::fs::read_to_string(git_dir.join(log)).unwrap_or_default();
-            for line in text.lines().rev().take(200) {
-                let Some((head, message)) = line.split_once('\t') else {
-                    continue;
-                };
-                let farm_moved = message.starts_with(crate::git::workdir::REBASE_LOG)
-                    || message == crate::git::workdir::SYNC_LOG;
-                let old = head.split(' ').next().unwrap_or("");
-                if farm_moved && !states.iter().any(|s| s == old) {
-                    states.push(old.to_owned());
-                }
-            }
-        }
-        if states.is_empty() {
-            return Ok(false);
-        }
-        let staged = self.git(["write-tree"])?;
-        let mut unexplained: Vec<&String> = changed.iter().collect();
-        for state in states.iter().take(20) {
-            // Paths where the staged files differ from that state.
-            let Ok(differ) = self.git([
-                "diff-tree",
-                "-r",
-                "--name-only",
-                "--no-renames",
-                "-z",
-                &staged,
-                state,
-            ]) else {
-                continue; // a commit this clone no longer has
-            };
-            let differ: Vec<&str> = differ.split('\0').collect();
-            unexplained.retain(|p| differ.contains(&p.as_str()));
-            if unexplained.is_empty() {
-                self.out.debug(&format!(
-                    "{}: the work tree lags HEAD (farm moved HEAD without the files); \
-                     nothing of the agent's there",
-                    self.name
-                ));
-                return Ok(true);
-            }
-        }
-        Ok(false)
     }
 
     /// HEAD, when it has commits that `upstream` lacks by ancestry and by
@@ -688,6 +648,7 @@ impl PrivateClone {
     /// Reset to the hub's branch: a clean slate for every session.
     /// Returns the commit it reset to.
     pub fn sync(&self, hub: &Hub) -> Result<String, Error> {
+        self.files_stale()?;
         for state in ["rebase-merge", "rebase-apply"] {
             if self.dir().join(".git").join(state).exists() {
                 self.repo
@@ -712,7 +673,28 @@ impl PrivateClone {
         }
         self.clean.set(true);
         self.tracked.set(true);
+        self.files_current()?;
         Ok(target)
+    }
+
+    /// Mark the files as not the agent's work, until [`Self::files_current`]
+    /// (see [`STALE_FILES`]).
+    fn files_stale(&self) -> Result<(), Error> {
+        let path = self.dir().join(STALE_FILES);
+        std::fs::write(&path, "")
+            .map_err(|e| Error::failure(format!("cannot write `{}`: {e}", path.display())))
+    }
+
+    /// The files equal HEAD again (see [`STALE_FILES`]).
+    fn files_current(&self) -> Result<(), Error> {
+        let path = self.dir().join(STALE_FILES);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::failure(format!(
+                "cannot remove `{}`: {e}",
+                path.display()
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// Put branch `farm-work` at commit `target` and check it out, index and
@@ -732,6 +714,7 @@ impl PrivateClone {
                 .set_ref(&format!("refs/heads/{WORK_BRANCH}"), target)
                 .is_ok()
         {
+            crate::git::workdir::stop::here("sync: the ref moved");
             let from = self
                 .tracked
                 .get()
@@ -796,11 +779,20 @@ impl PrivateClone {
     /// `git rebase` (aborted on conflict). False on conflict.
     pub fn rebase(&self, upstream: &str) -> Result<bool, Error> {
         let before = self.head()?;
-        if let Some(Some(after)) = self.in_process("rebase", |w| w.rebase(upstream)) {
-            if after.to_string() != before {
-                self.behind.set(true);
-                self.clean.set(false);
-            }
+        // HEAD may move without the files.
+        self.files_stale()?;
+        let in_memory = self.in_process("rebase", |w| w.rebase(upstream));
+        if in_memory
+            .flatten()
+            .is_some_and(|after| after.to_string() != before)
+        {
+            self.behind.set(true);
+            self.clean.set(false);
+        }
+        if !self.behind.get() {
+            self.files_current()?;
+        }
+        if in_memory.flatten().is_some() {
             return Ok(true);
         }
         self.catch_up_worktree()?;
@@ -817,6 +809,7 @@ impl PrivateClone {
         if self.behind.get() {
             self.git(["reset", "--quiet", "--hard"])?;
             self.behind.set(false);
+            self.files_current()?;
         }
         Ok(())
     }
@@ -1445,24 +1438,45 @@ mod tests {
         assert!(clone.rescued().is_empty());
     }
 
-    /// Regression (issue 10, item 9): a sync cut short after its ref move
-    /// (the files still those of the commit before), and a clone left
-    /// behind the branch, hold nothing of the agent's.
+    /// Regression (issue 10, chaos seed 1796118514433852574, round 1): a
+    /// farm killed while a sync rewrote the files — a file the branch
+    /// changed removed and not yet written again — left them neither at the
+    /// commit before nor at the branch. The next farm committed them (a
+    /// commit that undid the branch's last task) and pushed it as a rescue.
     #[test]
-    fn recovery_of_a_sync_cut_short_rescues_nothing() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (hub_git, hub, clone) = hub_and_clone(tmp.path());
-        let h = hub_git.dir().to_path_buf();
-        std::fs::remove_file(h.join("b.txt")).unwrap();
-        write(&h, "a.txt", "one\ntwo\nTHREE\n");
-        hub_git.commit_all("theirs").unwrap();
-        let now = clone.fetch_if_moved(&hub).unwrap();
-        let work = clone.work.as_ref().unwrap();
-        work.set_ref(&format!("refs/heads/{WORK_BRANCH}"), &now)
-            .unwrap();
-        let clone = reopen(tmp.path(), &hub, clone);
-        assert_eq!(rescues(&hub_git), []);
-        assert!(clone.rescued().is_empty());
+    fn recovery_of_a_sync_killed_mid_checkout_rescues_nothing() {
+        for point in ["checkout: a file removed", "sync: the ref moved"] {
+            let tmp = tempfile::tempdir().unwrap();
+            let (hub_git, hub, clone) = hub_and_clone(tmp.path());
+            let (h, d) = (hub_git.dir().to_path_buf(), clone.dir().to_path_buf());
+            write(&h, "a.txt", "one\ntwo\nTHREE\n");
+            std::fs::remove_file(h.join("b.txt")).unwrap();
+            write(&h, "c.txt", "c\n");
+            hub_git.commit_all("theirs").unwrap();
+            crate::git::workdir::stop::at(point);
+            let killed =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| clone.sync(&hub)));
+            assert!(killed.is_err(), "{point}: the sync was stopped");
+
+            let clone = reopen(tmp.path(), &hub, clone);
+            assert_eq!(rescues(&hub_git), [], "{point}: nothing of the agent's");
+            assert!(clone.rescued().is_empty(), "{point}");
+            assert_eq!(
+                clone.git(["status", "--porcelain"]).unwrap(),
+                "",
+                "{point}: the files are back at HEAD"
+            );
+            clone.sync(&hub).unwrap();
+            assert_eq!(
+                std::fs::read_to_string(d.join("a.txt")).unwrap(),
+                "one\ntwo\nTHREE\n",
+                "{point}"
+            );
+            assert!(
+                !d.join("b.txt").exists() && d.join("c.txt").exists(),
+                "{point}"
+            );
+        }
     }
 
     /// What an agent left uncommitted is still its own after farm moved the
