@@ -70,6 +70,7 @@ use super::{
     StoreError,
 };
 use crate::claims::liveness::{Judge, State};
+use crate::claims::read_cache::{self, Key, ReadCache};
 use crate::claims::record::{Claim, Corrupt, MAX_CLAIM_BYTES, Nonce, timestamp};
 use crate::names::{CLAIMS_DIR, TaskId};
 
@@ -146,30 +147,65 @@ impl FsStore {
     /// or read) is listed as corrupt with why, so that one such entry never
     /// hides or blocks the others (design notes, protocol item 10).
     fn read_entry(&self, name: &str, path: &Path) -> Result<Option<Listed>, StoreError> {
+        Ok(self
+            .read_entry_in(None, name, path)?
+            .map(|(listed, _)| listed))
+    }
+
+    /// [`FsStore::read_entry`], opening `path` by its name in `dir` (the
+    /// claims directory, open) when given: the kernel then looks up one
+    /// name, not every directory of the path again. With the entry, what
+    /// was read of a regular file, for the listing's cache.
+    fn read_entry_in(
+        &self,
+        dir: Option<&File>,
+        name: &str,
+        path: &Path,
+    ) -> Result<Option<(Listed, Option<ReadBytes>)>, StoreError> {
         // Open first (never following a link, never blocking on a FIFO),
         // then look at what was opened: four system calls a claim.
-        let mut file = match open_nofollow(path) {
+        let opened = match dir {
+            Some(dir) => open_nofollow_in(dir, path),
+            None => open_nofollow(path),
+        };
+        let mut file = match opened {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                return Ok(unreadable(
-                    name,
-                    path,
-                    "a symlink, which farm never follows; remove it".into(),
-                ));
+                let why = "a symlink, which farm never follows; remove it";
+                return Ok(unreadable(name, path, why.into()).map(|l| (l, None)));
             }
-            Err(e) => return Ok(unreadable(name, path, format!("cannot be opened: {e}"))),
+            Err(e) => {
+                let why = format!("cannot be opened: {e}");
+                return Ok(unreadable(name, path, why).map(|l| (l, None)));
+            }
         };
         let meta = match file.metadata() {
             Ok(m) => m,
-            Err(e) => return Ok(unreadable(name, path, format!("cannot be read: {e}"))),
+            Err(e) => {
+                let why = format!("cannot be read: {e}");
+                return Ok(unreadable(name, path, why).map(|l| (l, None)));
+            }
         };
         if !meta.is_file() {
-            return Ok(Some(corrupt_entry(name, not_a_file(&meta), &meta)));
+            return Ok(Some((corrupt_entry(name, not_a_file(&meta), &meta), None)));
         }
         Ok(Some(match read_sized(&mut file, &meta) {
-            Ok(bytes) => listed(name, &bytes, &meta),
-            Err(e) => corrupt_entry(name, format!("cannot be read: {e}"), &meta),
+            Ok(bytes) => {
+                let key = Key {
+                    ino: meta.ino(),
+                    size: meta.len(),
+                    ctime: (meta.ctime(), meta.ctime_nsec()),
+                };
+                (
+                    listed(name, &bytes, mtime(&meta), meta.ino()),
+                    Some((key, bytes)),
+                )
+            }
+            Err(e) => (
+                corrupt_entry(name, format!("cannot be read: {e}"), &meta),
+                None,
+            ),
         }))
     }
 
@@ -539,16 +575,37 @@ impl ClaimStore for FsStore {
             std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
         };
         let chunk = names.len().div_ceil(threads).max(1);
-        let read = |part: &[String]| -> Result<Vec<Listed>, StoreError> {
-            let mut out = Vec::with_capacity(part.len());
+        let dir = File::open(&self.dir).map_err(StoreError::io("read", &self.dir))?;
+        // A long listing takes what did not change from the last one's
+        // reads (see read_cache.rs).
+        let now = SystemTime::now();
+        let cache = (names.len() >= read_cache::FROM).then(|| ReadCache::load(&self.dir));
+        let read = |part: &[String]| -> Result<Part, StoreError> {
+            let mut out = Part::default();
             for name in part {
-                if let Some(listed) = self.read_entry(name, &self.path_of(name))? {
-                    out.push(listed);
+                if let Some(cache) = &cache
+                    && let Some((key, modified)) = stat_in(&dir, name)
+                    && let Some(bytes) = cache.get(name, &key)
+                {
+                    out.listed.push(listed(name, bytes, modified, key.ino));
+                    out.hits.push(name.clone());
+                    continue;
+                }
+                let Some((entry, read)) =
+                    self.read_entry_in(Some(&dir), name, &self.path_of(name))?
+                else {
+                    continue;
+                };
+                out.listed.push(entry);
+                if let Some((key, bytes)) = read
+                    && cache.is_some()
+                {
+                    out.fresh.push((name.clone(), key, bytes));
                 }
             }
             Ok(out)
         };
-        let parts: Vec<Result<Vec<Listed>, StoreError>> = if threads == 1 {
+        let parts: Vec<Result<Part, StoreError>> = if threads == 1 {
             vec![read(&names)]
         } else {
             std::thread::scope(|s| {
@@ -558,13 +615,20 @@ impl ClaimStore for FsStore {
                     .collect();
                 handles
                     .into_iter()
-                    .map(|h| h.join().unwrap_or_else(|_| Ok(Vec::new())))
+                    .map(|h| h.join().unwrap_or_else(|_| Ok(Part::default())))
                     .collect()
             })
         };
         let mut out = Vec::with_capacity(names.len());
+        let (mut hits, mut fresh) = (Vec::new(), Vec::new());
         for part in parts {
-            out.extend(part?);
+            let part = part?;
+            out.extend(part.listed);
+            hits.extend(part.hits);
+            fresh.extend(part.fresh);
+        }
+        if let Some(cache) = &cache {
+            cache.save(&hits, &fresh, now);
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
@@ -616,7 +680,7 @@ impl ClaimStore for FsStore {
             return skipped("replaced since it was listed");
         }
         let now = match read_sized(&mut file, &meta) {
-            Ok(bytes) => listed(&entry.name, &bytes, &meta),
+            Ok(bytes) => listed(&entry.name, &bytes, mtime(&meta), meta.ino()),
             Err(e) => corrupt_entry(&entry.name, format!("cannot be read: {e}"), &meta),
         };
         let same_claim = match (&now.record, &entry.record) {
@@ -649,6 +713,22 @@ fn open_nofollow(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
+/// [`open_nofollow`] of `path`'s file name in the open directory `dir`.
+fn open_nofollow_in(dir: &File, path: &Path) -> io::Result<File> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let name = path.file_name().unwrap_or_default();
+    let name = std::ffi::CString::new(name.as_encoded_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
+    // SAFETY: `name` is a valid C string; the descriptor returned is new
+    // and owned by the `File` made of it.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
 /// Read at most one byte past the size limit, so an oversized file is
 /// recognised without reading it whole.
 fn read_capped(file: &mut File) -> io::Result<(Vec<u8>, fs::Metadata)> {
@@ -677,8 +757,56 @@ fn read_sized(file: &mut File, meta: &fs::Metadata) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-fn listed(name: &str, bytes: &[u8], meta: &fs::Metadata) -> Listed {
-    let modified = mtime(meta);
+/// The bytes read of a regular file, and the version of it they are.
+type ReadBytes = (Key, Vec<u8>);
+
+/// What one thread of a listing found: the entries, the names whose read
+/// the cache kept, and the reads it made.
+#[derive(Default)]
+struct Part {
+    listed: Vec<Listed>,
+    hits: Vec<String>,
+    fresh: Vec<(String, Key, Vec<u8>)>,
+}
+
+/// The cache key and the mtime of regular file `name` in the open directory
+/// `dir` (one `fstatat`, never following a link); `None` for anything else.
+fn stat_in(dir: &File, name: &str) -> Option<(Key, SystemTime)> {
+    use std::os::fd::AsRawFd;
+    let file = std::ffi::CString::new(format!("{name}.txt")).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `file` is a valid C string and `st` is written by the call
+    // before it is read (only when it succeeded).
+    let st = unsafe {
+        if libc::fstatat(
+            dir.as_raw_fd(),
+            file.as_ptr(),
+            st.as_mut_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        ) != 0
+        {
+            return None;
+        }
+        st.assume_init()
+    };
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return None;
+    }
+    let key = Key {
+        ino: st.st_ino,
+        size: u64::try_from(st.st_size).ok()?,
+        ctime: (st.st_ctime, st.st_ctime_nsec),
+    };
+    let modified = u64::try_from(st.st_mtime)
+        .ok()
+        .map_or(SystemTime::UNIX_EPOCH, |s| {
+            SystemTime::UNIX_EPOCH
+                + std::time::Duration::new(s, u32::try_from(st.st_mtime_nsec).unwrap_or(0))
+        });
+    Some((key, modified))
+}
+
+fn listed(name: &str, bytes: &[u8], modified: SystemTime, ino: u64) -> Listed {
     let record = super::record_of(name, bytes);
     let heartbeat = match &record {
         Ok(c) => c.heartbeat_at.max(modified),
@@ -690,7 +818,7 @@ fn listed(name: &str, bytes: &[u8], meta: &fs::Metadata) -> Listed {
         heartbeat,
         modified,
         seen: None,
-        identity: meta.ino(),
+        identity: ino,
     }
 }
 

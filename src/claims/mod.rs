@@ -13,6 +13,7 @@ pub mod git;
 pub mod hold;
 pub mod host;
 pub mod liveness;
+mod read_cache;
 pub mod record;
 
 use std::io;

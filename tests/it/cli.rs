@@ -137,6 +137,91 @@ fn locks_json_is_stable_for_scripts() {
     assert_eq!(claim["task"], "gone");
 }
 
+/// Issue 11: a listing of many claims keeps what it read (in
+/// `current_tasks/.read-cache`), and the next one reads again exactly the
+/// files that changed since — rewritten in place at the same size, or
+/// removed and made again — whatever the cache file holds.
+#[test]
+fn locks_over_many_claims_reads_again_the_claims_that_changed() {
+    let env = Env::new();
+    let ids: Vec<String> = (0..300).map(|i| format!("t{i:03}")).collect();
+    let mut claim = vec!["-q".to_owned(), "claim".to_owned()];
+    claim.extend(ids.iter().cloned());
+    env.farm(claim).run().success();
+    // Reads of files changed in the last two seconds are not kept (see
+    // read_cache.rs): let these settle first.
+    std::thread::sleep(Duration::from_millis(2100));
+    let nonces = || -> Vec<(String, String)> {
+        let doc = env.farm(["locks", "--json"]).run().success().json();
+        doc["claims"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["task"].as_str().unwrap().to_owned(),
+                    c["nonce"].to_string(),
+                )
+            })
+            .collect()
+    };
+    let cold = nonces();
+    assert_eq!(cold.len(), 300);
+    let cache = env.claims().join(".read-cache");
+    assert!(cache.is_file(), "a long listing keeps its reads");
+    let differ = |got: Vec<(String, String)>, want: &[(String, String)]| -> Vec<String> {
+        assert_eq!(got.len(), want.len());
+        got.iter()
+            .zip(want)
+            .filter(|(g, w)| g != w)
+            .map(|(g, w)| format!("{g:?}, expected {w:?}"))
+            .collect()
+    };
+    assert_eq!(
+        differ(nonces(), &cold),
+        [] as [String; 0],
+        "read from the cache"
+    );
+
+    // Another nonce of the same length: in place, and in a new file.
+    let other = |task: &str| {
+        let text = std::fs::read_to_string(env.claim_path(task)).unwrap();
+        let (before, after) = text.split_once("nonce = \"").unwrap();
+        let flipped = if after.starts_with('0') { '1' } else { '0' };
+        format!("{before}nonce = \"{flipped}{}", &after[1..])
+    };
+    let t007 = other("t007");
+    std::fs::write(env.claim_path("t007"), &t007).unwrap();
+    let t008 = other("t008");
+    std::fs::remove_file(env.claim_path("t008")).unwrap();
+    std::fs::write(env.claim_path("t008"), &t008).unwrap();
+    let mut expected = cold.clone();
+    for (task, text) in [("t007", &t007), ("t008", &t008)] {
+        let nonce = text
+            .split("nonce = ")
+            .nth(1)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap();
+        let row = expected.iter_mut().find(|(t, _)| t == task).unwrap();
+        assert_ne!(row.1, nonce);
+        row.1 = nonce.to_owned();
+    }
+    assert_eq!(
+        differ(nonces(), &expected),
+        [] as [String; 0],
+        "the two changed claims read again"
+    );
+
+    // A cache cut short, or of something else, is ignored.
+    let whole = std::fs::read(&cache).unwrap();
+    for bad in [&whole[..whole.len() / 2], b"not a cache".as_slice()] {
+        std::fs::write(&cache, bad).unwrap();
+        assert_eq!(differ(nonces(), &expected), [] as [String; 0]);
+    }
+}
+
 #[test]
 fn locks_on_an_empty_hub_says_so_and_creates_nothing() {
     let env = Env::new();
