@@ -40,7 +40,7 @@
 //! **3. `farm locks` over 10,000 claims.** `farm claim` makes one claim (no
 //! holder process) in a hub; the bench then writes 9,999 more files in
 //! `current_tasks/` in the same format (the same record with another task id
-//! and nonce). `farm locks` and `farm locks --json` are timed (15 runs each,
+//! and nonce), and lets them settle two seconds (see the scale bench). `farm locks` and `farm locks --json` are timed (15 runs each,
 //! interleaved with the references): `sh -c 'ls -l current_tasks | wc -l'`
 //! on the same directory, and `farm locks` on a hub with no claims. Target:
 //! median ≤ 100 ms. `--json` must list 10,000 claims, none corrupt, and the
@@ -866,6 +866,10 @@ fn locks(scratch: &Path, summary: &mut Vec<[String; 3]>) -> Res<()> {
         let path = dir.join(format!("{task}.txt"));
         fs::write(&path, record).map_err(|e| format!("write {}: {e}", path.display()))?;
     }
+    // A listing keeps what it read only of files that last changed two
+    // seconds or more before (src/claims/read_cache.rs); a night's claims
+    // are minutes old.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
 
     // Correctness: every claim listed, none corrupt, all distinct.
     let claims = claims_json(&hub)?;
