@@ -6,7 +6,7 @@ use clap::{Parser, Subcommand};
 
 use crate::commands::{
     agents, claim, demo, demo_agent, doctor, fire, init, locks, logs, reap, release, run, schedule,
-    schedules, status, stop, task, tasks,
+    schedules, status, stop, task, tasks, tests,
 };
 use crate::config::GlobalArgs;
 
@@ -47,6 +47,7 @@ pub enum Command {
     Tasks(tasks::Args),
     Schedule(schedule::Args),
     Schedules(schedules::Args),
+    Tests(tests::Args),
     Fire(fire::Args),
     Claim(claim::Args),
     Release(release::Args),

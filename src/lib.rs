@@ -13,6 +13,9 @@
 //!   and cost, the prompt, the journal, agent presets.
 //! - [`schedule`]: schedules (`schedules/<id>.toml`): when they fire (cron or
 //!   one time, in a time zone), and which occurrences a firing makes tasks.
+//! - [`suite`]: the project's own test suite (`[tests]` in farm.toml): its
+//!   command run in a clone, its report (JUnit, libtest JSON, TAP, lines)
+//!   read into cases and their aggregate.
 //! - [`board`]: the task file format, loading a board, the dependency graph,
 //!   every task's state and every edit of a task file.
 //! - [`claims`]: the claim record, liveness, the [`claims::ClaimStore`] trait
@@ -24,7 +27,7 @@
 //!   user-facing error, output, ages and durations.
 //!
 //! Layers point one way: `cli` → `commands` → (`config`, `settings`) → (`run`,
-//! `schedule`) → (`board`, `claims`, `git`) → (`names`, `error`, `output`,
+//! `schedule`) → (`board`, `claims`, `git`, `suite`) → (`names`, `error`, `output`,
 //! `age`). Of the middle layer only `claims` uses `git` (the git store). No
 //! store knows the loop; the board knows nothing of sessions or schedules.
 //! The one cycle is `cli` ⇄ `commands`: the command enum names each
@@ -43,6 +46,7 @@ pub mod output;
 pub mod run;
 pub mod schedule;
 pub mod settings;
+pub mod suite;
 
 /// Run a parsed command line.
 pub fn run(cli: &cli::Cli) -> Result<(), error::Error> {

@@ -36,6 +36,8 @@ pub struct Settings {
     pub branch: Option<String>,
     /// The claim store: "fs" or "git" (default: by the hub, see `--claims`).
     pub claims: Option<crate::claims::ClaimsKind>,
+    /// The project's test suite (see [`crate::suite`]).
+    pub tests: Option<crate::suite::Raw>,
 }
 
 /// A `farm.toml` as read from a branch: its text, and where it was read,
@@ -117,7 +119,7 @@ impl Settings {
                 file.what,
                 crate::error::toml_message(text, &e)
             ))
-            .hint("keys: agent, jobs, timeout, prompt_via, stale_after, branch, claims")
+            .hint("keys: agent, jobs, timeout, prompt_via, stale_after, branch, claims, [tests]")
         })
     }
 }
@@ -146,6 +148,15 @@ pub const TEMPLATE: &str = r#"# farm.toml — how `farm run` works on this repos
 # (branch farm/claims of the hub, any machine). Default: fs for a hub on this
 # machine, git for a hub given as a URL.
 # claims = "fs"
+
+# The project's test suite, for `farm tests`: its command (words, no shell),
+# the report's format ("junit", "libtest-json", "tap" or "lines"), the file it
+# writes (relative to the clone; default: its standard output), a time limit.
+# [tests]
+# command = "pytest -q --junitxml=report.xml"
+# format = "junit"
+# report = "report.xml"
+# timeout = "30m"
 "#;
 
 #[cfg(test)]

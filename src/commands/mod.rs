@@ -20,6 +20,7 @@ pub mod status;
 pub mod stop;
 pub mod task;
 pub mod tasks;
+pub mod tests;
 
 use std::time::{Duration, SystemTime};
 
@@ -44,6 +45,7 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<(), Error> {
         Command::Fire(args) => fire::run(ctx, args),
         Command::Schedule(args) => schedule::run(ctx, args),
         Command::Schedules(args) => schedules::run(ctx, args),
+        Command::Tests(args) => tests::run(ctx, args),
         Command::DemoAgent(args) => demo_agent::run(ctx, args),
         Command::Init(args) => init::run(ctx, args),
         Command::Run(args) => run::run(ctx, args),

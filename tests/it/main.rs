@@ -17,4 +17,5 @@ mod remote;
 mod run;
 mod schedules;
 mod settings;
+mod steer;
 mod stop;

@@ -1,0 +1,222 @@
+//! Running the suite's command in a clone and reading its report: in its
+//! own process group (a timeout kills the command and everything it
+//! started), standard output and error drained as it runs.
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::error::Error;
+use crate::suite::Suite;
+use crate::suite::report::Report;
+
+/// What one run of the suite gave.
+#[derive(Debug)]
+pub struct Ran {
+    pub report: Report,
+    /// The command's exit code (`None`: killed by a signal).
+    pub exit: Option<i32>,
+    pub took: Duration,
+}
+
+/// Run `suite` in `dir` and read its report. An error when the command
+/// cannot start, outlives its timeout, or leaves no report farm can read —
+/// never because tests failed.
+pub fn run(suite: &Suite, dir: &Path) -> Result<Ran, Error> {
+    let shown = suite.command_line();
+    let start = Instant::now();
+    let mut child = Command::new(&suite.argv[0])
+        .args(&suite.argv[1..])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| {
+            Error::usage(format!("cannot run the test command `{shown}`: {e}"))
+                .hint("set `command` in the `[tests]` table of farm.toml")
+        })?;
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let group = child.id() as libc::pid_t;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if start.elapsed() >= suite.timeout => {
+                // SAFETY: a signal to the process group this child leads.
+                unsafe { libc::kill(-group, libc::SIGKILL) };
+                let _ = child.wait();
+                return Err(Error::failure(format!(
+                    "the test command `{shown}` did not finish within {}: killed",
+                    crate::age::Age(suite.timeout)
+                ))
+                .hint("raise `timeout` in the `[tests]` table of farm.toml"));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(Error::failure(format!("waiting for `{shown}`: {e}"))),
+        }
+    };
+    // Whatever the command left running in its group goes with it.
+    // SAFETY: as above.
+    unsafe { libc::kill(-group, libc::SIGKILL) };
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    let took = start.elapsed();
+    let exit = status.code();
+    let said = || {
+        let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        let code = exit.map_or("a signal".to_owned(), |c| format!("exit {c}"));
+        if tail.is_empty() {
+            code
+        } else {
+            format!("{code}; it said: {}", tail.join(" / "))
+        }
+    };
+    let text = match &suite.report {
+        None => stdout,
+        Some(rel) => std::fs::read_to_string(dir.join(rel)).map_err(|e| {
+            Error::failure(format!(
+                "the test command `{shown}` left no report at `{}` ({e}; {})",
+                rel.display(),
+                said()
+            ))
+            .hint("check `report` in the `[tests]` table of farm.toml")
+        })?,
+    };
+    let report = suite.read(&text).map_err(|e| {
+        Error::failure(format!("`{shown}` ({}): {e}", said())).hint(format!(
+            "check `format` in the `[tests]` table of farm.toml (now {:?})",
+            suite.format.name()
+        ))
+    })?;
+    Ok(Ran { report, exit, took })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::suite::Raw;
+
+    fn suite(command: &str, format: &str, report: Option<&str>, timeout: &str) -> Suite {
+        let raw = Raw {
+            command: Some(command.into()),
+            format: Some(format.into()),
+            report: report.map(Into::into),
+            timeout: Some(timeout.into()),
+            ..Raw::default()
+        };
+        Suite::from_raw(Some(&raw)).unwrap().unwrap()
+    }
+
+    #[test]
+    fn a_failing_run_is_read_not_an_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = suite(
+            "sh -c 'echo PASS: a; echo FAIL: b; exit 1'",
+            "lines",
+            None,
+            "10s",
+        );
+        let ran = run(&s, tmp.path()).unwrap();
+        assert_eq!(ran.exit, Some(1));
+        assert_eq!(ran.report.error_lines(), ["ERROR: b: failed"]);
+    }
+
+    #[test]
+    fn a_report_file_is_read_from_the_clone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = suite(
+            "sh -c 'mkdir -p out && printf \"1..1\\nnot ok 1 - x\\n\" > out/t.tap'",
+            "tap",
+            Some("out/t.tap"),
+            "10s",
+        );
+        let ran = run(&s, tmp.path()).unwrap();
+        assert_eq!(ran.report.counts().failed, 1);
+    }
+
+    #[test]
+    fn missing_command_missing_report_garbage_and_a_hang_are_clear_errors() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = run(
+            &suite("no-such-test-runner", "tap", None, "10s"),
+            tmp.path(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("cannot run the test command `no-such-test-runner`"),
+            "{e}"
+        );
+
+        let e = run(&suite("true", "junit", Some("r.xml"), "10s"), tmp.path()).unwrap_err();
+        assert!(e.to_string().contains("left no report at `r.xml`"), "{e}");
+
+        let e = run(
+            &suite(
+                "sh -c 'echo Segmentation fault; echo oops >&2; exit 139'",
+                "tap",
+                None,
+                "10s",
+            ),
+            tmp.path(),
+        )
+        .unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("as tap") && text.contains("`Segmentation fault`"),
+            "{text}"
+        );
+        assert!(text.contains("exit 139; it said: oops"), "{text}");
+
+        // A hang: the command and its child are killed at the timeout.
+        let marker = tmp.path().join("child");
+        let s = suite(
+            &format!("sh -c 'sleep 30 & echo $! > {}; wait'", marker.display()),
+            "tap",
+            None,
+            "1s",
+        );
+        let e = run(&s, tmp.path()).unwrap_err();
+        assert!(e.to_string().contains("did not finish within 1s"), "{e}");
+        let pid: i32 = std::fs::read_to_string(&marker)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // SAFETY: signal 0 only asks whether the process exists.
+        let gone = (0..100).any(|_| {
+            let alive = unsafe { libc::kill(pid, 0) } == 0
+                && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .is_ok_and(|s| s.contains(") Z "));
+            if alive {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            !alive
+        });
+        assert!(gone, "the command's child outlived the timeout");
+    }
+}
