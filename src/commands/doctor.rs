@@ -215,6 +215,12 @@ fn settings(spec: &HubSpec, state: &std::path::Path) -> (Check, Settings) {
     let result = (|| {
         let file = Settings::read(spec, None, state).map_err(fail)?;
         settings = Settings::parse(&file).map_err(fail)?;
+        crate::suite::Suite::from_raw(settings.tests.as_ref()).map_err(|e| {
+            (
+                format!("invalid [tests] in {}: {e}", file.what),
+                "see farm tests --help".to_owned(),
+            )
+        })?;
         if let Some(dir) = spec.local() {
             let here = std::fs::read_to_string(dir.join(crate::settings::FILE)).ok();
             if here.is_some()

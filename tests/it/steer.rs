@@ -138,3 +138,22 @@ fn a_suite_farm_cannot_run_or_read_is_a_clear_error() {
         env.farm_git(["tests"]).run().code(code).stderr_has(says);
     }
 }
+
+#[test]
+fn farm_doctor_names_an_invalid_tests_table() {
+    let env = hub_with_tests(
+        "\n[tests]\ncommand = \"sh t.sh\"\nformat = \"tap\"\nreport = \"../out.tap\"\n",
+        &[("t.sh", TAP_SUITE)],
+    );
+    let state = env.tmp.path().join("state");
+    let out = env
+        .farm_git(["doctor", "--agent", "sh", "--state-dir", state.to_str().unwrap()])
+        .run()
+        .code(1);
+    assert!(
+        out.stdout.lines().any(|l| l.starts_with("!! settings")
+            && l.contains("invalid [tests] in farm.toml on branch `main`")
+            && l.contains("inside the clone")),
+        "{out:#?}"
+    );
+}
