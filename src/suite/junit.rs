@@ -132,12 +132,11 @@ pub fn parse(text: &str) -> Result<Report, Unparsable> {
         }
     }
     if !rooted {
-        return Err(Unparsable {
-            format: FORMAT,
-            line: 1,
-            text: text.lines().next().unwrap_or("").to_owned(),
-            why: "no <testsuites> or <testsuite> element".into(),
-        });
+        return Err(Unparsable::no_report(
+            FORMAT,
+            text,
+            "no <testsuites> or <testsuite> element",
+        ));
     }
     Ok(report)
 }

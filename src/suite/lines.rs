@@ -76,12 +76,11 @@ pub fn parse(text: &str, patterns: &Patterns) -> Result<Report, Unparsable> {
         }
     }
     if report.cases.is_empty() {
-        return Err(Unparsable {
-            format: FORMAT,
-            line: 1,
-            text: text.lines().next().unwrap_or("").to_owned(),
-            why: "no line matched the `passed`, `failed` or `skipped` patterns".into(),
-        });
+        return Err(Unparsable::no_report(
+            FORMAT,
+            text,
+            "no line matched the `passed`, `failed` or `skipped` patterns",
+        ));
     }
     Ok(report)
 }

@@ -125,6 +125,19 @@ pub struct Unparsable {
     pub why: String,
 }
 
+impl Unparsable {
+    /// `text` as a whole is no report in `format` (`why`): shown by its
+    /// first line.
+    pub fn no_report(format: &'static str, text: &str, why: &str) -> Unparsable {
+        Unparsable {
+            format,
+            line: 1,
+            text: text.lines().next().unwrap_or("").to_owned(),
+            why: why.to_owned(),
+        }
+    }
+}
+
 fn shown(text: &str) -> String {
     if text.is_empty() {
         String::new()

@@ -92,12 +92,11 @@ pub fn parse(text: &str) -> Result<Report, Unparsable> {
         });
     }
     if !planned && report.cases.is_empty() {
-        return Err(Unparsable {
-            format: FORMAT,
-            line: 1,
-            text: text.lines().next().unwrap_or("").to_owned(),
-            why: "no plan (`1..N`) and no `ok`/`not ok` line".into(),
-        });
+        return Err(Unparsable::no_report(
+            FORMAT,
+            text,
+            "no plan (`1..N`) and no `ok`/`not ok` line",
+        ));
     }
     Ok(report)
 }

@@ -147,7 +147,13 @@ fn farm_doctor_names_an_invalid_tests_table() {
     );
     let state = env.tmp.path().join("state");
     let out = env
-        .farm_git(["doctor", "--agent", "sh", "--state-dir", state.to_str().unwrap()])
+        .farm_git([
+            "doctor",
+            "--agent",
+            "sh",
+            "--state-dir",
+            state.to_str().unwrap(),
+        ])
         .run()
         .code(1);
     assert!(
