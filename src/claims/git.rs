@@ -825,8 +825,10 @@ fn load_seen(path: &Path) -> HashMap<String, SystemTime> {
 fn make_cache(cache: &Path) -> Result<(), StoreError> {
     let parent = cache.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(StoreError::io("create", parent))?;
+    const NEW: &str = ".claims.git.new-";
+    crate::git::scratch::sweep_left(parent, |name| name.starts_with(NEW));
     let new = tempfile::Builder::new()
-        .prefix(".claims.git.new-")
+        .prefix(NEW)
         .tempdir_in(parent)
         .map_err(StoreError::io("create", parent))?;
     Repo::new(new.path()).run(["init", "--quiet", "--bare"])?;
@@ -871,6 +873,29 @@ mod tests {
         assert_eq!(blobs["bbb"], b"");
         assert_eq!(blobs["ddd"], b"ok");
         assert!(!blobs.contains_key("ccc"));
+    }
+
+    /// A farm killed inside `git init` of the store's cache leaves its
+    /// half-made directory beside it: the next one made sweeps those older
+    /// than an hour (a younger one may be another farm's, at work).
+    #[test]
+    fn a_cache_left_half_made_by_a_killed_farm_is_swept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (old, young) = (
+            tmp.path().join(".claims.git.new-old"),
+            tmp.path().join(".claims.git.new-young"),
+        );
+        for dir in [&old, &young] {
+            std::fs::create_dir_all(dir.join("objects")).unwrap();
+        }
+        std::fs::File::open(&old)
+            .unwrap()
+            .set_modified(SystemTime::now() - Duration::from_secs(2 * 3600))
+            .unwrap();
+        make_cache(&tmp.path().join("claims.git")).unwrap();
+        assert!(tmp.path().join("claims.git/HEAD").is_file());
+        assert!(!old.exists(), "left by a killed farm: swept");
+        assert!(young.exists(), "maybe another farm's at work: kept");
     }
 
     #[test]

@@ -44,7 +44,9 @@ impl ScratchRepo {
             ))
         };
         std::fs::create_dir_all(state).map_err(cannot)?;
-        sweep(state);
+        sweep_left(state, |name| {
+            name.starts_with(PREFIX) && name.ends_with(".git")
+        });
         let dir = tempfile::Builder::new()
             .prefix(&format!("{PREFIX}-"))
             .suffix(".git")
@@ -85,15 +87,16 @@ impl ScratchRepo {
 
 /// Remove the scratch repositories in `state` that killed farms left.
 /// Best effort: one that cannot be removed now is tried again next time.
-fn sweep(state: &Path) {
-    let Ok(entries) = std::fs::read_dir(state) else {
+/// Remove what killed farms left in `dir`: the entries whose names `left`
+/// picks, once older than [`LEFT_AFTER`] (a younger one may be another
+/// farm's, at work). Best effort.
+pub(crate) fn sweep_left(dir: &Path, left: impl Fn(&str) -> bool) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     let now = SystemTime::now();
     for entry in entries.flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if !(name.starts_with(PREFIX) && name.ends_with(".git")) {
+        if !left(&entry.file_name().to_string_lossy()) {
             continue;
         }
         let old = entry
