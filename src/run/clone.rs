@@ -52,14 +52,15 @@ fn lock_clone(dir: &Path, name: &str) -> Result<std::fs::File, Error> {
 /// Where in a clone the running session's process group is noted.
 const SESSION_RECORD: &str = ".git/farm-session";
 
-/// Present in a clone while its files are not the agent's work: HEAD moved
+/// Not empty while a clone's files are not the agent's work: HEAD moved
 /// without them (an in-memory rebase), or they are being put back at a
-/// commit (a sync). Written before, removed once the files equal HEAD. A farm
-/// killed in between leaves it, and the next one puts the files back at HEAD
-/// instead of taking them for work to rescue: a checkout cut short leaves
-/// each file at the commit before, at the new one, or removed — a file the
-/// branch changed is removed, then written again — and committed, that mix
-/// undoes what the branch gained.
+/// commit (a sync). Written before, emptied once the files equal HEAD
+/// (emptied, not removed: no inode freed per sync, see workdir.rs). A farm
+/// killed in between leaves it written, and the next one puts the files
+/// back at HEAD instead of taking them for work to rescue: a checkout cut
+/// short leaves each file at the commit before, at the new one, or removed —
+/// a file the branch changed is removed, then written again — and committed,
+/// that mix undoes what the branch gained.
 const STALE_FILES: &str = ".git/farm-stale-files";
 
 /// The branch a clone works on, reset to the hub's before every session.
@@ -258,7 +259,7 @@ impl PrivateClone {
         if self.head().is_err() {
             return Ok(Vec::new()); // no commit yet: nothing to recover
         }
-        if self.dir().join(STALE_FILES).exists() {
+        if std::fs::metadata(self.dir().join(STALE_FILES)).is_ok_and(|m| m.len() > 0) {
             self.git(["reset", "--quiet", "--hard"])?;
             self.git(["clean", "-ffdxq"])?;
             self.files_current()?;
@@ -681,16 +682,20 @@ impl PrivateClone {
     /// (see [`STALE_FILES`]).
     fn files_stale(&self) -> Result<(), Error> {
         let path = self.dir().join(STALE_FILES);
-        std::fs::write(&path, "")
+        std::fs::write(&path, "stale\n")
             .map_err(|e| Error::failure(format!("cannot write `{}`: {e}", path.display())))
     }
 
     /// The files equal HEAD again (see [`STALE_FILES`]).
     fn files_current(&self) -> Result<(), Error> {
         let path = self.dir().join(STALE_FILES);
-        match std::fs::remove_file(&path) {
+        let emptied = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&path);
+        match emptied {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::failure(format!(
-                "cannot remove `{}`: {e}",
+                "cannot empty `{}`: {e}",
                 path.display()
             ))),
             _ => Ok(()),
