@@ -202,8 +202,9 @@ fn json_is_error(tail: &str) -> Option<bool> {
 
 /// When the limit lifts, if the tail says: Claude's `…limit reached|EPOCH`,
 /// a JSON `resetsAt` (epoch seconds or RFC 3339), "try again in 4 days 6
-/// hours", "resets 1pm" / "try again at 3:51 PM" (this host's local time,
-/// the next such time from `now`).
+/// hours", "resets 1pm" / "try again at 3:51 PM" / "resets 3:51pm
+/// (Europe/Paris)" (the next such time from `now`, in the zone named, else in
+/// this host's).
 pub fn reset_time(tail: &str, now: SystemTime) -> Option<SystemTime> {
     let lower = tail.to_lowercase();
     if let Some(t) = epoch_after_bar(tail) {
@@ -315,7 +316,8 @@ fn spelled_duration(text: &str) -> Option<Duration> {
 }
 
 /// "1pm", "3:51 PM", "13:00", "3:51pm (Europe/Paris)": the next such
-/// moment after `now`, on this host's clock and time zone.
+/// moment after `now`, on the clock of the zone named in parentheses after
+/// it, else of this host's.
 fn clock_time(text: &str, now: SystemTime) -> Option<SystemTime> {
     let word: String = text
         .trim_start()
@@ -340,7 +342,19 @@ fn clock_time(text: &str, now: SystemTime) -> Option<SystemTime> {
     if h > 23 || m > 59 {
         return None;
     }
-    crate::age::next_local(now, h, m)
+    let after_time = rest
+        .strip_prefix("pm")
+        .or_else(|| rest.strip_prefix("am"))
+        .unwrap_or(rest);
+    let zone = after_time
+        .trim_start()
+        .strip_prefix('(')
+        .and_then(|z| z.split_once(')'))
+        .and_then(|(z, _)| jiff::tz::TimeZone::get(z.trim()).ok());
+    match zone {
+        Some(tz) => crate::age::next_local_in(now, h, m, &tz),
+        None => crate::age::next_local(now, h, m),
+    }
 }
 
 #[cfg(test)]
@@ -427,6 +441,37 @@ mod tests {
                 "{text}: {ahead:?}"
             );
         }
+    }
+
+    /// A time that names its zone is that zone's clock, not this host's:
+    /// Claude says "resets 3:51pm (Europe/Paris)".
+    #[test]
+    fn a_clock_time_with_a_zone_is_read_in_that_zone() {
+        for (zone, text) in [
+            ("Europe/Paris", "resets 3:51pm (Europe/Paris)"),
+            (
+                "America/New_York",
+                "Limit reached, resets 3:51pm (America/New_York)",
+            ),
+            ("Asia/Tokyo", "try again at 15:51 (Asia/Tokyo)"),
+        ] {
+            let Class::Limited { reset: Some(at) } =
+                classify(&FAILED, SHORT, &format!("usage limit\n{text}"), now())
+            else {
+                panic!("{text}: no reset time");
+            };
+            let there = jiff::Timestamp::try_from(at)
+                .unwrap()
+                .to_zoned(jiff::tz::TimeZone::get(zone).unwrap());
+            assert_eq!((there.hour(), there.minute()), (15, 51), "{text}: {there}");
+            let ahead = at.duration_since(now()).unwrap();
+            assert!(ahead <= Duration::from_secs(86_400), "{text}: {ahead:?}");
+        }
+        // A zone farm does not know: this host's clock, as before.
+        assert_eq!(
+            reset_time("resets 3:51pm (Mars/Olympus)", now()),
+            crate::age::next_local(now(), 15, 51)
+        );
     }
 
     #[test]
