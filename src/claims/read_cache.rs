@@ -113,15 +113,21 @@ impl ReadCache {
         for (name, key, bytes) in fresh {
             entry(name, key, bytes);
         }
-        // Written aside and renamed over: a reader sees the old cache or
-        // the new one, never half of one. (A writer killed midway leaves a
+        // Written aside, in a file of its own (the loops of one run list on
+        // their own threads), and renamed over: a reader sees the old cache
+        // or a new one, never half of one. (A writer killed midway leaves a
         // `.tmp` file that the store's tidying removes.)
-        let temp = self
-            .path
-            .with_file_name(format!("{FILE}.{}.tmp", std::process::id()));
-        let written = fs::write(&temp, &out).and_then(|()| fs::rename(&temp, &self.path));
-        if written.is_err() {
-            let _ = fs::remove_file(&temp);
+        let Some(dir) = self.path.parent() else {
+            return;
+        };
+        let temp = tempfile::Builder::new()
+            .prefix(&format!("{FILE}."))
+            .suffix(".tmp")
+            .tempfile_in(dir);
+        if let Ok(mut temp) = temp
+            && temp.write_all(&out).is_ok()
+        {
+            let _ = temp.persist(&self.path);
         }
     }
 }

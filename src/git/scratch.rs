@@ -85,11 +85,11 @@ impl ScratchRepo {
     }
 }
 
-/// Remove the scratch repositories in `state` that killed farms left.
-/// Best effort: one that cannot be removed now is tried again next time.
-/// Remove what killed farms left in `dir`: the entries whose names `left`
-/// picks, once older than [`LEFT_AFTER`] (a younger one may be another
-/// farm's, at work). Best effort.
+/// Remove what killed farms left in `dir` (scratch repositories, a claim
+/// store's cache made halfway): the entries whose names `left` picks, once
+/// older than [`LEFT_AFTER`] (a younger one may be another farm's, at
+/// work). Best effort: one that cannot be removed now is tried again next
+/// time.
 pub(crate) fn sweep_left(dir: &Path, left: impl Fn(&str) -> bool) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
