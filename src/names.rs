@@ -60,6 +60,18 @@ pub fn parse_agent_name(s: &str) -> Result<String, InvalidAgentName> {
     check_agent_name(s).map(|()| s.to_owned())
 }
 
+/// A task's label (`test`, `docs`): a name as a task id is; why not, when
+/// it is not one.
+pub fn parse_label(s: &str) -> Result<String, String> {
+    match why_not_a_name(s) {
+        None => Ok(s.to_owned()),
+        Some(why) => Err(format!(
+            "invalid label `{}`: {why}; a label is {TASK_ID_RULE}",
+            shown(s)
+        )),
+    }
+}
+
 /// Why `s` breaks the name rule shared by task ids and agent names, if it does.
 fn why_not_a_name(s: &str) -> Option<&'static str> {
     if s.is_empty() {

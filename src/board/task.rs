@@ -24,9 +24,10 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 const FENCE: &str = "+++";
 
 /// Every key the front matter may hold, in the order [`Task::render`] writes them.
-const KEYS: [&str; 7] = [
+const KEYS: [&str; 8] = [
     "title",
     "after",
+    "labels",
     "priority",
     "max_attempts",
     "timeout",
@@ -42,6 +43,9 @@ pub struct Task {
     pub title: String,
     /// Tasks that must be done first, in the order written; no duplicates, never `id`.
     pub after: Vec<TaskId>,
+    /// What kind of work it is (`test`, `docs`, …), for roles to pick by:
+    /// each a name as task ids are, in the order written, no duplicates.
+    pub labels: Vec<String>,
     /// Higher runs first.
     pub priority: i64,
     /// At least 1.
@@ -83,6 +87,10 @@ pub fn parse(id: TaskId, text: &str) -> Result<Task, String> {
         None => Vec::new(),
         Some(v) => dependencies(&id, v)?,
     };
+    let labels = match table.get("labels") {
+        None => Vec::new(),
+        Some(v) => labels(v)?,
+    };
     let priority = match table.get("priority") {
         None => 0,
         Some(v) => integer("priority", v)?,
@@ -101,6 +109,7 @@ pub fn parse(id: TaskId, text: &str) -> Result<Task, String> {
         id,
         title: title.to_owned(),
         after,
+        labels,
         priority,
         max_attempts,
         timeout,
@@ -250,6 +259,30 @@ fn dependencies(id: &TaskId, v: &toml::Value) -> Result<Vec<TaskId>, String> {
     Ok(after)
 }
 
+fn labels(v: &toml::Value) -> Result<Vec<String>, String> {
+    let Some(items) = v.as_array() else {
+        return Err(format!(
+            "`labels` must be an array of names, like [\"test\"], not {}",
+            a(v)
+        ));
+    };
+    let mut labels: Vec<String> = Vec::with_capacity(items.len());
+    for item in items {
+        let Some(s) = item.as_str() else {
+            return Err(format!(
+                "`labels` must hold names as strings, not {}",
+                a(item)
+            ));
+        };
+        let label = crate::names::parse_label(s).map_err(|e| format!("`labels`: {e}"))?;
+        if labels.contains(&label) {
+            return Err(format!("`labels` lists `{label}` twice"));
+        }
+        labels.push(label);
+    }
+    Ok(labels)
+}
+
 fn timeout(v: &toml::Value) -> Result<Duration, String> {
     let s = string("timeout", v)?;
     match humantime::parse_duration(s) {
@@ -284,6 +317,8 @@ struct Front<'a> {
     title: &'a str,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     after: Vec<&'a str>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    labels: &'a [String],
     #[serde(skip_serializing_if = "is_zero")]
     priority: i64,
     #[serde(skip_serializing_if = "is_default_max_attempts")]
@@ -310,6 +345,7 @@ impl Task {
         let front = Front {
             title: &self.title,
             after: self.after.iter().map(TaskId::as_str).collect(),
+            labels: &self.labels,
             priority: self.priority,
             max_attempts: self.max_attempts,
             timeout: self
@@ -363,6 +399,7 @@ pub fn new_task(
         id,
         title: title.to_owned(),
         after,
+        labels: Vec::new(),
         priority,
         max_attempts: DEFAULT_MAX_ATTEMPTS,
         timeout: None,
@@ -401,6 +438,7 @@ Description in markdown…
             id: id("parse-if"),
             title: "Parse if statements".into(),
             after: ids(&["lexer"]),
+            labels: Vec::new(),
             priority: 2,
             max_attempts: 5,
             timeout: Some(Duration::from_secs(1800)),
@@ -425,6 +463,23 @@ Description in markdown…
         assert_eq!(t, minimal("x"));
         // No newline after the closing fence: an empty body all the same.
         assert_eq!(parse_as("x", "+++\ntitle = \"Do x\"\n+++").unwrap(), t);
+    }
+
+    /// Labels (issue 13: what roles pick by) are read in the order written
+    /// and written back after `after`.
+    #[test]
+    fn labels_are_read_and_written_back() {
+        let text = "+++\ntitle = \"Do x\"\nlabels = [\"test\", \"docs\"]\n+++\n";
+        let t = parse_as("x", text).unwrap();
+        assert_eq!(t.labels, ["test", "docs"]);
+        assert_eq!(t.render(), text);
+        assert_eq!(parse_as("x", &t.render()).unwrap(), t);
+        assert!(
+            minimal("x")
+                .render()
+                .lines()
+                .all(|l| !l.starts_with("labels"))
+        );
     }
 
     #[test]
@@ -508,6 +563,22 @@ Description in markdown…
             (
                 with("after = [\"a\", \"b\", \"a\"]"),
                 "`after` lists `a` twice",
+            ),
+            (
+                with("labels = \"test\""),
+                "`labels` must be an array of names, like [\"test\"]",
+            ),
+            (
+                with("labels = [2]"),
+                "`labels` must hold names as strings, not an integer",
+            ),
+            (
+                with("labels = [\"unit tests\"]"),
+                "`labels`: invalid label `unit tests`: it may only contain",
+            ),
+            (
+                with("labels = [\"test\", \"docs\", \"test\"]"),
+                "`labels` lists `test` twice",
             ),
             (
                 with("max_attempts = 0"),
@@ -631,6 +702,7 @@ Description in markdown…
                         id,
                         title,
                         after,
+                        labels: Vec::new(),
                         priority,
                         max_attempts,
                         timeout: timeout

@@ -20,6 +20,7 @@ pub(super) fn minimal(name: &str) -> Task {
         id: id(name),
         title: format!("Do {name}"),
         after: Vec::new(),
+        labels: Vec::new(),
         priority: 0,
         max_attempts: DEFAULT_MAX_ATTEMPTS,
         timeout: None,

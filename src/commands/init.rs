@@ -37,6 +37,7 @@ then a markdown description. Add one with `farm task add ID -m TEXT`.
     +++
     title = \"Parse if statements\"
     after = [\"lexer\"]     # ids that must be done first
+    labels = [\"parser\"]   # what kind of work (optional)
     priority = 1          # higher runs first (default 0)
     max_attempts = 3      # default 3
     timeout = \"30m\"       # optional, per session

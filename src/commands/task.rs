@@ -28,7 +28,8 @@ enum TaskCommand {
 #[command(after_help = "\
 Examples:
   farm task add lexer -m \"Write the lexer for the C subset in src/lex.c\"
-  farm task add parse-if --after lexer --priority 2 -m \"Parse if/else\"")]
+  farm task add parse-if --after lexer --priority 2 -m \"Parse if/else\"
+  farm task add doc-cli --label docs -m \"Document every flag\"")]
 struct AddArgs {
     /// The task id (a name: letters, digits, `.`, `_`, `-`).
     #[arg(value_parser = TaskId::parse)]
@@ -45,6 +46,10 @@ struct AddArgs {
     /// Tasks that must be done first.
     #[arg(long, value_name = "ID", num_args = 1.., value_parser = TaskId::parse)]
     after: Vec<TaskId>,
+
+    /// What kind of work it is (`test`, `docs`, …): roles pick tasks by label.
+    #[arg(long = "label", value_name = "LABEL", value_parser = crate::names::parse_label)]
+    labels: Vec<String>,
 
     /// Higher runs first.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
@@ -99,6 +104,11 @@ fn run_add(ctx: &Ctx, args: &AddArgs) -> Result<(), Error> {
     );
     task.max_attempts = args.max_attempts;
     task.timeout = args.timeout;
+    for label in &args.labels {
+        if !task.labels.contains(label) {
+            task.labels.push(label.clone());
+        }
+    }
     // Whatever we write must read back as the same task.
     board::parse(task.id.clone(), &task.render())
         .map_err(|e| Error::usage(format!("invalid task `{}`: {e}", task.id)).caused_by(e))?;

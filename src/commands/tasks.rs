@@ -49,6 +49,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
                     "title": t.map(|t| &t.title),
                     "priority": t.map(|t| t.priority),
                     "after": t.map(|t| t.after.iter().map(TaskId::as_str).collect::<Vec<_>>()),
+                    "labels": t.map(|t| &t.labels),
                     "attempts": t.map(|t| t.attempts),
                     "max_attempts": t.map(|t| t.max_attempts),
                 })

@@ -163,3 +163,46 @@ fn farm_doctor_names_an_invalid_tests_table() {
         "{out:#?}"
     );
 }
+
+/// Issue 13, part 4's first piece: labels on tasks (what roles will pick
+/// by), given to `farm task add`, written in the file, listed by `farm tasks`.
+#[test]
+fn task_add_labels_a_task_and_farm_tasks_lists_its_labels() {
+    let env = Env::git_hub(&[]);
+    env.farm_git([
+        "task", "add", "t1", "--label", "test", "--label", "docs", "--label", "test", "-m",
+        "Fix it",
+    ])
+    .run()
+    .success();
+    let file = env.git(["show", "main:tasks/t1.md"]);
+    assert!(
+        file.lines().any(|l| l == "labels = [\"test\", \"docs\"]"),
+        "{file}"
+    );
+    env.farm_git(["task", "add", "t2", "-m", "No labels"])
+        .run()
+        .success();
+    let json = env.farm_git(["tasks", "--json"]).run().success().json();
+    let labels = |id: &str| {
+        json["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] == id)
+            .unwrap()["labels"]
+            .clone()
+    };
+    assert_eq!(labels("t1"), serde_json::json!(["test", "docs"]));
+    assert_eq!(labels("t2"), serde_json::json!([]));
+
+    env.farm_git(["task", "add", "t3", "--label", "unit tests", "-m", "x"])
+        .run()
+        .code(2)
+        .stderr_has("invalid label `unit tests`");
+    assert!(
+        !env.git(["ls-tree", "-r", "--name-only", "main"])
+            .contains("t3"),
+        "nothing written"
+    );
+}
