@@ -220,17 +220,7 @@ impl Hub {
         // pushes hold the hub's push lock, so the tree is judged again
         // once they let go before it is called dirty.
         let clean_once_pushes_settle = || {
-            let probe = Hub {
-                url: dir.display().to_string(),
-                local: Some(Local {
-                    dir: dir.to_path_buf(),
-                    git_dir: PathBuf::from(&git_dir),
-                    bare,
-                    checked_out: false,
-                }),
-                branch: branch.clone(),
-            };
-            let _settled = probe.push_lock()?;
+            let _settled = push_lock_of(dir)?;
             clean()
         };
         if !bare && !clean()? && !clean_once_pushes_settle()? {
@@ -288,43 +278,9 @@ impl Hub {
     ///
     /// A hub elsewhere needs no lock (and could not share one): `None`.
     pub fn push_lock(&self) -> Result<Option<std::fs::File>, Error> {
-        let Some(local) = &self.local else {
-            return Ok(None);
-        };
-        let dir = local.dir.join(crate::names::CLAIMS_DIR);
-        let _ = std::fs::create_dir(&dir);
-        let path = dir.join(".push.lock");
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path)
-            .map_err(|e| {
-                Error::failure(format!("cannot open `{}`: {e}", path.display())).caused_by(e)
-            })?;
-        let since = std::time::Instant::now();
-        loop {
-            match file.try_lock() {
-                Ok(()) => return Ok(Some(file)),
-                Err(std::fs::TryLockError::WouldBlock) if since.elapsed() < PUSH_LOCK_PATIENCE => {
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                }
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    eprintln!(
-                        "farm: `{}` has been held for {} (by a process left from a push?); pushing without it",
-                        path.display(),
-                        crate::age::Age(since.elapsed())
-                    );
-                    return Ok(None);
-                }
-                Err(std::fs::TryLockError::Error(e)) => {
-                    return Err(Error::failure(format!(
-                        "cannot lock `{}`: {e}",
-                        path.display()
-                    )));
-                }
-            }
+        match &self.local {
+            Some(local) => push_lock_of(&local.dir),
+            None => Ok(None),
         }
     }
 
@@ -401,5 +357,44 @@ impl Hub {
             return Err(fail("git archive | tar failed".into()));
         }
         Ok(dest)
+    }
+}
+
+/// [`Hub::push_lock`] of the hub whose top directory is `hub_dir`.
+fn push_lock_of(hub_dir: &Path) -> Result<Option<std::fs::File>, Error> {
+    let dir = hub_dir.join(crate::names::CLAIMS_DIR);
+    let _ = std::fs::create_dir(&dir);
+    let path = dir.join(".push.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|e| {
+            Error::failure(format!("cannot open `{}`: {e}", path.display())).caused_by(e)
+        })?;
+    let since = std::time::Instant::now();
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(Some(file)),
+            Err(std::fs::TryLockError::WouldBlock) if since.elapsed() < PUSH_LOCK_PATIENCE => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                eprintln!(
+                    "farm: `{}` has been held for {} (by a process left from a push?); pushing without it",
+                    path.display(),
+                    crate::age::Age(since.elapsed())
+                );
+                return Ok(None);
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(Error::failure(format!(
+                    "cannot lock `{}`: {e}",
+                    path.display()
+                )));
+            }
+        }
     }
 }
