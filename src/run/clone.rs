@@ -761,6 +761,49 @@ impl PrivateClone {
         self.clean.set(!self.behind.get());
     }
 
+    /// Put the files at HEAD for the test gate, which runs on the very tree
+    /// about to be pushed (an in-memory rebase moved HEAD without them).
+    /// Until [`Self::after_tests`] the files are not the agent's work: the
+    /// tests write what they write, and a farm killed meanwhile puts them
+    /// back at HEAD rather than take them for work to rescue (the commits
+    /// are rescued as any unpushed commits are).
+    pub fn files_for_tests(&self) -> Result<(), Error> {
+        self.files_stale()?;
+        self.git(["read-tree", "--reset", "-u", "HEAD"])?;
+        self.behind.set(false);
+        self.clean.set(false);
+        self.tracked.set(false);
+        Ok(())
+    }
+
+    /// Undo what a test run wrote (but files git ignores: build caches),
+    /// so that integration goes on from a clean HEAD (`git rebase` refuses
+    /// a changed work tree).
+    pub fn after_tests(&self) -> Result<(), Error> {
+        self.git(["read-tree", "--reset", "-u", "HEAD"])?;
+        self.git(["clean", "-ffdq"])?;
+        self.tracked.set(true);
+        self.files_current()
+    }
+
+    /// A work tree of `commit` at `dir`, apart from the clone's own (the
+    /// gate tests the branch there when it has no result for it yet): made
+    /// afresh each time, so that what a killed run left counts for nothing.
+    pub fn tree_at(&self, dir: &Path, commit: &str) -> Result<(), Error> {
+        self.drop_tree(dir);
+        let path = dir.to_string_lossy();
+        self.git([
+            "worktree", "add", "--quiet", "--detach", "--force", &path, commit,
+        ])?;
+        Ok(())
+    }
+
+    /// Remove a work tree [`Self::tree_at`] made (best effort).
+    pub fn drop_tree(&self, dir: &Path) {
+        let _ = std::fs::remove_dir_all(dir);
+        let _ = self.git(["worktree", "prune"]);
+    }
+
     /// Stage and commit everything; `false` when there was nothing.
     pub fn commit_all(&self, message: &str) -> Result<bool, Error> {
         let committed = match self.in_process("commit", |w| w.commit_all(message)) {

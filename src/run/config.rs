@@ -101,6 +101,12 @@ pub struct Flags {
     /// Keep waiting for new tasks when the board is settled.
     #[arg(long)]
     pub watch: bool,
+
+    /// Push without running the test gate (`[tests]` in farm.toml), which
+    /// otherwise keeps every change that turns a passing test red off the
+    /// branch.
+    #[arg(long)]
+    pub no_gate: bool,
 }
 
 /// What [`resolve`] needs to know of the machine and the hub.
@@ -151,6 +157,9 @@ pub struct RunConfig {
     pub agent_config: Option<AgentConfig>,
     /// The agent CLI's own words for limits and errors (its preset's).
     pub patterns: classify::Patterns,
+    /// The test gate every push goes through (`[tests]`, as `verify` runs
+    /// it); `None` without `[tests]`, or with `--no-gate`.
+    pub gate: Option<crate::suite::Suite>,
 }
 
 /// Agent CLIs known to rewrite a shared config file when they start.
@@ -292,6 +301,13 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
             seed: Vec::new(),
         }),
     };
+    let gate = crate::suite::Suite::from_raw(settings.tests.as_ref())
+        .map_err(|e| {
+            Error::usage(format!("invalid [tests] in farm.toml: {e}"))
+                .hint("see farm tests --help; or run without the gate: --no-gate")
+        })?
+        .filter(|_| !flags.no_gate)
+        .map(|suite| suite.for_gate());
     Ok(RunConfig {
         argv,
         via,
@@ -310,6 +326,7 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
         stagger,
         agent_config,
         patterns: preset.map(|p| p.patterns).unwrap_or_default(),
+        gate,
     })
 }
 

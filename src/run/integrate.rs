@@ -10,6 +10,7 @@ use crate::claims::{Held, Published, StoreError};
 use crate::error::Error;
 use crate::run::agent::Run;
 use crate::run::clone::PrivateClone;
+use crate::run::gate::{self, Verdict};
 use crate::run::prompt;
 use crate::run::session::Outcome;
 use crate::run::turn::{Turn, supervise};
@@ -44,8 +45,10 @@ pub(super) enum Integrated {
     Conflict(Vec<String>),
     /// The branch kept moving for [`push_rounds`] rounds.
     Busy,
-    /// The run was killed during a merge session.
+    /// The run was killed during a merge session or the tests.
     Interrupted,
+    /// The test gate kept it off the branch (see [`gate`]).
+    Gated(Verdict),
 }
 
 /// Bring the work (already committed, task moved to done) onto the hub's
@@ -135,6 +138,14 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Error>
                     return Ok(Integrated::Conflict(files));
                 }
             }
+        }
+        // The tree pushed is the tree tested (under the push lock when the
+        // hub has one; else a push rejected brings a new tree, tested again).
+        match gate::check(turn, &onto)? {
+            Verdict::Pass => {}
+            Verdict::Lost => return Ok(Integrated::Lost),
+            Verdict::Stopped => return Ok(Integrated::Interrupted),
+            verdict => return Ok(Integrated::Gated(verdict)),
         }
         // Fencing: the store publishes only while the claim is still ours.
         match publish_branch(run, clone, held, lock.as_ref())? {

@@ -8,6 +8,7 @@ pub mod breaker;
 pub mod classify;
 pub mod clone;
 pub mod config;
+pub mod gate;
 pub mod integrate;
 pub mod journal;
 pub mod limits;

@@ -15,6 +15,7 @@ use crate::error::Error;
 use crate::run::agent::{Run, Unstarted};
 use crate::run::classify::Class;
 use crate::run::clone::io_error;
+use crate::run::gate::Verdict;
 use crate::run::integrate::{Integrated, after_rejection, integrate, publish_branch, push_rounds};
 use crate::run::session::Outcome;
 use crate::run::turn::{Turn, retake};
@@ -193,14 +194,18 @@ pub(super) fn finish(turn: Turn<'_>, ran: Ran) -> Result<End, Error> {
         Ok(true)
     };
 
-    // The attempt noted on the board under `held`.
-    let note = |held: &Held, why: &str, rescued: bool| -> Result<Recorded, Error> {
+    // The attempt noted on the board under `held` (with `detail` lines:
+    // the tests it turned red).
+    let note = |held: &Held, why: &str, detail: &[String], rescued: bool| {
         record_attempt(
             Turn { held, ..turn },
-            attempt,
-            why,
-            &log,
-            rescued.then_some(&nonce),
+            Attempted {
+                attempt,
+                why,
+                detail,
+                log: &log,
+                rescue: rescued.then_some(&nonce),
+            },
         )
     };
     // The claim is gone. Taken over by another holder, the task is theirs:
@@ -214,7 +219,7 @@ pub(super) fn finish(turn: Turn<'_>, ran: Ran) -> Result<End, Error> {
             return Ok(End::Lost { rescued });
         };
         let why = format!("{why}, and nobody held it after: the claim was removed");
-        let noted = note(&again, &why, rescued);
+        let noted = note(&again, &why, &[], rescued);
         match run.store.release_held(again) {
             Ok(()) | Err(StoreError::Lost { .. }) => {}
             Err(e) if noted.is_ok() => return Err(e.into()),
@@ -227,13 +232,14 @@ pub(super) fn finish(turn: Turn<'_>, ran: Ran) -> Result<End, Error> {
         })
     };
     // A failed attempt: its work rescued, the attempt noted on the board.
-    let fail = |rescue_why: &str, why: &str| -> Result<End, Error> {
+    let fail_with = |rescue_why: &str, why: &str, detail: &[String]| -> Result<End, Error> {
         let rescued = rescue(rescue_why)?;
-        if note(held, why, rescued)? != Recorded::Lost {
+        if note(held, why, detail, rescued)? != Recorded::Lost {
             return Ok(End::Failed { rescued });
         }
         lost_claim(&format!("{why}; the claim was gone"), rescued)
     };
+    let fail = |rescue_why: &str, why: &str| fail_with(rescue_why, why, &[]);
 
     if lost {
         let why = "the claim was taken away while the session ran";
@@ -325,6 +331,25 @@ pub(super) fn finish(turn: Turn<'_>, ran: Ran) -> Result<End, Error> {
                     run.hub.branch
                 ),
             )?,
+            Integrated::Gated(Verdict::Red { why, errors }) => fail_with(
+                "the tests turned red",
+                &format!("the tests: {why}"),
+                &errors,
+            )?,
+            Integrated::Gated(Verdict::Broken(why)) => End::Fatal {
+                rescued: rescue("the tests cannot run")?,
+                why: format!("the test gate cannot run: {why}"),
+            },
+            Integrated::Gated(verdict) => {
+                let why = match verdict {
+                    Verdict::Untested(why) => why,
+                    _ => "the test gate did not judge it".to_owned(),
+                };
+                fail(
+                    "its tests could not be read",
+                    &format!("its tests could not be read: {why}"),
+                )?
+            }
             Integrated::Conflict(files) => fail(
                 &format!("could not merge ({})", files.join(", ")),
                 &format!(
@@ -505,18 +530,33 @@ pub(super) fn retire(turn: Turn<'_>) -> Result<Recorded, Error> {
     Ok(recorded)
 }
 
+/// A failed attempt, as its note on the board tells it.
+pub(super) struct Attempted<'a> {
+    pub(super) attempt: u32,
+    pub(super) why: &'a str,
+    /// Lines quoted under the note (`ERROR:` lines of the tests).
+    pub(super) detail: &'a [String],
+    pub(super) log: &'a Path,
+    /// The claim whose rescue branch holds the work, if any.
+    pub(super) rescue: Option<&'a Nonce>,
+}
+
+/// At most this many detail lines in a note: the first of them tell.
+const DETAIL_LINES: usize = 20;
+
 /// Count a failed attempt in the task file on the hub's branch, with a note;
 /// move it to `tasks/failed/` when its attempts are used up.
-pub(super) fn record_attempt(
-    turn: Turn<'_>,
-    attempt: u32,
-    why: &str,
-    log: &Path,
-    rescue: Option<&Nonce>,
-) -> Result<Recorded, Error> {
+pub(super) fn record_attempt(turn: Turn<'_>, attempted: Attempted<'_>) -> Result<Recorded, Error> {
     let Turn {
         run, name, task, ..
     } = turn;
+    let Attempted {
+        attempt,
+        why,
+        detail,
+        log,
+        rescue,
+    } = attempted;
     let id = task.id.as_str();
     let note = || {
         let mut note = format!(
@@ -530,6 +570,18 @@ pub(super) fn record_attempt(
         }
         if let Some(tail) = last_line(log) {
             note.push_str(&format!("- last output: {tail}\n"));
+        }
+        if !detail.is_empty() {
+            // A fence of its own: no quoted line can close it.
+            note.push_str("\n~~~~text\n");
+            for line in detail.iter().take(DETAIL_LINES) {
+                note.push_str(&line.replace("~~~~", "~ ~ ~ ~"));
+                note.push('\n');
+            }
+            if detail.len() > DETAIL_LINES {
+                note.push_str(&format!("… and {} more\n", detail.len() - DETAIL_LINES));
+            }
+            note.push_str("~~~~\n");
         }
         note
     };

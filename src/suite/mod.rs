@@ -10,6 +10,7 @@ pub mod junit;
 pub mod libtest;
 pub mod lines;
 pub mod report;
+pub mod results;
 pub mod run;
 pub mod tap;
 
@@ -34,6 +35,9 @@ pub struct Raw {
     pub report: Option<String>,
     /// How long a run may take (default 30m).
     pub timeout: Option<String>,
+    /// The command the gate runs before every push (default: `command`);
+    /// it writes the same report in the same format.
+    pub verify: Option<String>,
     /// `format = "lines"`: the patterns (see [`lines`]).
     pub passed: Option<String>,
     pub failed: Option<String>,
@@ -82,6 +86,8 @@ pub struct Suite {
     /// Where the report is, relative to the clone; `None`: standard output.
     pub report: Option<PathBuf>,
     pub timeout: Duration,
+    /// The gate's command (`verify`), when it is not `argv`.
+    verify: Option<Vec<String>>,
     patterns: Patterns,
 }
 
@@ -99,11 +105,19 @@ impl Suite {
             .command
             .as_deref()
             .ok_or("`[tests]` has no `command`: the command that runs the suite")?;
-        let argv = shell_words::split(command)
-            .map_err(|e| format!("`command` = {command:?} cannot be split into words: {e}"))?;
-        if argv.is_empty() {
-            return Err("`command` is empty".into());
-        }
+        let words = |key: &str, command: &str| -> Result<Vec<String>, String> {
+            let argv = shell_words::split(command)
+                .map_err(|e| format!("`{key}` = {command:?} cannot be split into words: {e}"))?;
+            if argv.is_empty() {
+                return Err(format!("`{key}` is empty"));
+            }
+            Ok(argv)
+        };
+        let argv = words("command", command)?;
+        let verify = match raw.verify.as_deref() {
+            None => None,
+            Some(verify) => Some(words("verify", verify)?),
+        };
         let format = match raw.format.as_deref() {
             None => {
                 return Err(format!(
@@ -139,8 +153,18 @@ impl Suite {
             format,
             report,
             timeout,
+            verify,
             patterns,
         }))
+    }
+
+    /// The suite as the gate runs it: `verify` for the command, if given.
+    pub fn for_gate(&self) -> Suite {
+        Suite {
+            argv: self.verify.clone().unwrap_or_else(|| self.argv.clone()),
+            verify: None,
+            ..self.clone()
+        }
     }
 
     /// Read `text`, a report in this suite's format.
@@ -193,7 +217,15 @@ mod tests {
         assert_eq!(s.format, Format::Junit);
         assert_eq!(s.report.as_deref(), Some(Path::new("out/r.xml")));
         assert_eq!(s.timeout, Duration::from_secs(300));
+        assert_eq!(s.for_gate().argv, s.argv);
         assert!(Suite::from_raw(None).unwrap().is_none());
+        let s = Suite::from_raw(Some(&raw(
+            "command = \"pytest\"\nformat = \"junit\"\nverify = \"pytest -x -q\"",
+        )))
+        .unwrap()
+        .unwrap();
+        assert_eq!(s.argv, ["pytest"]);
+        assert_eq!(s.for_gate().argv, ["pytest", "-x", "-q"]);
 
         for (text, says) in [
             ("format = \"tap\"", "no `command`"),
@@ -225,6 +257,10 @@ mod tests {
             (
                 "command = \"'unclosed\"\nformat = \"tap\"",
                 "cannot be split",
+            ),
+            (
+                "command = \"t\"\nformat = \"tap\"\nverify = \"\"",
+                "`verify` is empty",
             ),
         ] {
             let e = Suite::from_raw(Some(&raw(text))).unwrap_err();

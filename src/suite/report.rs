@@ -39,7 +39,7 @@ impl Case {
 }
 
 /// Cases counted by outcome.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Counts {
     pub passed: usize,
     pub failed: usize,

@@ -25,7 +25,29 @@ pub struct Ran {
 /// cannot start, outlives its timeout, or leaves no report farm can read —
 /// never because tests failed.
 pub fn run(suite: &Suite, dir: &Path) -> Result<Ran, Error> {
+    run_while(suite, dir, &mut || true)?.ok_or_else(|| Error::failure("the test run was stopped"))
+}
+
+/// [`run`], asking `keep_going` about every 20 ms whether to go on: when it
+/// says no, the command and everything it started are killed (`None`).
+pub fn run_while(
+    suite: &Suite,
+    dir: &Path,
+    keep_going: &mut dyn FnMut() -> bool,
+) -> Result<Option<Ran>, Error> {
     let shown = suite.command_line();
+    // A report left by an earlier run must not pass for this one's.
+    if let Some(rel) = &suite.report {
+        match std::fs::remove_file(dir.join(rel)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::failure(format!(
+                    "cannot remove the old test report `{}`: {e}",
+                    rel.display()
+                )));
+            }
+            _ => {}
+        }
+    }
     let start = Instant::now();
     let mut child = Command::new(&suite.argv[0])
         .args(&suite.argv[1..])
@@ -74,6 +96,12 @@ pub fn run(suite: &Suite, dir: &Path) -> Result<Ran, Error> {
                 ))
                 .hint("raise `timeout` in the `[tests]` table of farm.toml"));
             }
+            Ok(None) if !keep_going() => {
+                // SAFETY: as above.
+                unsafe { libc::kill(-group, libc::SIGKILL) };
+                let _ = child.wait();
+                return Ok(None);
+            }
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
             Err(e) => return Err(Error::failure(format!("waiting for `{shown}`: {e}"))),
         }
@@ -112,7 +140,7 @@ pub fn run(suite: &Suite, dir: &Path) -> Result<Ran, Error> {
             suite.format.name()
         ))
     })?;
-    Ok(Ran { report, exit, took })
+    Ok(Some(Ran { report, exit, took }))
 }
 
 #[cfg(test)]
@@ -156,6 +184,26 @@ mod tests {
         );
         let ran = run(&s, tmp.path()).unwrap();
         assert_eq!(ran.report.counts().failed, 1);
+        // The next run's report is its own: one left before does not count.
+        let s = suite("true", "tap", Some("out/t.tap"), "10s");
+        let e = run(&s, tmp.path()).unwrap_err();
+        assert!(e.to_string().contains("left no report"), "{e}");
+    }
+
+    #[test]
+    fn a_run_told_to_stop_is_killed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = suite("sleep 30", "tap", None, "1m");
+        let start = Instant::now();
+        let mut asked = 0;
+        let ran = run_while(&s, tmp.path(), &mut || {
+            asked += 1;
+            asked < 3
+        })
+        .unwrap();
+        assert!(ran.is_none());
+        assert_eq!(asked, 3);
+        assert!(start.elapsed() < Duration::from_secs(20));
     }
 
     #[test]

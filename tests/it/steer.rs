@@ -206,3 +206,160 @@ fn task_add_labels_a_task_and_farm_tasks_lists_its_labels() {
         "nothing written"
     );
 }
+
+/// A project whose tests farm can read: each `tests/<name>.t` holds the
+/// value `src/<name>` must hold; `check.sh` prints `PASS: <name>` or
+/// `FAIL: <name>: want W got G` for each.
+const CHECK: &str = r#"for t in tests/*.t; do
+  n=${t#tests/}; n=${n%.t}
+  read want < "$t"
+  got=; [ -f "src/$n" ] && read got < "src/$n"
+  if [ "$got" = "$want" ]; then echo "PASS: $n"; else echo "FAIL: $n: want $want got $got"; fi
+done
+"#;
+
+/// `[tests]` for [`CHECK`], with `extra` keys.
+fn check_table(extra: &str) -> String {
+    format!(
+        "\n[tests]\ncommand = \"sh check.sh\"\nformat = \"lines\"\nfailed = '^FAIL: (?P<name>\\S+): (?P<why>.*)$'\n{extra}"
+    )
+}
+
+/// A hub with [`CHECK`] and tests `a`, `b` (passing) and `c` (failing).
+fn checked_project(extra: &str) -> Env {
+    hub_with_tests(
+        &check_table(extra),
+        &[
+            ("check.sh", CHECK),
+            ("tests/a.t", "1\n"),
+            ("tests/b.t", "2\n"),
+            ("tests/c.t", "3\n"),
+            ("src/a", "1\n"),
+            ("src/b", "2\n"),
+            ("src/c", "0\n"),
+        ],
+    )
+}
+
+/// How many of [`CHECK`]'s tests pass at `commit` of the hub.
+fn passing_at(env: &Env, commit: &str) -> usize {
+    let names = env.git(["ls-tree", "--name-only", commit, "tests/"]);
+    names
+        .lines()
+        .filter(|path| {
+            let name = path
+                .strip_prefix("tests/")
+                .unwrap()
+                .strip_suffix(".t")
+                .unwrap();
+            let want = crate::run::show(env, &format!("{commit}:{path}"));
+            let got = crate::run::show(env, &format!("{commit}:src/{name}"));
+            want.is_some() && want == got
+        })
+        .count()
+}
+
+/// The pass count of every first-parent commit of main, oldest first.
+fn pass_counts(env: &Env) -> Vec<usize> {
+    env.git(["rev-list", "--first-parent", "--reverse", "main"])
+        .lines()
+        .map(|c| passing_at(env, c))
+        .collect()
+}
+
+/// The journal's `tests` events, by kind.
+fn test_runs(env: &Env) -> std::collections::BTreeMap<String, usize> {
+    let text =
+        std::fs::read_to_string(env.tmp.path().join("state/journal.jsonl")).unwrap_or_default();
+    let mut runs = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if v["event"] == "tests" {
+            *runs
+                .entry(v["kind"].as_str().unwrap().to_owned())
+                .or_default() += 1;
+        }
+    }
+    runs
+}
+
+/// An agent that does what its task's name says: `fix-X` writes test X's
+/// value into `src/X`; `break-X` also writes 0 into `src/a`; any other
+/// task adds a line to `src/notes`, which no test reads.
+fn fixer(env: &Env) -> String {
+    env.agent_script(
+        "fixer.sh",
+        r#"set -eu
+case "$FARM_TASK" in
+  fix-*) n=${FARM_TASK#fix-}; cp "tests/$n.t" "src/$n";;
+  break-*) n=${FARM_TASK#break-}; cp "tests/$n.t" "src/$n"; echo 0 > src/a;;
+  *) echo "$FARM_TASK" >> src/notes;;
+esac
+git add -A
+git commit -qm "$FARM_TASK"
+"#,
+    )
+}
+
+#[test]
+fn the_gate_keeps_a_change_that_breaks_a_passing_test_off_the_branch() {
+    let env = checked_project("");
+    crate::run::add_task(&env, &["break-c", "--max-attempts", "1", "-m", "Fix c"]);
+    crate::run::farm_run(&env, &fixer(&env), &[]).success();
+
+    // Not integrated: the attempt failed, its work on a rescue branch.
+    assert_eq!(
+        crate::run::board(&env, "tasks/failed"),
+        ["break-c".to_owned()].into()
+    );
+    assert_eq!(crate::run::show(&env, "main:src/a").as_deref(), Some("1\n"));
+    let branches = crate::run::rescue_branches(&env, "break-c");
+    assert_eq!(branches.len(), 1, "{branches:?}");
+    assert_eq!(
+        crate::run::show(&env, &format!("{}:src/a", branches[0])).as_deref(),
+        Some("0\n"),
+        "the rescue holds the work"
+    );
+    // The note says which test and why: the next session reads it.
+    let note = crate::run::show(&env, "main:tasks/failed/break-c.md").unwrap();
+    assert!(
+        note.contains("## Attempt 1 — the tests: 1 test(s) that pass on `main` fail with it"),
+        "{note}"
+    );
+    assert!(note.contains("\nERROR: a: want 1 got 0\n"), "{note}");
+    assert!(!note.contains("ERROR: c"), "c failed before: {note}");
+    // Main never got redder.
+    let counts = pass_counts(&env);
+    assert!(counts.windows(2).all(|w| w[0] <= w[1]), "{counts:?}");
+    // The branch tested once (nothing kept for it yet), the change twice:
+    // a red test is run again before it is blamed.
+    let runs = test_runs(&env);
+    assert_eq!(
+        runs,
+        [
+            ("baseline".into(), 1),
+            ("gate".into(), 1),
+            ("rerun".into(), 1)
+        ]
+        .into()
+    );
+    crate::run::assert_hub_sound(&env);
+}
+
+#[test]
+fn the_gate_lands_a_fix_and_tests_the_branch_no_second_time() {
+    let env = checked_project("");
+    crate::run::add_task(&env, &["fix-c", "-m", "Fix c"]);
+    crate::run::add_task(&env, &["notes", "-m", "Take notes", "--after", "fix-c"]);
+    crate::run::farm_run(&env, &fixer(&env), &[]).success();
+    assert_eq!(
+        crate::run::board(&env, "tasks/done"),
+        ["fix-c".to_owned(), "notes".to_owned()].into()
+    );
+    assert_eq!(crate::run::show(&env, "main:src/c").as_deref(), Some("3\n"));
+    assert_eq!(pass_counts(&env).last(), Some(&3));
+    // The branch is tested once, before fix-c; after, it is the tree
+    // fix-c's push was tested as. One run per integration, no more.
+    let runs = test_runs(&env);
+    assert_eq!(runs, [("baseline".into(), 1), ("gate".into(), 2)].into());
+}

@@ -1,0 +1,326 @@
+//! The test gate (issue 13): the project's tests run on the very tree a
+//! session's work is about to be pushed as, after the rebase or merge and
+//! before the push (under the hub's push lock, when it has one: the tree
+//! tested is the tree pushed). A change that turns red a test that passes
+//! on the branch, or leaves fewer tests passing, does not land: the attempt
+//! fails, its work goes to a rescue branch, and the `ERROR:` lines go into
+//! the attempt's note for the next session.
+//!
+//! What the branch passes is the result kept when its tree was last tested
+//! ([`results`]): each gated push keeps its own, so the baseline costs no
+//! second run — but for a branch moved by hand, tested once in a work tree
+//! of its own. A test that fails and then passes when the same tree is run
+//! again at once is flaky: said and journaled, not held against the task.
+
+use std::collections::BTreeSet;
+use std::time::{Instant, SystemTime};
+
+use serde_json::json;
+
+use crate::claims::StoreError;
+use crate::error::{Code, Error};
+use crate::run::turn::Turn;
+use crate::suite::Suite;
+use crate::suite::report::{Outcome, Report};
+use crate::suite::results::{self, Results, Store};
+
+/// What the gate says of a change.
+pub(super) enum Verdict {
+    /// Nothing that passes on the branch fails with it: push.
+    Pass,
+    /// It breaks tests (`why`; an `ERROR:` line each).
+    Red { why: String, errors: Vec<String> },
+    /// Its tests could not be read (a timeout, no report): not pushed.
+    Untested(String),
+    /// The test command cannot run at all: the run stops.
+    Broken(String),
+    /// The run was killed meanwhile.
+    Stopped,
+    /// The claim was taken away meanwhile.
+    Lost,
+}
+
+/// One run of the suite, as the gate sees it.
+enum Tested {
+    Ran(Report),
+    Failed(Error),
+    Stopped,
+    Lost,
+}
+
+/// Judge the clone's HEAD, the work on top of `onto` (the branch's commit).
+pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Error> {
+    let Turn {
+        run, clone, name, ..
+    } = turn;
+    let Some(suite) = &run.config.gate else {
+        return Ok(Verdict::Pass);
+    };
+    let store = Store::new(&run.state);
+    let head = clone.head()?;
+    let key = |commit: &str| {
+        results::code_key(clone.dir(), commit).map_err(|e| {
+            Error::failure(format!("cannot read the tree of {commit}: {e}")).caused_by(e)
+        })
+    };
+    let (here, there) = (key(&head)?, key(onto)?);
+    // Only the board changed (or nothing): no test can tell.
+    if here == there {
+        return Ok(Verdict::Pass);
+    }
+    let base = match store.get(&there) {
+        Some(base) => base,
+        None => {
+            let dir = run.state.join("gate").join(
+                clone
+                    .dir()
+                    .file_name()
+                    .unwrap_or_else(|| std::ffi::OsStr::new(name)),
+            );
+            clone.tree_at(&dir, onto)?;
+            let tested = tests(turn, suite, &dir, "baseline");
+            clone.drop_tree(&dir);
+            match tested {
+                Tested::Ran(report) => {
+                    let base = Results::of(onto, &report);
+                    store.put(&there, &base);
+                    base
+                }
+                Tested::Stopped => return Ok(Verdict::Stopped),
+                Tested::Lost => return Ok(Verdict::Lost),
+                Tested::Failed(e) if e.code == Code::Usage => {
+                    return Ok(Verdict::Broken(e.to_string()));
+                }
+                // A branch whose tests cannot be read passes none of them.
+                Tested::Failed(e) => {
+                    run.say(
+                        name,
+                        &format!(
+                            "the tests of `{}` cannot be read ({e}); counting none as passing there",
+                            run.hub.branch
+                        ),
+                    );
+                    Results::default()
+                }
+            }
+        }
+    };
+    clone.files_for_tests()?;
+    let first = match tests(turn, suite, clone.dir(), "gate") {
+        Tested::Ran(report) => report,
+        other => return after_tests(turn, other),
+    };
+    let mut judged = judge(&base, &first, None);
+    if !judged.red.is_empty() || judged.fewer {
+        // Again, at once, on the same tree: what passes now was flaky.
+        let again = match tests(turn, suite, clone.dir(), "rerun") {
+            Tested::Ran(report) => report,
+            other => return after_tests(turn, other),
+        };
+        judged = judge(&base, &first, Some(&again));
+    }
+    clone.after_tests()?;
+    if !judged.flaky.is_empty() {
+        run.say(
+            name,
+            &format!(
+                "`{}`: flaky, passed when run again: {}",
+                turn.task.id,
+                judged.flaky.join(", ")
+            ),
+        );
+        run.journal.log(
+            name,
+            "flaky",
+            json!({"task": turn.task.id.as_str(), "tests": judged.flaky}),
+        );
+    }
+    if judged.red.is_empty() && !judged.fewer {
+        // Kept as passing: what passed in either run.
+        let mut kept = Results::of(&head, &first);
+        kept.counts.passed = judged.passed.len();
+        kept.passed = judged.passed;
+        store.put(&here, &kept);
+        return Ok(Verdict::Pass);
+    }
+    let branch = &run.hub.branch;
+    let why = if judged.red.is_empty() {
+        format!(
+            "it leaves {} test(s) passing, {} on `{branch}`",
+            judged.passed.len(),
+            base.counts.passed
+        )
+    } else {
+        format!(
+            "{} test(s) that pass on `{branch}` fail with it",
+            judged.red.len()
+        )
+    };
+    Ok(Verdict::Red {
+        why,
+        errors: judged.errors,
+    })
+}
+
+/// A test run in the clone that ended other than with a report: the clone
+/// made clean again, and what that means.
+fn after_tests(turn: Turn<'_>, tested: Tested) -> Result<Verdict, Error> {
+    turn.clone.after_tests()?;
+    Ok(match tested {
+        Tested::Ran(_) => Verdict::Pass,
+        Tested::Stopped => Verdict::Stopped,
+        Tested::Lost => Verdict::Lost,
+        Tested::Failed(e) if e.code == Code::Usage => Verdict::Broken(e.to_string()),
+        Tested::Failed(e) => Verdict::Untested(e.to_string()),
+    })
+}
+
+/// Run the suite in `dir`, heartbeating the claim, journaled as `kind`.
+fn tests(turn: Turn<'_>, suite: &Suite, dir: &std::path::Path, kind: &str) -> Tested {
+    let Turn {
+        run, name, held, ..
+    } = turn;
+    let started = Instant::now();
+    let mut last_beat = Instant::now();
+    let mut lost = false;
+    let ran = crate::suite::run::run_while(suite, dir, &mut || {
+        if run.stop.killing() {
+            return false;
+        }
+        if last_beat.elapsed() >= run.config.heartbeat {
+            last_beat = Instant::now();
+            if let Err(StoreError::Lost { .. }) = run.store.heartbeat(held, SystemTime::now()) {
+                lost = true;
+                return false;
+            }
+        }
+        true
+    });
+    let mut fields = json!({
+        "task": turn.task.id.as_str(),
+        "kind": kind,
+        "secs": started.elapsed().as_secs_f64(),
+    });
+    let tested = match ran {
+        Ok(Some(ran)) => {
+            fields["counts"] = json!(ran.report.counts());
+            Tested::Ran(ran.report)
+        }
+        Ok(None) if lost => Tested::Lost,
+        Ok(None) => Tested::Stopped,
+        Err(e) => {
+            fields["error"] = json!(e.to_string());
+            Tested::Failed(e)
+        }
+    };
+    run.journal.log(name, "tests", fields);
+    tested
+}
+
+/// A change's results set against the branch's.
+#[derive(Debug, Default, PartialEq)]
+struct Judged {
+    /// Tests that pass on the branch and failed in every run of the change.
+    red: Vec<String>,
+    /// Their `ERROR:` lines.
+    errors: Vec<String>,
+    /// Tests that failed once and then passed.
+    flaky: Vec<String>,
+    /// Tests that passed in some run of the change.
+    passed: BTreeSet<String>,
+    /// Fewer tests pass than on the branch.
+    fewer: bool,
+}
+
+/// The change's runs (`first`, and `again` if it was run again) against
+/// the branch's results.
+fn judge(base: &Results, first: &Report, again: Option<&Report>) -> Judged {
+    let runs: Vec<&Report> = std::iter::once(first).chain(again).collect();
+    let passed: BTreeSet<String> = runs
+        .iter()
+        .flat_map(|r| &r.cases)
+        .filter(|c| c.outcome == Outcome::Passed)
+        .map(|c| c.id())
+        .collect();
+    let mut judged = Judged {
+        fewer: passed.len() < base.counts.passed,
+        ..Judged::default()
+    };
+    let mut seen = BTreeSet::new();
+    for case in &first.cases {
+        let id = case.id();
+        if case.outcome != Outcome::Failed || !base.passed.contains(&id) || !seen.insert(id.clone())
+        {
+            continue;
+        }
+        if passed.contains(&id) {
+            judged.flaky.push(id);
+        } else {
+            let why = case.failure.as_deref().filter(|w| !w.is_empty());
+            judged
+                .errors
+                .push(format!("ERROR: {id}: {}", why.unwrap_or("failed")));
+            judged.red.push(id);
+        }
+    }
+    judged.passed = passed;
+    judged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tap(text: &str) -> Report {
+        crate::suite::tap::parse(text).unwrap()
+    }
+
+    fn base(text: &str) -> Results {
+        Results::of("base", &tap(text))
+    }
+
+    #[test]
+    fn a_test_green_on_the_branch_and_red_with_the_change_is_red() {
+        let base = base("1..3\nok 1 - a\nok 2 - b\nnot ok 3 - c\n");
+        // c was red already: not the change's doing; b is.
+        let first = tap("1..3\nok 1 - a\nnot ok 2 - b\n# boom\nnot ok 3 - c\n");
+        let j = judge(&base, &first, Some(&first));
+        assert_eq!(j.red, ["b"]);
+        assert_eq!(j.errors.len(), 1);
+        assert!(j.errors[0].starts_with("ERROR: b: "), "{:?}", j.errors);
+        assert!(j.flaky.is_empty());
+    }
+
+    #[test]
+    fn a_test_that_passes_when_run_again_is_flaky_not_red() {
+        let base = base("1..2\nok 1 - a\nok 2 - b\n");
+        let first = tap("1..2\nok 1 - a\nnot ok 2 - b\n");
+        let again = tap("1..2\nok 1 - a\nok 2 - b\n");
+        let j = judge(&base, &first, Some(&again));
+        assert!(j.red.is_empty());
+        assert_eq!(j.flaky, ["b"]);
+        assert!(!j.fewer);
+    }
+
+    #[test]
+    fn fewer_passing_tests_is_red_even_with_none_failing() {
+        // The change deleted test b.
+        let base = base("1..2\nok 1 - a\nok 2 - b\n");
+        let j = judge(&base, &tap("1..1\nok 1 - a\n"), None);
+        assert!(j.red.is_empty());
+        assert!(j.fewer);
+        // More passing is fine: the fixed test and a new one.
+        let j = judge(
+            &base,
+            &tap("1..4\nok 1 - a\nok 2 - b\nok 3 - c\nok 4 - d\n"),
+            None,
+        );
+        assert_eq!(
+            j,
+            Judged {
+                passed: ["a", "b", "c", "d"].map(String::from).into(),
+                ..Judged::default()
+            }
+        );
+    }
+}
