@@ -308,6 +308,19 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
         })?
         .filter(|_| !flags.no_gate)
         .map(|suite| suite.for_gate());
+    // A program named without a path must be on PATH now; one with a path
+    // may be a script of the branch's, found only in the clone.
+    if let Some(program) = gate.as_ref().map(|g| g.argv[0].as_str())
+        && !program.contains('/')
+        && !(world.runnable)(program)
+    {
+        return Err(Error::usage(format!(
+            "the test command `{program}` ([tests] in farm.toml) not found (looked on PATH)"
+        ))
+        .hint(
+            "install it, fix `command` or `verify` in [tests], or run without the gate: --no-gate",
+        ));
+    }
     Ok(RunConfig {
         argv,
         via,

@@ -363,3 +363,134 @@ fn the_gate_lands_a_fix_and_tests_the_branch_no_second_time() {
     let runs = test_runs(&env);
     assert_eq!(runs, [("baseline".into(), 1), ("gate".into(), 2)].into());
 }
+
+/// A hub with [`checked_project`]'s tests, gated by `gate.sh` (`body`,
+/// then [`CHECK`]) with a timeout of `timeout`.
+fn gated_project(body: &str, timeout: &str) -> Env {
+    let env = checked_project(&format!(
+        "verify = \"sh gate.sh\"\ntimeout = \"{timeout}\"\n"
+    ));
+    std::fs::write(env.hub.join("gate.sh"), format!("{body}\n{CHECK}")).unwrap();
+    env.git(["add", "gate.sh"]);
+    env.git(["commit", "-qm", "the gate"]);
+    env
+}
+
+#[test]
+fn a_gate_that_hangs_or_prints_garbage_neither_lands_the_change_nor_loses_it() {
+    for (body, says) in [
+        (
+            "[ -f src/notes ] && sleep 30",
+            "its tests could not be read: the test command `sh gate.sh` did not finish within 1s",
+        ),
+        (
+            "[ -f src/notes ] && { echo 'Segmentation fault'; exit 139; }",
+            "cannot read the test report as lines: line 1: no line matched",
+        ),
+    ] {
+        let env = gated_project(body, "1s");
+        crate::run::add_task(&env, &["notes", "--max-attempts", "1", "-m", "Take notes"]);
+        crate::run::farm_run(&env, &fixer(&env), &[]).success();
+        assert_eq!(
+            crate::run::board(&env, "tasks/failed"),
+            ["notes".to_owned()].into(),
+            "{body}"
+        );
+        assert!(crate::run::show(&env, "main:src/notes").is_none(), "{body}");
+        let note = crate::run::show(&env, "main:tasks/failed/notes.md").unwrap();
+        assert!(note.contains(says), "{body}: {note}");
+        let branches = crate::run::rescue_branches(&env, "notes");
+        assert_eq!(branches.len(), 1, "{body}: {branches:?}");
+        assert_eq!(
+            crate::run::show(&env, &format!("{}:src/notes", branches[0])).as_deref(),
+            Some("notes\n")
+        );
+        crate::run::assert_hub_sound(&env);
+    }
+}
+
+#[test]
+fn a_gate_command_that_is_missing_stops_the_run_and_counts_no_attempt() {
+    // Not on PATH: bad usage before anything is claimed.
+    let env = checked_project("verify = \"no-such-test-runner --all\"\n");
+    crate::run::add_task(&env, &["notes", "-m", "Take notes"]);
+    let out = crate::run::farm_run(&env, &fixer(&env), &[]).code(2);
+    assert!(
+        out.stderr
+            .contains("the test command `no-such-test-runner` ([tests] in farm.toml) not found"),
+        "{out:#?}"
+    );
+    assert!(out.stderr.contains("--no-gate"), "{out:#?}");
+    assert!(!logs_exist(&env), "a session ran: {out:#?}");
+    crate::run::farm_run(&env, &fixer(&env), &["--no-gate"]).success();
+    assert_eq!(
+        crate::run::board(&env, "tasks/done"),
+        ["notes".to_owned()].into()
+    );
+    assert!(logs_exist(&env));
+
+    // A script of the branch's that is not there: found out at the first
+    // push. The run stops; the work is rescued; no attempt is counted.
+    let env = checked_project("verify = \"./no-such-script.sh\"\n");
+    crate::run::add_task(&env, &["notes", "-m", "Take notes"]);
+    let out = crate::run::farm_run(&env, &fixer(&env), &[]).code(1);
+    assert!(
+        out.stderr.contains(
+            "the test gate cannot run: cannot run the test command `./no-such-script.sh`"
+        ),
+        "{out:#?}"
+    );
+    assert_eq!(
+        crate::run::board(&env, "tasks"),
+        ["notes".to_owned()].into()
+    );
+    let task = crate::run::show(&env, "main:tasks/notes.md").unwrap();
+    assert!(!task.contains("## Attempt"), "{task}");
+    assert!(crate::run::show(&env, "main:src/notes").is_none());
+    assert_eq!(crate::run::rescue_branches(&env, "notes").len(), 1);
+}
+
+/// Whether any session log was written.
+fn logs_exist(env: &Env) -> bool {
+    std::fs::read_dir(env.tmp.path().join("state/logs")).is_ok_and(|mut d| d.next().is_some())
+}
+
+#[test]
+fn a_test_that_passes_when_run_again_is_flaky_and_the_change_lands() {
+    let env = gated_project("", "1m");
+    let once = env.tmp.path().join("failed-once");
+    std::fs::write(
+        env.hub.join("gate.sh"),
+        format!(
+            "if [ -f src/notes ] && [ ! -e '{0}' ]; then : > '{0}'; echo 'FAIL: a: timing'; echo 'PASS: b'; exit 1; fi\n{CHECK}",
+            once.display()
+        ),
+    )
+    .unwrap();
+    env.git(["commit", "-qam", "a flaky gate"]);
+    crate::run::add_task(&env, &["notes", "-m", "Take notes"]);
+    let out = crate::run::farm_run(&env, &fixer(&env), &[]).success();
+    assert!(
+        out.stderr
+            .contains("`notes`: flaky, passed when run again: a"),
+        "{out:#?}"
+    );
+    assert_eq!(
+        crate::run::board(&env, "tasks/done"),
+        ["notes".to_owned()].into()
+    );
+    assert_eq!(
+        test_runs(&env),
+        [
+            ("baseline".into(), 1),
+            ("gate".into(), 1),
+            ("rerun".into(), 1)
+        ]
+        .into()
+    );
+    let journal = std::fs::read_to_string(env.tmp.path().join("state/journal.jsonl")).unwrap();
+    assert!(
+        journal.contains(r#""event":"flaky""#) && journal.contains(r#""tests":["a"]"#),
+        "{journal}"
+    );
+}
