@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use git2::{ObjectType, Oid, Repository};
 use serde::{Deserialize, Serialize};
 
-use crate::suite::report::{Counts, Outcome, Report};
+use crate::suite::report::{Outcome, Report};
 
 /// Top-level entries that are farm's, not the project's code.
 const NOT_CODE: [&str; 3] = ["tasks", "current_tasks", "PROGRESS.md"];
@@ -35,31 +35,37 @@ pub fn code_key(repo: &Path, commit: &str) -> Result<String, git2::Error> {
     Ok(Oid::hash_object(ObjectType::Blob, &listing)?.to_string())
 }
 
-/// One tree's results: the tests that passed, and the counts.
+/// One tree's results: its report, and the commit it was taken at (one of
+/// those with this code).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Results {
-    /// The commit they were taken at (one of those with this code).
     pub commit: String,
-    pub counts: Counts,
-    /// The full names ([`Case::id`](crate::suite::report::Case::id)) of the
-    /// tests that passed.
-    pub passed: BTreeSet<String>,
+    pub report: Report,
 }
 
 impl Results {
     pub fn of(commit: &str, report: &Report) -> Results {
         Results {
             commit: commit.to_owned(),
-            counts: report.counts(),
-            passed: report
-                .cases
-                .iter()
-                .filter(|c| c.outcome == Outcome::Passed)
-                .map(|c| c.id())
-                .collect(),
+            report: report.clone(),
         }
     }
+
+    /// The full names ([`Case::id`](crate::suite::report::Case::id)) of
+    /// the tests that passed.
+    pub fn passed(&self) -> BTreeSet<String> {
+        self.report
+            .cases
+            .iter()
+            .filter(|c| c.outcome == Outcome::Passed)
+            .map(|c| c.id())
+            .collect()
+    }
 }
+
+/// At most this many results are kept (the newest): a night of pushes
+/// would otherwise leave one file each.
+const KEEP: usize = 64;
 
 /// Results kept under `<state>/tests/`, one JSON file per code key.
 pub struct Store {
@@ -95,6 +101,26 @@ impl Store {
         use std::io::Write;
         if tmp.write_all(&text).is_ok() {
             let _ = tmp.persist(self.dir.join(format!("{key}.json")));
+        }
+        self.prune();
+    }
+
+    /// Remove all but the [`KEEP`] newest results.
+    fn prune(&self) {
+        let Ok(dir) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        let mut kept: Vec<(std::time::SystemTime, PathBuf)> = dir
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+            .collect();
+        if kept.len() <= KEEP {
+            return;
+        }
+        kept.sort();
+        for (_, path) in &kept[..kept.len() - KEEP] {
+            let _ = std::fs::remove_file(path);
         }
     }
 }
@@ -140,11 +166,18 @@ mod tests {
         let store = Store::new(tmp.path());
         let report = crate::suite::tap::parse("1..2\nok 1 - a\nnot ok 2 - b\n").unwrap();
         let results = Results::of("abc", &report);
-        assert_eq!(results.passed.iter().collect::<Vec<_>>(), ["a"]);
+        assert_eq!(results.passed().iter().collect::<Vec<_>>(), ["a"]);
         assert_eq!(store.get("k"), None);
         store.put("k", &results);
-        assert_eq!(store.get("k"), Some(results));
+        assert_eq!(store.get("k"), Some(results.clone()));
         std::fs::write(tmp.path().join("tests/k.json"), "{\"commit\":").unwrap();
         assert_eq!(store.get("k"), None);
+        // The newest are kept.
+        for i in 0..KEEP + 3 {
+            store.put(&format!("n{i:03}"), &results);
+        }
+        let left = std::fs::read_dir(tmp.path().join("tests")).unwrap().count();
+        assert_eq!(left, KEEP);
+        assert_eq!(store.get(&format!("n{:03}", KEEP + 2)), Some(results));
     }
 }
