@@ -1,18 +1,28 @@
 //! `farm tests`: run the project's test suite (`[tests]` in farm.toml) on
-//! the hub's branch, in a scratch clone, and say what it adds up to.
+//! the hub's branch, in a scratch clone, and say what it adds up to; with
+//! `--tasks`, make the failures tasks ([`refresh`], which `farm run
+//! --steer` calls too).
 
 use serde::Serialize;
 
-use crate::board::edit::Branch;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::SystemTime;
+
+use crate::board::edit::{self, Branch, Edit, Tx};
+use crate::claims::ClaimStore;
 use crate::commands::branch::HubBranch;
 use crate::config::Ctx;
 use crate::error::Error;
 use crate::git::command::Repo;
 use crate::git::hub::Hub;
+use crate::names::TaskId;
 use crate::output::{Style, table};
 use crate::settings::Settings;
 use crate::suite::Suite;
-use crate::suite::report::{Counts, Outcome};
+use crate::suite::report::{Counts, Outcome, Report};
+use crate::suite::results::{self, Results, Store};
+use crate::suite::tasks::{self, Applied, GroupBy, Seen};
 
 /// Run the test suite on the hub's branch and print the aggregate.
 ///
@@ -22,19 +32,26 @@ use crate::suite::report::{Counts, Outcome};
 /// `timeout`. Prints passed / failed / skipped / total, per group, then one
 /// `ERROR: <test>: <why>` line per failing test. Failing tests are a result,
 /// not an error: the exit code is 0 once the report was read.
+///
+/// With --tasks, each failing test (or group, --group-by) without a task
+/// gets one, labelled `test`, its id made from the test's name; a pending
+/// test task whose tests all pass is moved to tasks/done/. Running it again
+/// on the same failures adds nothing.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
   farm tests
   farm tests --json | jq '.counts'
   farm tests | grep '^ERROR:'
+  farm tests --tasks --group-by file
 
 farm.toml:
   [tests]
   command = \"pytest -q --junitxml=report.xml\"
   format = \"junit\"
   report = \"report.xml\"
-  timeout = \"10m\"")]
+  timeout = \"10m\"
+  run_one = \"pytest {file}::{name}\"   # named in each test task")]
 pub struct Args {
     /// Print JSON: {branch, commit, command, format, exit, secs, counts, groups, errors, failures}.
     #[arg(long)]
@@ -43,6 +60,21 @@ pub struct Args {
     /// The branch to test (default: the hub's HEAD branch).
     #[arg(long)]
     branch: Option<String>,
+
+    /// Make a task of each failure without one; close test tasks that pass.
+    #[arg(long)]
+    tasks: bool,
+
+    /// With --tasks: one task per failing test, or per file, suite or name
+    /// prefix.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "HOW",
+        default_value = "test",
+        requires = "tasks"
+    )]
+    group_by: GroupBy,
 }
 
 #[derive(Serialize)]
@@ -57,7 +89,8 @@ struct Failure<'a> {
 pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let spec = ctx.hub_spec()?;
     let hub = Hub::open(&spec, args.branch.as_deref())?;
-    let settings = Settings::of_hub(&spec, Some(&hub.branch), &ctx.state_dir(&spec))?;
+    let state = ctx.state_dir(&spec);
+    let settings = Settings::of_hub(&spec, Some(&hub.branch), &state)?;
     let suite = Suite::from_raw(settings.tests.as_ref())
         .map_err(|e| {
             Error::usage(format!(
@@ -72,13 +105,14 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
             ))
             .hint("add a [tests] table with `command` and `format` (see farm tests --help)")
         })?;
-    let mut branch = HubBranch::new(&hub, "the tests".into());
-    let (dir, _keep) = branch.checkout(0)?;
-    let commit = Repo::new(&dir)
-        .run(["rev-parse", "HEAD"])
-        .map_err(|e| Error::failure(e.to_string()).caused_by(e))?;
-    let ran = crate::suite::run::run(&suite, &dir)?;
-    let report = &ran.report;
+    let tip = Tip::test(&hub, &suite, &state, false)?;
+    let applied = if args.tasks {
+        let claimed = claimed(&*ctx.store_of(&spec, &settings)?)?;
+        Some(refresh(&hub, &suite, &tip, args.group_by, &claimed)?)
+    } else {
+        None
+    };
+    let report = &tip.report;
     let counts = report.counts();
     let errors = report.error_lines();
     if args.json {
@@ -94,18 +128,30 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
                 file: c.file.as_deref(),
             })
             .collect();
-        let doc = serde_json::json!({
+        let mut doc = serde_json::json!({
             "branch": hub.branch,
-            "commit": commit,
+            "commit": tip.commit,
             "command": suite.command_line(),
             "format": suite.format.name(),
-            "exit": ran.exit,
-            "secs": ran.took.as_secs_f64(),
+            "exit": tip.exit,
+            "secs": tip.secs,
             "counts": counts,
             "groups": report.by_group(),
             "errors": errors,
             "failures": failures,
         });
+        if let Some(a) = &applied {
+            let ids = |ids: &[TaskId]| {
+                ids.iter()
+                    .map(|i| i.as_str().to_owned())
+                    .collect::<Vec<_>>()
+            };
+            doc["tasks"] = serde_json::json!({
+                "added": ids(&a.added),
+                "kept": ids(&a.kept),
+                "closed": ids(&a.closed),
+            });
+        }
         let text = serde_json::to_string_pretty(&doc)
             .map_err(|e| Error::failure(format!("cannot write JSON: {e}")).caused_by(e))?;
         ctx.out.data(&format!("{text}\n"))?;
@@ -114,11 +160,11 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     ctx.out.note(&format!(
         "tests on `{}` at {} (`{}`, {}): {} in {:.1}s",
         hub.branch,
-        &commit[..12.min(commit.len())],
+        &tip.commit[..12.min(tip.commit.len())],
         suite.command_line(),
         suite.format.name(),
         summary(&counts),
-        ran.took.as_secs_f64()
+        tip.secs
     ));
     let groups = report.by_group();
     let mut text = String::new();
@@ -151,8 +197,112 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         text.push('\n');
     }
     text.push_str(&format!("{}\n", summary(&counts)));
+    if let Some(a) = &applied {
+        text.push_str(&format!(
+            "tasks: {} added, {} closed, {} already on the board\n",
+            a.added.len(),
+            a.closed.len(),
+            a.kept.len()
+        ));
+    }
     ctx.out.data(&text)?;
     Ok(())
+}
+
+/// The suite's report for the tip of the hub's branch.
+pub struct Tip {
+    pub commit: String,
+    pub report: Report,
+    /// The command's exit code and how long it ran (`None`, 0: the report
+    /// was one kept for that tree).
+    pub exit: Option<i32>,
+    pub secs: f64,
+}
+
+impl Tip {
+    /// Test the tip of `hub`'s branch in a scratch clone — or, when
+    /// `kept_will_do`, take the results kept for its tree if there are
+    /// some. Either way the results are kept (the gate's baseline).
+    pub fn test(hub: &Hub, suite: &Suite, state: &Path, kept_will_do: bool) -> Result<Tip, Error> {
+        let mut branch = HubBranch::new(hub, "the tests".into());
+        let (dir, _keep) = branch.checkout(0)?;
+        let commit = Repo::new(&dir)
+            .run(["rev-parse", "HEAD"])
+            .map_err(|e| Error::failure(e.to_string()).caused_by(e))?;
+        let store = Store::new(state);
+        let key = results::code_key(&dir, &commit)
+            .map_err(|e| Error::failure(format!("cannot read {commit}: {e}")).caused_by(e))?;
+        if kept_will_do && let Some(kept) = store.get(&key) {
+            return Ok(Tip {
+                commit,
+                report: kept.report,
+                exit: None,
+                secs: 0.0,
+            });
+        }
+        let ran = crate::suite::run::run(suite, &dir)?;
+        store.put(&key, &Results::of(&commit, &ran.report));
+        Ok(Tip {
+            commit,
+            report: ran.report,
+            exit: ran.exit,
+            secs: ran.took.as_secs_f64(),
+        })
+    }
+}
+
+/// The tasks claimed now (an agent is on them: not closed under it).
+pub fn claimed(store: &dyn ClaimStore) -> Result<BTreeSet<TaskId>, Error> {
+    Ok(store
+        .list()?
+        .into_iter()
+        .filter_map(|l| TaskId::parse(&l.name).ok())
+        .collect())
+}
+
+/// Bring the board on the hub's branch in line with the failures of `tip`
+/// (see [`crate::suite::tasks::apply`]): one commit, pushed; none when
+/// there is nothing to change.
+pub fn refresh(
+    hub: &Hub,
+    suite: &Suite,
+    tip: &Tip,
+    by: GroupBy,
+    claimed: &BTreeSet<TaskId>,
+) -> Result<Applied, Error> {
+    let command = suite.command_line();
+    let seen = Seen {
+        branch: &hub.branch,
+        commit: &tip.commit,
+        command: &command,
+        run_one: suite.run_one.as_deref(),
+    };
+    let mut last = Applied::default();
+    let mut branch = HubBranch::new(hub, "the test tasks".into());
+    let tx = edit::transact(&mut branch, crate::commands::branch::ROUNDS, |dir| {
+        let applied = tasks::apply(dir, &tip.report, by, &seen, claimed, SystemTime::now())
+            .map_err(|e| Error::failure(format!("cannot edit the board: {e}")).caused_by(e))?;
+        let message = format!(
+            "farm: tasks from the tests at {}: {} added, {} closed",
+            &tip.commit[..12.min(tip.commit.len())],
+            applied.added.len(),
+            applied.closed.len()
+        );
+        let changed = !applied.added.is_empty() || !applied.closed.is_empty();
+        last = applied;
+        Ok(if changed {
+            Edit::Commit { message, value: () }
+        } else {
+            Edit::Gone
+        })
+    })?;
+    match tx {
+        Tx::Pushed(()) | Tx::Gone => Ok(last),
+        Tx::Busy | Tx::Lost(()) => Err(Error::failure(format!(
+            "could not edit the board: the hub's `{}` kept moving",
+            hub.branch
+        ))),
+    }
 }
 
 /// `140 passed, 60 failed, 0 skipped, 200 total`.

@@ -13,6 +13,7 @@ pub mod report;
 pub mod results;
 pub mod run;
 pub mod tap;
+pub mod tasks;
 
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
@@ -38,6 +39,9 @@ pub struct Raw {
     /// The command the gate runs before every push (default: `command`);
     /// it writes the same report in the same format.
     pub verify: Option<String>,
+    /// The command that runs one test, for the tasks made from failing
+    /// tests: `{test}`, `{name}`, `{group}` and `{file}` are replaced.
+    pub run_one: Option<String>,
     /// `format = "lines"`: the patterns (see [`lines`]).
     pub passed: Option<String>,
     pub failed: Option<String>,
@@ -88,6 +92,8 @@ pub struct Suite {
     pub timeout: Duration,
     /// The gate's command (`verify`), when it is not `argv`.
     verify: Option<Vec<String>>,
+    /// `run_one`, as written.
+    pub run_one: Option<String>,
     patterns: Patterns,
 }
 
@@ -154,6 +160,7 @@ impl Suite {
             report,
             timeout,
             verify,
+            run_one: raw.run_one.clone(),
             patterns,
         }))
     }

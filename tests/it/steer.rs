@@ -494,3 +494,62 @@ fn a_test_that_passes_when_run_again_is_flaky_and_the_change_lands() {
         "{journal}"
     );
 }
+
+#[test]
+fn farm_tests_tasks_adds_a_task_per_failure_once_and_closes_it_when_it_passes() {
+    let env = checked_project("run_one = \"sh check.sh --only {test}\"\n");
+    std::fs::write(env.hub.join("tests/d.t"), "4\n").unwrap();
+    env.git(["add", "-A"]);
+    env.git(["commit", "-qm", "test d"]);
+    let out = env.farm_git(["tests", "--tasks"]).run().success();
+    assert!(
+        out.stdout
+            .ends_with("tasks: 2 added, 0 closed, 0 already on the board\n"),
+        "{out:#?}"
+    );
+    assert_eq!(
+        crate::run::board(&env, "tasks"),
+        ["test-c".to_owned(), "test-d".to_owned()].into()
+    );
+    let task = crate::run::show(&env, "main:tasks/test-c.md").unwrap();
+    assert!(task.contains("labels = [\"test\"]"), "{task}");
+    assert!(task.contains("ERROR: c: want 3 got 0"), "{task}");
+    assert!(task.contains("Run it: `sh check.sh --only c`"), "{task}");
+    let commits = env.git(["rev-list", "--count", "main"]);
+
+    // Again, on the same failures: nothing added, no commit.
+    let doc = env
+        .farm_git(["tests", "--tasks", "--json"])
+        .run()
+        .success()
+        .json();
+    assert_eq!(
+        doc["tasks"],
+        serde_json::json!({"added": [], "kept": ["test-c", "test-d"], "closed": []})
+    );
+    assert_eq!(env.git(["rev-list", "--count", "main"]), commits);
+
+    // c fixed by hand: its task is closed on the next refresh.
+    std::fs::write(env.hub.join("src/c"), "3\n").unwrap();
+    env.git(["commit", "-qam", "fix c by hand"]);
+    let doc = env
+        .farm_git(["tests", "--tasks", "--json"])
+        .run()
+        .success()
+        .json();
+    assert_eq!(doc["tasks"]["closed"], serde_json::json!(["test-c"]));
+    assert_eq!(
+        crate::run::board(&env, "tasks/done"),
+        ["test-c".to_owned()].into()
+    );
+    let done = crate::run::show(&env, "main:tasks/done/test-c.md").unwrap();
+    let sha = env.git(["rev-parse", "HEAD~1"]);
+    assert!(
+        done.contains(&format!("passes on `main` at {}", &sha[..12])),
+        "{done}"
+    );
+
+    // --group-by says how tasks are made: without --tasks it is a mistake.
+    let out = env.farm_git(["tests", "--group-by", "file"]).run().code(2);
+    assert!(out.stderr.contains("--tasks"), "{out:#?}");
+}
