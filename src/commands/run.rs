@@ -7,6 +7,7 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::claims::host::Here;
+use crate::commands::tests::{self, Tip};
 use crate::config::Ctx;
 use crate::error::{Code, Error};
 use crate::git::hub::Hub;
@@ -14,6 +15,8 @@ use crate::run::agent::{Run, Summary, run_loop};
 use crate::run::config::{self, Flags};
 use crate::run::session::which;
 use crate::settings::Settings;
+use crate::suite::Suite;
+use crate::suite::tasks::GroupBy;
 
 /// Run agents on the board until it is settled.
 ///
@@ -39,6 +42,29 @@ bare and URL hubs have settings too (see `farm init`).")]
 pub struct Args {
     #[command(flatten)]
     flags: Flags,
+
+    /// Tests steer: make a task of each failing test ([tests] in farm.toml,
+    /// as `farm tests --tasks` does) before the agents start, and again
+    /// after integrations, at most once a minute; close those that pass.
+    #[arg(long)]
+    steer: bool,
+
+    /// With --steer: one task per failing test, or per file, suite or name
+    /// prefix.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "HOW",
+        default_value = "test",
+        requires = "steer"
+    )]
+    group_by: GroupBy,
+}
+
+/// What `--steer` refreshes the board with.
+struct Steer {
+    suite: Suite,
+    by: GroupBy,
 }
 
 pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
@@ -59,6 +85,20 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
             claims: ctx.claims_kind(&spec, &settings),
         },
     )?;
+    let steer = if args.steer {
+        let suite = Suite::from_raw(settings.tests.as_ref())
+            .map_err(|e| Error::usage(format!("invalid [tests] in farm.toml: {e}")))?
+            .ok_or_else(|| {
+                Error::usage("--steer needs the tests: farm.toml has no [tests]")
+                    .hint("add a [tests] table with `command` and `format` (see farm tests --help)")
+            })?;
+        Some(Steer {
+            suite,
+            by: args.group_by,
+        })
+    } else {
+        None
+    };
     let hub = Hub::open(&spec, config.branch.as_deref())?;
     std::fs::create_dir_all(&state).map_err(|e| {
         Error::failure(format!(
@@ -94,6 +134,10 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     // The schedules' occurrences due now are on the board before the first claim.
     let mut loader = crate::schedule::fire::Loader::default();
     fire_schedules(&run, &mut loader);
+    // So are the tasks of the failing tests.
+    if let Some(steer) = &steer {
+        steer_board(&run, steer);
+    }
     // A `farm stop` posted before this run began is not for it.
     let old_stop = run.store.stop_notice(true)?.map(|n| n.nonce);
     let finished = std::sync::atomic::AtomicBool::new(false);
@@ -117,6 +161,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         let old_stop = &old_stop;
         s.spawn(move || watch_for_stop(run, old_stop.as_ref(), finished));
         s.spawn(move || fire_every_minute(run, finished, loader));
+        if let Some(steer) = &steer {
+            s.spawn(move || steer_every_minute(run, finished, steer));
+        }
         let loops: Vec<_> = names
             .iter()
             .map(|name| {
@@ -235,6 +282,80 @@ fn fire_schedules(run: &Run, loader: &mut crate::schedule::fire::Loader) {
                 e.message
             ));
         }
+    }
+}
+
+/// Make a task of each failing test on the branch, and close the test
+/// tasks that pass (see `farm tests --tasks`): from the results the gate
+/// kept for the branch's tree when it has some, else by a run of the
+/// suite. A failure is told and journaled, never the run's end.
+fn steer_board(run: &Run, steer: &Steer) {
+    let refreshed = Tip::test(&run.hub, &steer.suite, &run.state, true).and_then(|tip| {
+        let claimed = tests::claimed(&*run.store)?;
+        let applied = tests::refresh(&run.hub, &steer.suite, &tip, steer.by, &claimed)?;
+        Ok((tip, applied))
+    });
+    match refreshed {
+        Ok((tip, applied)) => {
+            let counts = tip.report.counts();
+            let ids = |ids: &[crate::names::TaskId]| {
+                ids.iter()
+                    .map(|i| i.as_str().to_owned())
+                    .collect::<Vec<_>>()
+            };
+            run.journal.log(
+                "",
+                "steer",
+                serde_json::json!({
+                    "commit": tip.commit,
+                    "counts": counts,
+                    "ran": tip.exit.is_some() || tip.secs > 0.0,
+                    "added": ids(&applied.added),
+                    "closed": ids(&applied.closed),
+                }),
+            );
+            run.out.note(&format!(
+                "farm run: tests on `{}`: {} passed, {} failed; tasks: {} added, {} closed",
+                run.hub.branch,
+                counts.passed,
+                counts.failed,
+                applied.added.len(),
+                applied.closed.len()
+            ));
+            if !applied.added.is_empty() {
+                run.wake_all();
+            }
+        }
+        Err(e) => {
+            run.journal
+                .log("", "steer_error", serde_json::json!({ "error": e.message }));
+            run.out.note(&format!(
+                "farm run: warning: cannot make tasks of the tests: {}",
+                e.message
+            ));
+        }
+    }
+}
+
+/// [`steer_board`] once the branch moved, at most once a minute, until the
+/// loops are done.
+fn steer_every_minute(run: &Run, finished: &std::sync::atomic::AtomicBool, steer: &Steer) {
+    use std::sync::atomic::Ordering;
+    let mut last = std::time::Instant::now();
+    let mut seen = run.hub.branch_rev();
+    while !finished.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(200));
+        if last.elapsed() < Duration::from_secs(60) || run.stop.draining() {
+            continue;
+        }
+        // A hub elsewhere has no tip to read without a fetch: refresh.
+        let now = run.hub.branch_rev();
+        if now.is_some() && now == seen {
+            continue;
+        }
+        last = std::time::Instant::now();
+        seen = now;
+        steer_board(run, steer);
     }
 }
 

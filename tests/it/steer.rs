@@ -241,20 +241,20 @@ fn checked_project(extra: &str) -> Env {
     )
 }
 
-/// How many of [`CHECK`]'s tests pass at `commit` of the hub.
+/// How many of [`CHECK`]'s tests pass at `commit` of the hub: those whose
+/// `src/` file is the same blob as their `tests/` file.
 fn passing_at(env: &Env, commit: &str) -> usize {
-    let names = env.git(["ls-tree", "--name-only", commit, "tests/"]);
-    names
-        .lines()
-        .filter(|path| {
-            let name = path
-                .strip_prefix("tests/")
-                .unwrap()
-                .strip_suffix(".t")
-                .unwrap();
-            let want = crate::run::show(env, &format!("{commit}:{path}"));
-            let got = crate::run::show(env, &format!("{commit}:src/{name}"));
-            want.is_some() && want == got
+    let mut blobs = std::collections::BTreeMap::new();
+    for line in env.git(["ls-tree", "-r", commit, "tests", "src"]).lines() {
+        let (meta, path) = line.split_once('\t').unwrap();
+        let blob = meta.split_whitespace().nth(2).unwrap().to_owned();
+        blobs.insert(path.to_owned(), blob);
+    }
+    blobs
+        .iter()
+        .filter_map(|(path, blob)| {
+            let name = path.strip_prefix("tests/")?.strip_suffix(".t")?;
+            (blobs.get(&format!("src/{name}")) == Some(blob)).then_some(())
         })
         .count()
 }
@@ -552,4 +552,133 @@ fn farm_tests_tasks_adds_a_task_per_failure_once_and_closes_it_when_it_passes() 
     // --group-by says how tasks are made: without --tasks it is a mistake.
     let out = env.farm_git(["tests", "--group-by", "file"]).run().code(2);
     assert!(out.stderr.contains("--tasks"), "{out:#?}");
+}
+
+/// The goal's sample project: tests t000–t199, each wanting its number;
+/// 60 of them (numbers ending in 0, 3 or 7) fail, their `src/` file wrong.
+fn sample_project() -> Env {
+    let mut files: Vec<(String, String)> = vec![("check.sh".into(), CHECK.into())];
+    for i in 0..200 {
+        files.push((format!("tests/t{i:03}.t"), format!("{i}\n")));
+        let value = if [0, 3, 7].contains(&(i % 10)) {
+            "x".to_owned()
+        } else {
+            i.to_string()
+        };
+        files.push((format!("src/t{i:03}"), format!("{value}\n")));
+    }
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    hub_with_tests(&check_table(""), &files)
+}
+
+/// An agent for the sample project's test tasks: it writes the value the
+/// test wants. With `breaks`, the first attempt at 30 % of the tasks
+/// (t0NN–t2NN by tens: 18 of the 60) also breaks t001, which passes.
+fn test_fixer(env: &Env, breaks: bool) -> String {
+    let log = crate::run::logs(env).join("broke.log");
+    env.agent_script(
+        "test-fixer.sh",
+        &format!(
+            r#"set -eu
+n=${{FARM_TASK#test-}}
+cp "tests/$n.t" "src/$n"
+case "{breaks}:$FARM_ATTEMPT:$n" in
+  true:1:t0[0-2]?|true:1:t1[0-2]?) echo 0 > src/t001; echo "$FARM_TASK" >> '{}';;
+esac
+git add -A
+git commit -qm "fix $n"
+"#,
+            log.display()
+        ),
+    )
+}
+
+/// Every journal line of `event`.
+fn journal_events(env: &Env, event: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(env.tmp.path().join("state/journal.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["event"] == event)
+        .collect()
+}
+
+/// The goals' run: `farm run --steer -j 4` on the sample project; checks
+/// what both goals share and gives back what the agents broke.
+fn steer_to_green(breaks: bool) -> (Env, Vec<String>) {
+    let env = sample_project();
+    let agent = test_fixer(&env, breaks);
+    let out = crate::run::farm_run(&env, &agent, &["--steer", "-j", "4"]).success();
+    assert!(
+        out.stderr.contains(
+            "farm run: tests on `main`: 140 passed, 60 failed; tasks: 60 added, 0 closed"
+        ),
+        "{out:#?}"
+    );
+    // 200/200, one task per failing test, each done once.
+    assert_eq!(passing_at(&env, "main"), 200, "{out:#?}");
+    let done = crate::run::board(&env, "tasks/done");
+    assert_eq!(done.len(), 60, "{done:?}");
+    assert!(crate::run::board(&env, "tasks").is_empty());
+    assert!(crate::run::board(&env, "tasks/failed").is_empty());
+    let mut times = std::collections::BTreeMap::<String, usize>::new();
+    for v in journal_events(&env, "done") {
+        *times
+            .entry(v["task"].as_str().unwrap().to_owned())
+            .or_default() += 1;
+    }
+    assert!(
+        times.values().all(|&n| n == 1) && times.len() == 60,
+        "{times:?}"
+    );
+    // Main never got redder, commit by commit.
+    let counts = pass_counts(&env);
+    let redder: Vec<_> = counts.windows(2).filter(|w| w[1] < w[0]).collect();
+    assert!(redder.is_empty(), "{redder:?} in {counts:?}");
+    assert_eq!(counts.last(), Some(&200));
+    crate::run::assert_hub_sound(&env);
+    let broke = crate::run::log_lines(&env, "broke.log");
+    (env, broke)
+}
+
+/// Issue 13's first goal: the failing tests become tasks and the fleet
+/// turns them green, each once, main never redder on the way. The gate
+/// ran once per integration and the branch was tested once, at the start.
+#[test]
+fn steer_turns_sixty_failing_tests_green_and_main_never_gets_redder() {
+    let (env, broke) = steer_to_green(false);
+    assert!(broke.is_empty());
+    let runs = test_runs(&env);
+    let integrations = journal_events(&env, "done").len();
+    eprintln!("test runs: {runs:?} for {integrations} integrations");
+    assert_eq!(runs.get("gate"), Some(&integrations), "{runs:?}");
+    assert_eq!(runs.get("rerun"), None, "{runs:?}");
+    assert_eq!(
+        runs.get("baseline"),
+        None,
+        "the start's refresh tested the branch: {runs:?}"
+    );
+}
+
+/// The second goal: an agent that also breaks a passing test in 30 % of its
+/// sessions. No commit on main has fewer passing tests; every broken change
+/// is on a rescue branch; every task is still done.
+#[test]
+fn steer_with_an_agent_that_breaks_tests_keeps_every_break_off_main() {
+    let (env, broke) = steer_to_green(true);
+    assert_eq!(broke.len(), 18, "{broke:?}");
+    for task in &broke {
+        let branches = crate::run::rescue_branches(&env, task);
+        assert_eq!(branches.len(), 1, "{task}: {branches:?}");
+        assert_eq!(
+            crate::run::show(&env, &format!("{}:src/t001", branches[0])).as_deref(),
+            Some("0\n"),
+            "{task}: the rescue holds the broken change"
+        );
+        let note = crate::run::show(&env, &format!("main:tasks/done/{task}.md")).unwrap();
+        assert!(note.contains("ERROR: t001: want 1 got 0"), "{note}");
+    }
 }
