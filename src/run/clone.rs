@@ -786,6 +786,12 @@ impl PrivateClone {
         self.files_current()
     }
 
+    /// The files HEAD changed since `commit`.
+    pub fn changed_since(&self, commit: &str) -> Result<std::collections::BTreeSet<String>, Error> {
+        let names = self.git(["diff", "--name-only", "--no-renames", commit, "HEAD"])?;
+        Ok(names.lines().map(str::to_owned).collect())
+    }
+
     /// A work tree of `commit` at `dir`, apart from the clone's own (the
     /// gate tests the branch there when it has no result for it yet): made
     /// afresh each time, so that what a killed run left counts for nothing.

@@ -13,6 +13,7 @@
 //! again at once is flaky: said and journaled, not held against the task.
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::time::{Instant, SystemTime};
 
 use serde_json::json;
@@ -78,7 +79,7 @@ pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Error> {
                     .unwrap_or_else(|| std::ffi::OsStr::new(name)),
             );
             clone.tree_at(&dir, onto)?;
-            let tested = tests(turn, suite, &dir, "baseline");
+            let tested = tests(turn, suite, &dir, "baseline", None);
             clone.drop_tree(&dir);
             match tested {
                 Tested::Ran(report) => {
@@ -105,9 +106,30 @@ pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Error> {
             }
         }
     };
-    let base_passed = base.passed();
+    let mut base_passed = base.passed();
+    // A sample: its tests, listed in a file of the state directory's, are
+    // all the gate runs and judges.
+    let chosen = match suite.sample {
+        None => None,
+        Some(share) => {
+            let touched = if base.report.cases.iter().any(|c| c.file.is_some()) {
+                clone.changed_since(onto)?
+            } else {
+                BTreeSet::new()
+            };
+            let chosen = sample(&base, name, turn.task.id.as_str(), share, &touched);
+            base_passed.retain(|t| chosen.contains(t));
+            let path = run.state.join("gate").join(format!("{name}.sample"));
+            let list: String = chosen.iter().map(|t| format!("{t}\n")).collect();
+            std::fs::create_dir_all(run.state.join("gate"))
+                .and_then(|()| std::fs::write(&path, list))
+                .map_err(|e| Error::failure(format!("cannot write `{}`: {e}", path.display())))?;
+            Some(path)
+        }
+    };
+    let chosen = chosen.as_deref();
     clone.files_for_tests()?;
-    let first = match tests(turn, suite, clone.dir(), "gate") {
+    let first = match tests(turn, suite, clone.dir(), "gate", chosen) {
         Tested::Ran(report) => report,
         other => return after_tests(turn, other),
     };
@@ -115,7 +137,7 @@ pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Error> {
     let mut last = first;
     if !judged.red.is_empty() || judged.fewer {
         // Again, at once, on the same tree: what passes now was flaky.
-        let again = match tests(turn, suite, clone.dir(), "rerun") {
+        let again = match tests(turn, suite, clone.dir(), "rerun", chosen) {
             Tested::Ran(report) => report,
             other => return after_tests(turn, other),
         };
@@ -139,8 +161,13 @@ pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Error> {
         );
     }
     if judged.red.is_empty() && !judged.fewer {
-        // The run that let it through is the one kept.
-        store.put(&here, &Results::of(&head, &last));
+        // The run that let it through is the one kept (a sample's over the
+        // branch's results: what it did not run is taken as it was).
+        let kept = match chosen {
+            None => last,
+            Some(_) => over(&base.report, &last),
+        };
+        store.put(&here, &Results::of(&head, &kept));
         return Ok(Verdict::Pass);
     }
     let branch = &run.hub.branch;
@@ -175,15 +202,24 @@ fn after_tests(turn: Turn<'_>, tested: Tested) -> Result<Verdict, Error> {
     })
 }
 
-/// Run the suite in `dir`, heartbeating the claim, journaled as `kind`.
-fn tests(turn: Turn<'_>, suite: &Suite, dir: &std::path::Path, kind: &str) -> Tested {
+/// Run the suite in `dir`, heartbeating the claim, journaled as `kind`;
+/// only the tests listed in `sample` when it is given (see [`sample`]).
+fn tests(turn: Turn<'_>, suite: &Suite, dir: &Path, kind: &str, sample: Option<&Path>) -> Tested {
     let Turn {
         run, name, held, ..
     } = turn;
+    let mut env = vec![
+        ("FARM_AGENT", name.to_owned()),
+        ("FARM_TASK", turn.task.id.to_string()),
+    ];
+    if let Some(path) = sample {
+        env.push(("FARM_TEST_SAMPLE", path.display().to_string()));
+    }
+    let env = env.as_slice();
     let started = Instant::now();
     let mut last_beat = Instant::now();
     let mut lost = false;
-    let ran = crate::suite::run::run_while(suite, dir, &mut || {
+    let ran = crate::suite::run::run_while(suite, dir, env, &mut || {
         if run.stop.killing() {
             return false;
         }
@@ -215,6 +251,61 @@ fn tests(turn: Turn<'_>, suite: &Suite, dir: &std::path::Path, kind: &str) -> Te
     };
     run.journal.log(name, "tests", fields);
     tested
+}
+
+/// The tests a sampled gate runs: each test of the branch's results with a
+/// chance of `share` percent, drawn by a hash of the agent, the task and the
+/// test (the same agent on the same task draws the same sample; another
+/// agent, another one), and every test in a file of `touched`.
+fn sample(
+    base: &Results,
+    agent: &str,
+    task: &str,
+    share: f64,
+    touched: &BTreeSet<String>,
+) -> BTreeSet<String> {
+    // Out of 1,000,000, so that 0.5 % is a share too.
+    let bar = (share * 10_000.0).round() as u64;
+    base.report
+        .cases
+        .iter()
+        .filter(|c| {
+            c.file.as_ref().is_some_and(|f| touched.contains(f))
+                || fnv1a(&[agent, task, &c.id()]) % 1_000_000 < bar
+        })
+        .map(|c| c.id())
+        .collect()
+}
+
+/// FNV-1a over `parts`, each followed by a 0 byte: a hash that is the
+/// same on every machine and every build (std's is not promised to be).
+fn fnv1a(parts: &[&str]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for byte in part.bytes().chain([0]) {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    hash
+}
+
+/// `base` with the cases of `sampled` put over it, by name; cases new in
+/// `sampled` added at the end.
+fn over(base: &Report, sampled: &Report) -> Report {
+    let mut cases = base.cases.clone();
+    let mut at: std::collections::HashMap<String, usize> =
+        cases.iter().enumerate().map(|(i, c)| (c.id(), i)).collect();
+    for case in &sampled.cases {
+        match at.get(&case.id()) {
+            Some(&i) => cases[i] = case.clone(),
+            None => {
+                at.insert(case.id(), cases.len());
+                cases.push(case.clone());
+            }
+        }
+    }
+    Report { cases }
 }
 
 /// A change's results set against the branch's.
@@ -299,6 +390,51 @@ mod tests {
         assert!(j.red.is_empty());
         assert_eq!(j.flaky, ["b"]);
         assert!(!j.fewer);
+    }
+
+    #[test]
+    fn a_sample_is_about_its_share_and_differs_by_agent() {
+        let mut text = String::from("1..1000\n");
+        for i in 0..1000 {
+            text.push_str(&format!("ok {} - t{i}\n", i + 1));
+        }
+        let base = Results::of("base", &tap(&text));
+        let none = BTreeSet::new();
+        let a = sample(&base, "farm-1", "task", 10.0, &none);
+        let b = sample(&base, "farm-2", "task", 10.0, &none);
+        for s in [&a, &b] {
+            assert!((70..=130).contains(&s.len()), "{}", s.len());
+        }
+        assert_ne!(a, b);
+        assert_eq!(a, sample(&base, "farm-1", "task", 10.0, &none));
+        assert_ne!(a, sample(&base, "farm-1", "other", 10.0, &none));
+        // Tests in a touched file are always in.
+        let mut report = tap("1..2\nok 1 - x\nok 2 - y\n");
+        report.cases[1].file = Some("src/y.rs".into());
+        let base = Results::of("base", &report);
+        let touched = BTreeSet::from(["src/y.rs".to_owned()]);
+        let s = sample(&base, "farm-1", "task", 0.0001, &touched);
+        assert_eq!(s, BTreeSet::from(["y".to_owned()]));
+    }
+
+    #[test]
+    fn a_sample_is_put_over_the_branch_results() {
+        let base = tap("1..3\nok 1 - a\nnot ok 2 - b\nok 3 - c\n");
+        let sampled = tap("1..2\nok 1 - b\nok 2 - d\n");
+        let ids: Vec<(String, Outcome)> = over(&base, &sampled)
+            .cases
+            .iter()
+            .map(|c| (c.id(), c.outcome))
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                ("a".into(), Outcome::Passed),
+                ("b".into(), Outcome::Passed),
+                ("c".into(), Outcome::Passed),
+                ("d".into(), Outcome::Passed)
+            ]
+        );
     }
 
     #[test]

@@ -39,6 +39,11 @@ pub struct Raw {
     /// The command the gate runs before every push (default: `command`);
     /// it writes the same report in the same format.
     pub verify: Option<String>,
+    /// The share of the suite the gate runs (`"10%"`): a sample of its own
+    /// for each agent and task, plus the tests in files the change touched.
+    /// The `verify` command is given the tests to run in a file named by
+    /// `FARM_TEST_SAMPLE`, one full name a line.
+    pub verify_sample: Option<String>,
     /// The command that runs one test, for the tasks made from failing
     /// tests: `{test}`, `{name}`, `{group}` and `{file}` are replaced.
     pub run_one: Option<String>,
@@ -94,6 +99,8 @@ pub struct Suite {
     verify: Option<Vec<String>>,
     /// `run_one`, as written.
     pub run_one: Option<String>,
+    /// `verify_sample`, in percent (above 0, below 100): `None` runs all.
+    pub sample: Option<f64>,
     patterns: Patterns,
 }
 
@@ -161,6 +168,12 @@ impl Suite {
             timeout,
             verify,
             run_one: raw.run_one.clone(),
+            sample: raw
+                .verify_sample
+                .as_deref()
+                .map(percent)
+                .transpose()?
+                .filter(|p| *p < 100.0),
             patterns,
         }))
     }
@@ -188,6 +201,17 @@ impl Suite {
     pub fn command_line(&self) -> String {
         shell_words::join(&self.argv)
     }
+}
+
+/// `verify_sample` = `"10%"`: the share, in percent.
+fn percent(text: &str) -> Result<f64, String> {
+    text.trim()
+        .strip_suffix('%')
+        .and_then(|n| n.trim().parse::<f64>().ok())
+        .filter(|p| *p > 0.0 && *p <= 100.0)
+        .ok_or_else(|| {
+            format!("`verify_sample` = {text:?} is not a share of the suite: write a percentage above 0, such as \"10%\"")
+        })
 }
 
 /// `path`, checked to stay inside the clone: relative, no `..`.
@@ -233,6 +257,14 @@ mod tests {
         .unwrap();
         assert_eq!(s.argv, ["pytest"]);
         assert_eq!(s.for_gate().argv, ["pytest", "-x", "-q"]);
+        assert_eq!(s.sample, None);
+        let sampled = |share: &str| {
+            let text = format!("command = \"t\"\nformat = \"tap\"\nverify_sample = \"{share}\"");
+            Suite::from_raw(Some(&raw(&text))).unwrap().unwrap().sample
+        };
+        assert_eq!(sampled("10%"), Some(10.0));
+        assert_eq!(sampled(" 2.5 %"), Some(2.5));
+        assert_eq!(sampled("100%"), None, "all of it is no sample");
 
         for (text, says) in [
             ("format = \"tap\"", "no `command`"),

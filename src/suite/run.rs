@@ -25,14 +25,17 @@ pub struct Ran {
 /// cannot start, outlives its timeout, or leaves no report farm can read —
 /// never because tests failed.
 pub fn run(suite: &Suite, dir: &Path) -> Result<Ran, Error> {
-    run_while(suite, dir, &mut || true)?.ok_or_else(|| Error::failure("the test run was stopped"))
+    run_while(suite, dir, &[], &mut || true)?
+        .ok_or_else(|| Error::failure("the test run was stopped"))
 }
 
-/// [`run`], asking `keep_going` about every 20 ms whether to go on: when it
-/// says no, the command and everything it started are killed (`None`).
+/// [`run`] with `env` set for the command, asking `keep_going` about every
+/// 20 ms whether to go on: when it says no, the command and everything it
+/// started are killed (`None`).
 pub fn run_while(
     suite: &Suite,
     dir: &Path,
+    env: &[(&str, String)],
     keep_going: &mut dyn FnMut() -> bool,
 ) -> Result<Option<Ran>, Error> {
     let shown = suite.command_line();
@@ -52,6 +55,7 @@ pub fn run_while(
     let mut child = Command::new(&suite.argv[0])
         .args(&suite.argv[1..])
         .current_dir(dir)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -196,7 +200,7 @@ mod tests {
         let s = suite("sleep 30", "tap", None, "1m");
         let start = Instant::now();
         let mut asked = 0;
-        let ran = run_while(&s, tmp.path(), &mut || {
+        let ran = run_while(&s, tmp.path(), &[], &mut || {
             asked += 1;
             asked < 3
         })

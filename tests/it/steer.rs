@@ -682,3 +682,63 @@ fn steer_with_an_agent_that_breaks_tests_keeps_every_break_off_main() {
         assert!(note.contains("ERROR: t001: want 1 got 0"), "{note}");
     }
 }
+
+/// The goal on sampling: with `verify_sample = "10%"` the gate runs about a
+/// tenth of the suite, and two agents gating the same task draw different
+/// samples.
+#[test]
+fn a_sampled_gate_runs_a_tenth_of_the_suite_and_each_agent_its_own() {
+    let env = sample_project();
+    let logs = crate::run::logs(&env);
+    // check.sh, honouring the sample it is given (and keeping a copy).
+    let sampled = format!(
+        r#"if [ -n "${{FARM_TEST_SAMPLE:-}}" ]; then cp "$FARM_TEST_SAMPLE" '{}'/"sample-$FARM_AGENT-$FARM_TASK"; fi
+for t in tests/*.t; do
+  n=${{t#tests/}}; n=${{n%.t}}
+  if [ -n "${{FARM_TEST_SAMPLE:-}}" ] && ! grep -qx "$n" "$FARM_TEST_SAMPLE"; then continue; fi
+  read want < "$t"
+  got=; [ -f "src/$n" ] && read got < "src/$n"
+  if [ "$got" = "$want" ]; then echo "PASS: $n"; else echo "FAIL: $n: want $want got $got"; fi
+done
+"#,
+        logs.display()
+    );
+    std::fs::write(env.hub.join("check.sh"), sampled).unwrap();
+    let toml = env.hub.join("farm.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(&toml, format!("{text}verify_sample = \"10%\"\n")).unwrap();
+    env.git(["commit", "-qam", "a sampled gate"]);
+    // alpha breaks every test in src/t0* (all of its sample that is there):
+    // red; beta then does the same task right.
+    let agent = env.agent_script(
+        "sampler.sh",
+        r#"set -eu
+n=${FARM_TASK#test-}
+cp "tests/$n.t" "src/$n"
+if [ "$FARM_AGENT" = alpha ]; then for f in src/t*; do echo 0 > "$f"; done; fi
+git add -A
+git commit -qm "fix $n"
+"#,
+    );
+    crate::run::farm_run(&env, &agent, &["--steer", "--name", "alpha", "--once"]).success();
+    crate::run::farm_run(&env, &agent, &["--name", "beta", "--max-sessions", "3"]).success();
+
+    let read = |agent: &str, task: &str| {
+        std::fs::read_to_string(logs.join(format!("sample-{agent}-{task}")))
+            .unwrap_or_else(|e| panic!("no sample of {agent} for {task}: {e}"))
+    };
+    let (a, b) = (read("alpha", "test-t000"), read("beta", "test-t000"));
+    assert_ne!(a, b, "two agents, one task, one sample");
+    // About a tenth of 200 each time the gate ran.
+    let totals: Vec<u64> = journal_events(&env, "tests")
+        .iter()
+        .filter(|v| v["kind"] == "gate" || v["kind"] == "rerun")
+        .map(|v| v["counts"]["total"].as_u64().unwrap())
+        .collect();
+    eprintln!("test cases the sampled gate ran: {totals:?} of 200");
+    assert!(totals.len() >= 4, "{totals:?}");
+    assert!(totals.iter().all(|t| (5..=45).contains(t)), "{totals:?}");
+    let note = crate::run::show(&env, "main:tasks/done/test-t000.md").unwrap();
+    assert!(note.contains("## Attempt 1 — the tests: "), "{note}");
+    assert_eq!(passing_at(&env, "main"), 143);
+}
