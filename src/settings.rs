@@ -38,6 +38,9 @@ pub struct Settings {
     pub claims: Option<crate::claims::ClaimsKind>,
     /// The project's test suite (see [`crate::suite`]).
     pub tests: Option<crate::suite::Raw>,
+    /// Agents with a speciality, by role name (see [`crate::run::roles`]).
+    #[serde(default)]
+    pub roles: std::collections::BTreeMap<String, crate::run::roles::Raw>,
 }
 
 /// A `farm.toml` as read from a branch: its text, and where it was read,

@@ -126,6 +126,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         "run_start",
         serde_json::json!({
             "agents": names,
+            "roles": run.config.roles.iter().map(|(a, r)| (a.clone(), r.name.clone())).collect::<std::collections::BTreeMap<_, _>>(),
             "hub": run.hub.url,
             "store": run.store.kind(),
             "host": Here::current().host,

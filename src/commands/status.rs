@@ -70,6 +70,8 @@ struct Report {
     /// Runs in the journal's scope: (pid, running, started).
     runs: Vec<(u32, bool, SystemTime)>,
     agents: BTreeMap<String, Doing>,
+    /// Each agent's role, for those that have one.
+    roles: BTreeMap<String, String>,
     board: Option<board::Counts>,
     claims: Vec<(String, String, Duration)>,
     sessions: Vec<Entry>,
@@ -123,6 +125,11 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
     let in_scope: Vec<&Entry> = entries.iter().filter(|e| scope.contains(&e.pid)).collect();
 
     let mut agents: BTreeMap<String, Doing> = BTreeMap::new();
+    let roles: BTreeMap<String, String> = in_scope
+        .iter()
+        .filter(|e| e.event == "run_start")
+        .flat_map(|e| e.roles.clone().unwrap_or_default())
+        .collect();
     let mut totals: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut sessions = Vec::new();
     let mut spent = crate::run::usage::Usage::default();
@@ -217,6 +224,7 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
             .map(|(p, (alive, at))| (p, alive, at))
             .collect(),
         agents,
+        roles,
         board,
         claims,
         sessions,
@@ -250,7 +258,12 @@ impl Report {
             ));
         }
         if !self.agents.is_empty() {
-            out.push_str("\nAGENT            DOING\n");
+            let roles = !self.roles.is_empty();
+            out.push_str(if roles {
+                "\nAGENT            ROLE       DOING\n"
+            } else {
+                "\nAGENT            DOING\n"
+            });
             for (name, doing) in &self.agents {
                 let what = match doing {
                     Doing::Working { task, since } => {
@@ -262,7 +275,12 @@ impl Report {
                     ),
                     Doing::Idle { since } => format!("idle for {}", self.ago(*since)),
                 };
-                out.push_str(&format!("{name:<16} {what}\n"));
+                if roles {
+                    let role = self.roles.get(name).map_or("-", String::as_str);
+                    out.push_str(&format!("{name:<16} {role:<10} {what}\n"));
+                } else {
+                    out.push_str(&format!("{name:<16} {what}\n"));
+                }
             }
         }
         if !self.claims.is_empty() {
@@ -313,17 +331,18 @@ impl Report {
         let agents: Vec<_> = self
             .agents
             .iter()
-            .map(|(name, doing)| match doing {
+            .map(|(name, doing)| (name, doing, self.roles.get(name)))
+            .map(|(name, doing, role)| match doing {
                 Doing::Working { task, since } => json!({
-                    "agent": name, "state": "working", "task": task,
+                    "agent": name, "role": role, "state": "working", "task": task,
                     "since": crate::claims::record::timestamp(*since),
                 }),
                 Doing::Waiting { until, why } => json!({
-                    "agent": name, "state": "waiting", "why": why,
+                    "agent": name, "role": role, "state": "waiting", "why": why,
                     "until": crate::claims::record::timestamp(*until),
                 }),
                 Doing::Idle { since } => json!({
-                    "agent": name, "state": "idle",
+                    "agent": name, "role": role, "state": "idle",
                     "since": crate::claims::record::timestamp(*since),
                 }),
             })

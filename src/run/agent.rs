@@ -47,6 +47,7 @@
 //!   its work is rescued, never rebased into the branch;
 //! - a task already out of attempts goes to `tasks/failed/` unrun.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -67,6 +68,7 @@ use crate::run::journal::Journal;
 use crate::run::limits::Limits;
 use crate::run::settle::{End, Ran, release, retire, work};
 use crate::run::slot::{Clones, Slot};
+use crate::run::standing;
 use crate::run::tally::Tally;
 use crate::run::turn::{Turn, reap, session};
 use crate::run::usage::Usage;
@@ -467,6 +469,14 @@ impl Unready {
     }
 }
 
+/// `snapshot` without the standing tasks: the board's real work.
+fn without_standing(snapshot: &board::Snapshot) -> board::Snapshot {
+    let mut rest = snapshot.clone();
+    rest.pending
+        .retain(|t| !t.labels.iter().any(|l| l == crate::run::roles::STANDING));
+    rest
+}
+
 /// The error that ends a run whose clone never sees `task` ready, naming
 /// what the clone's work tree lacks.
 fn unready_error(clone: &PrivateClone, task: &board::Task) -> Error {
@@ -544,6 +554,7 @@ fn turns<'scope, 'env: 'scope>(
             .log(name, "rescue", json!({"branch": branch, "why": why}));
     }
     let mut tally = Tally::default();
+    let role = run.config.roles.get(name);
     // The task of the integration beside the loop, while there is one.
     let mut beside_task: Option<crate::names::TaskId> = None;
     // The hub's work tree said a task was ready that the branch does not
@@ -610,8 +621,19 @@ fn turns<'scope, 'env: 'scope>(
             None => board::load(&board_dir).map_err(|e| cannot(&e))?,
         };
         snapshot.claimed = crate::claims::holders(&claims);
-        let Some(task) = tally.pick(&snapshot, in_flight) else {
-            let not_in_flight = in_flight.into_iter().cloned().collect();
+        // An agent with a role claims only what the role allows.
+        let not_mine: HashSet<crate::names::TaskId> = match role {
+            Some(role) => snapshot
+                .pending
+                .iter()
+                .filter(|t| !role.allows(t))
+                .map(|t| t.id.clone())
+                .collect(),
+            None => HashSet::new(),
+        };
+        let Some(task) = tally.pick(&snapshot, in_flight, &not_mine) else {
+            let mut not_in_flight: HashSet<_> = in_flight.into_iter().cloned().collect();
+            not_in_flight.extend(not_mine.iter().cloned());
             if let Some(left) = board::next(&snapshot, &not_in_flight) {
                 // Only tasks this agent lost to others again and again are
                 // ready: waiting for them would be waiting for ever.
@@ -623,6 +645,24 @@ fn turns<'scope, 'env: 'scope>(
                     ),
                 );
                 break;
+            }
+            // Nothing else for the role: its standing task, while the rest
+            // of the board has work (or the run watches for more).
+            if let Some(role) = role.filter(|r| r.standing.is_some())
+                && (run.config.watch || !board::settled(&without_standing(&snapshot)))
+                && !run.stop.draining()
+                && let Some(id) = standing::arm(run, clone, role)?
+            {
+                run.say(
+                    name,
+                    &format!("armed the standing task `{id}` of role `{}`", role.name),
+                );
+                run.journal.log(
+                    name,
+                    "standing",
+                    json!({"task": id.as_str(), "role": role.name}),
+                );
+                continue;
             }
             if board::settled(&snapshot) && !run.config.watch {
                 // Ending is final: confirm on the branch itself, not on a

@@ -1060,6 +1060,14 @@ impl PrivateClone {
         })
     }
 
+    /// Push HEAD to the hub's `branch` plainly, under no claim (a board
+    /// edit of the run's own: a standing task armed); whether the branch
+    /// took it or had moved on.
+    pub fn push_branch(&self, branch: &str) -> Result<Pushed, Error> {
+        let spec = [format!("HEAD:refs/heads/{branch}")];
+        self.net("pushing", || self.repo.push("origin", &spec))
+    }
+
     /// Push a commit to a new branch on the hub (a rescue branch).
     pub fn push_ref(&self, commit: &str, branch: &str) -> Result<(), Error> {
         let spec = [format!("{commit}:refs/heads/{branch}")];

@@ -7,6 +7,7 @@
 //! (the host's name, the time, whether a program is on `PATH`, the presets,
 //! the claim store) it is given in a [`World`], so that its tests need none.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -138,6 +139,8 @@ pub struct RunConfig {
     pub heartbeat: Duration,
     /// The agents' names, one per loop.
     pub names: Vec<String>,
+    /// The role of each agent that has one (`[roles]`, without `-j`).
+    pub roles: BTreeMap<String, crate::run::roles::Role>,
     /// The branch to integrate into (`None`: the hub's HEAD branch).
     pub branch: Option<String>,
     pub max_sessions: Option<usize>,
@@ -202,8 +205,37 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
             "-j {jobs}: run between 1 and 256 agents"
         )));
     }
+    let roles = crate::run::roles::resolve(&settings.roles)
+        .map_err(|e| Error::usage(format!("invalid role in farm.toml: {e}")))?;
     // Checked before anything is written: names become directories.
-    let names = agent_names(flags.name.as_deref(), world.host, jobs)?;
+    // Without -j, the roles (if any) say how many agents run, and which.
+    let (names, roles) = if flags.jobs.or(settings.jobs).is_none() && !roles.is_empty() {
+        let base = flags.name.as_deref().unwrap_or(world.host);
+        let mut names = Vec::new();
+        let mut of = BTreeMap::new();
+        for role in roles {
+            for i in 1..=role.agents {
+                let name = format!("{base}-{}-{i}", role.name);
+                crate::names::check_agent_name(&name).map_err(|e| {
+                    Error::usage(e.to_string()).hint("pick a shorter --name, or shorter role names")
+                })?;
+                of.insert(name.clone(), role.clone());
+                names.push(name);
+            }
+        }
+        if names.len() > 256 {
+            return Err(Error::usage(format!(
+                "the roles in farm.toml add up to {} agents: at most 256",
+                names.len()
+            )));
+        }
+        (names, of)
+    } else {
+        (
+            agent_names(flags.name.as_deref(), world.host, jobs)?,
+            BTreeMap::new(),
+        )
+    };
     let duration = |flag: Option<Duration>, setting: Option<&str>, key: &str, default: &str| {
         flag.map_or_else(
             || {
@@ -328,6 +360,7 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
         stale_after,
         heartbeat,
         names,
+        roles,
         branch: flags.branch.clone().or(settings.branch.clone()),
         max_sessions: flags.max_sessions,
         once: flags.once,

@@ -113,6 +113,9 @@ pub struct Entry {
     pub input_tokens: Option<u64>,
     #[serde(default)]
     pub output_tokens: Option<u64>,
+    /// `run_start`: each agent's role, for those that have one.
+    #[serde(default)]
+    pub roles: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// Every readable line of the journal in `state`, oldest first (lines that

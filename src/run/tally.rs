@@ -60,9 +60,11 @@ impl Tally {
         &mut self,
         snapshot: &board::Snapshot,
         in_flight: Option<&TaskId>,
+        not_mine: &HashSet<TaskId>,
     ) -> Option<Task> {
         let mut skip = self.skip.clone();
         skip.extend(in_flight.cloned());
+        skip.extend(not_mine.iter().cloned());
         let mut first = skip.clone();
         first.extend(self.skip_once.iter().cloned());
         let task = board::next(snapshot, &first)

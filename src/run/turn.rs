@@ -116,8 +116,12 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
             task.max_attempts
         ),
     );
-    run.journal
-        .log(name, "claim", json!({"task": id, "attempt": attempt}));
+    let role = run.config.roles.get(name);
+    let mut fields = json!({"task": id, "attempt": attempt});
+    if let Some(role) = role {
+        fields["role"] = json!(role.name);
+    }
+    run.journal.log(name, "claim", fields);
 
     let (description, notes) = prompt::split_notes(&task.body);
     let notes = if notes.is_empty() {
@@ -125,9 +129,15 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
     } else {
         format!("\n# Notes from earlier attempts\n\n{notes}\n")
     };
+    // A role's own template, when it has one and the clone has the file.
+    let template = role
+        .and_then(|r| r.prompt.as_deref())
+        .and_then(|path| std::fs::read_to_string(clone.dir().join(path)).ok())
+        .unwrap_or_else(|| prompt::template(clone.dir(), "prompt.md", prompt::PROMPT));
     let text = prompt::render(
-        &prompt::template(clone.dir(), "prompt.md", prompt::PROMPT),
+        &template,
         &[
+            ("role", role.map_or("", |r| r.name.as_str())),
             ("task", id),
             ("title", &task.title),
             ("description", description.trim()),

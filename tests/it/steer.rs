@@ -742,3 +742,122 @@ git commit -qm "fix $n"
     assert!(note.contains("## Attempt 1 — the tests: "), "{note}");
     assert_eq!(passing_at(&env, "main"), 143);
 }
+
+/// The goal on roles: quality=1, docs=1, default=2 on a labelled board.
+/// Each agent claims only what its role allows; the standing tasks are
+/// re-armed while the rest of the board has work; nothing is done twice;
+/// `farm status` shows each agent's role.
+#[test]
+fn roles_claim_only_what_their_filter_allows_and_rearm_standing_work() {
+    let env = Env::git_hub(&[(
+        "templates/quality.md",
+        "QUALITY PROMPT for role {{role}}: {{title}}\n",
+    )]);
+    let toml = env.hub.join("farm.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(
+        &toml,
+        format!(
+            "{text}\n[roles.quality]\nagents = 1\ntasks = [\"label:quality\"]\nprompt = \"templates/quality.md\"\n\
+             standing = \"Improve one thing about code quality\"\n\
+             [roles.docs]\nagents = 1\ntasks = [\"label:docs\", \"id:doc-*\"]\nstanding = \"Improve one thing in the docs\"\n\
+             [roles.default]\nagents = 2\n"
+        ),
+    )
+    .unwrap();
+    env.git(["commit", "-qam", "roles"]);
+    let add = |id: &str, label: Option<&str>| {
+        let mut args = vec![id, "-m", "Work"];
+        if let Some(l) = label {
+            args.extend(["--label", l]);
+        }
+        crate::run::add_task(&env, &args);
+    };
+    for id in ["c1", "c2", "c3", "c4"] {
+        add(id, Some("code"));
+    }
+    add("d1", Some("docs"));
+    add("d2", Some("docs"));
+    add("doc-extra", None);
+    add("q1", Some("quality"));
+    let logs = crate::run::logs(&env);
+    // Code takes a while, so that the roles run out of their own work
+    // before the board is settled; every session logs who did what, and
+    // the first words of its prompt.
+    let agent = env.agent_script(
+        "roles.sh",
+        &format!(
+            r#"set -eu
+case "$FARM_TASK" in c*) sleep 1;; esac
+echo "$FARM_AGENT $FARM_TASK $(echo "$1" | head -c 14)" >> '{}/sessions.log'
+echo "$FARM_TASK" > "work-$FARM_TASK.txt"
+git add -A
+git commit -qm "$FARM_TASK"
+"#,
+            logs.display()
+        ),
+    );
+    let out = crate::run::farm_run(&env, &agent, &["--name", "r"]).success();
+    assert!(out.stderr.contains("farm run: 4 agent(s)"), "{out:#?}");
+
+    let done = crate::run::board(&env, "tasks/done");
+    for id in ["c1", "c2", "c3", "c4", "d1", "d2", "doc-extra", "q1"] {
+        assert!(done.contains(id), "{id} not done: {done:?}");
+    }
+    assert!(crate::run::board(&env, "tasks").is_empty(), "{out:#?}");
+    // Re-armed: the quality role ran out of work and armed its standing
+    // task more than once; each number once.
+    assert!(
+        done.contains("standing-quality-1") && done.contains("standing-quality-2"),
+        "{done:?}"
+    );
+    assert!(done.contains("standing-docs-1"), "{done:?}");
+    let sessions = crate::run::log_lines(&env, "sessions.log");
+    let mut seen = std::collections::BTreeSet::new();
+    for line in &sessions {
+        let mut words = line.split_whitespace();
+        let (agent, task) = (words.next().unwrap(), words.next().unwrap());
+        assert!(
+            seen.insert(task.to_owned()),
+            "{task} done twice: {sessions:#?}"
+        );
+        let allowed = if agent.starts_with("r-quality-") {
+            task == "q1" || task.starts_with("standing-quality-")
+        } else if agent.starts_with("r-docs-") {
+            ["d1", "d2", "doc-extra"].contains(&task) || task.starts_with("standing-docs-")
+        } else {
+            assert!(agent.starts_with("r-default-"), "{line}");
+            !task.starts_with("standing-")
+        };
+        assert!(allowed, "{agent} claimed {task}: {sessions:#?}");
+        // The quality role's own prompt.
+        assert_eq!(
+            line.contains("QUALITY PROMPT"),
+            agent.starts_with("r-quality-"),
+            "{line}"
+        );
+    }
+    // The journal's claims say the same, with the role.
+    for v in journal_events(&env, "claim") {
+        let (agent, role) = (v["agent"].as_str().unwrap(), v["role"].as_str().unwrap());
+        assert!(agent.starts_with(&format!("r-{role}-")), "{v}");
+    }
+    let status = env
+        .farm_git([
+            "status",
+            "--state-dir",
+            env.tmp.path().join("state").to_str().unwrap(),
+        ])
+        .run()
+        .success();
+    assert!(status.stdout.contains("ROLE"), "{}", status.stdout);
+    assert!(
+        status
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("r-docs-1") && l.contains(" docs ")),
+        "{}",
+        status.stdout
+    );
+    crate::run::assert_hub_sound(&env);
+}
