@@ -291,7 +291,8 @@ fn fire_schedules(run: &Run, loader: &mut crate::schedule::fire::Loader) {
 /// kept for the branch's tree when it has some, else by a run of the
 /// suite. A failure is told and journaled, never the run's end.
 fn steer_board(run: &Run, steer: &Steer) {
-    let refreshed = Tip::test(&run.hub, &steer.suite, &run.state, true).and_then(|tip| {
+    let progress = run.config.progress.as_deref();
+    let refreshed = Tip::test(&run.hub, &steer.suite, &run.state, progress, true).and_then(|tip| {
         let claimed = tests::claimed(&*run.store)?;
         let applied = tests::refresh(&run.hub, &steer.suite, &tip, steer.by, &claimed)?;
         Ok((tip, applied))

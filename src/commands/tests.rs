@@ -105,7 +105,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
             ))
             .hint("add a [tests] table with `command` and `format` (see farm tests --help)")
         })?;
-    let tip = Tip::test(&hub, &suite, &state, false)?;
+    let progress = crate::run::config::progress_name(&settings)?;
+    let tip = Tip::test(&hub, &suite, &state, progress.as_deref(), false)?;
     let applied = if args.tasks {
         let claimed = claimed(&*ctx.store_of(&spec, &settings)?)?;
         Some(refresh(&hub, &suite, &tip, args.group_by, &claimed)?)
@@ -223,14 +224,20 @@ impl Tip {
     /// Test the tip of `hub`'s branch in a scratch clone — or, when
     /// `kept_will_do`, take the results kept for its tree if there are
     /// some. Either way the results are kept (the gate's baseline).
-    pub fn test(hub: &Hub, suite: &Suite, state: &Path, kept_will_do: bool) -> Result<Tip, Error> {
+    pub fn test(
+        hub: &Hub,
+        suite: &Suite,
+        state: &Path,
+        progress: Option<&str>,
+        kept_will_do: bool,
+    ) -> Result<Tip, Error> {
         let mut branch = HubBranch::new(hub, "the tests".into());
         let (dir, _keep) = branch.checkout(0)?;
         let commit = Repo::new(&dir)
             .run(["rev-parse", "HEAD"])
             .map_err(|e| Error::failure(e.to_string()).caused_by(e))?;
         let store = Store::new(state);
-        let key = results::code_key(&dir, &commit)
+        let key = results::code_key(&dir, &commit, progress)
             .map_err(|e| Error::failure(format!("cannot read {commit}: {e}")).caused_by(e))?;
         if kept_will_do && let Some(kept) = store.get(&key) {
             return Ok(Tip {

@@ -792,6 +792,52 @@ impl PrivateClone {
         Ok(names.lines().map(str::to_owned).collect())
     }
 
+    /// The text of the top-level file `path` at HEAD (`None`: not there).
+    pub fn file_at_head(&self, path: &str) -> Result<Option<String>, Error> {
+        let read = || -> Result<Option<String>, git2::Error> {
+            let repo = git2::Repository::open(self.dir())?;
+            let tree = repo.head()?.peel_to_tree()?;
+            let Some(entry) = tree.get_name(path) else {
+                return Ok(None);
+            };
+            let blob = repo.find_blob(entry.id())?;
+            Ok(Some(String::from_utf8_lossy(blob.content()).into_owned()))
+        };
+        read().map_err(|e| Error::failure(format!("cannot read `{path}` at HEAD: {e}")))
+    }
+
+    /// Commit `text` as the top-level file `path` on top of HEAD, without
+    /// the work tree (it may be behind HEAD after an in-memory rebase, and
+    /// is left so: marked stale, as such a rebase leaves it).
+    pub fn commit_file(&self, path: &str, text: &str, message: &str) -> Result<(), Error> {
+        self.files_stale()?;
+        let write = || -> Result<(), git2::Error> {
+            let repo = git2::Repository::open(self.dir())?;
+            let head = repo.head()?.peel_to_commit()?;
+            let blob = repo.blob(text.as_bytes())?;
+            let mut tree = repo.treebuilder(Some(&head.tree()?))?;
+            tree.insert(path, blob, 0o100_644)?;
+            let tree = repo.find_tree(tree.write()?)?;
+            let me = repo.signature()?;
+            repo.commit(Some("HEAD"), &me, &me, message, &tree, &[&head])?;
+            Ok(())
+        };
+        write().map_err(|e| Error::failure(format!("cannot commit `{path}`: {e}")))?;
+        self.behind.set(true);
+        self.clean.set(false);
+        Ok(())
+    }
+
+    /// Move HEAD's branch back to `commit` (a commit of farm's own on top
+    /// of it dropped), the files left as they are: stale.
+    pub fn move_head(&self, commit: &str) -> Result<(), Error> {
+        self.files_stale()?;
+        self.git(["update-ref", "HEAD", commit])?;
+        self.behind.set(true);
+        self.clean.set(false);
+        Ok(())
+    }
+
     /// A work tree of `commit` at `dir`, apart from the clone's own (the
     /// gate tests the branch there when it has no result for it yet): made
     /// afresh each time, so that what a killed run left counts for nothing.

@@ -163,6 +163,9 @@ pub struct RunConfig {
     /// The test gate every push goes through (`[tests]`, as `verify` runs
     /// it); `None` without `[tests]`, or with `--no-gate`.
     pub gate: Option<crate::suite::Suite>,
+    /// The progress document's name (see [`crate::run::progress`]): by
+    /// default `PROGRESS.md` when there are `[tests]`; `None`: none.
+    pub progress: Option<String>,
 }
 
 /// Agent CLIs known to rewrite a shared config file when they start.
@@ -353,6 +356,7 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
             "install it, fix `command` or `verify` in [tests], or run without the gate: --no-gate",
         ));
     }
+    let progress = progress_name(settings)?;
     Ok(RunConfig {
         argv,
         via,
@@ -373,7 +377,30 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
         agent_config,
         patterns: preset.map(|p| p.patterns).unwrap_or_default(),
         gate,
+        progress,
     })
+}
+
+/// `progress` in farm.toml: a file at the root of the repository, `""` for
+/// none; by default `PROGRESS.md` when the tests steer (`[tests]`).
+pub fn progress_name(settings: &Settings) -> Result<Option<String>, Error> {
+    match settings.progress.as_deref() {
+        None => Ok(settings
+            .tests
+            .as_ref()
+            .map(|_| crate::run::progress::DEFAULT.to_owned())),
+        Some("") => Ok(None),
+        Some(name) => {
+            let reserved = ["tasks", crate::names::CLAIMS_DIR, ".git", "farm.toml"];
+            if name.contains('/') || name == "." || name == ".." || reserved.contains(&name) {
+                return Err(Error::usage(format!(
+                    "farm.toml `progress` = {name:?}: name a file at the root of the repository"
+                ))
+                .hint("progress = \"PROGRESS.md\", or \"\" for none"));
+            }
+            Ok(Some(name.to_owned()))
+        }
+    }
 }
 
 /// The agents' names: `--name` (default: this host's name), with `-j N`

@@ -27,8 +27,9 @@ use crate::suite::results::{self, Results, Store};
 
 /// What the gate says of a change.
 pub(super) enum Verdict {
-    /// Nothing that passes on the branch fails with it: push.
-    Pass,
+    /// Nothing that passes on the branch fails with it: push. The tests
+    /// with it, when known.
+    Pass(Option<Passed>),
     /// It breaks tests (`why`; an `ERROR:` line each).
     Red { why: String, errors: Vec<String> },
     /// Its tests could not be read (a timeout, no report): not pushed.
@@ -39,6 +40,26 @@ pub(super) enum Verdict {
     Stopped,
     /// The claim was taken away meanwhile.
     Lost,
+}
+
+/// The tests of a change the gate let through.
+pub(super) struct Passed {
+    /// Passing tests on the branch, and with the change.
+    pub(super) before: usize,
+    pub(super) after: usize,
+    /// The change's results (a sample's put over the branch's).
+    pub(super) report: Report,
+}
+
+impl Passed {
+    fn unchanged(results: Results) -> Passed {
+        let passing = results.passed().len();
+        Passed {
+            before: passing,
+            after: passing,
+            report: results.report,
+        }
+    }
 }
 
 /// One run of the suite, as the gate sees it.
@@ -55,19 +76,19 @@ pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Error> {
         run, clone, name, ..
     } = turn;
     let Some(suite) = &run.config.gate else {
-        return Ok(Verdict::Pass);
+        return Ok(Verdict::Pass(None));
     };
     let store = Store::new(&run.state);
     let head = clone.head()?;
     let key = |commit: &str| {
-        results::code_key(clone.dir(), commit).map_err(|e| {
+        results::code_key(clone.dir(), commit, run.config.progress.as_deref()).map_err(|e| {
             Error::failure(format!("cannot read the tree of {commit}: {e}")).caused_by(e)
         })
     };
     let (here, there) = (key(&head)?, key(onto)?);
     // Only the board changed (or nothing): no test can tell.
     if here == there {
-        return Ok(Verdict::Pass);
+        return Ok(Verdict::Pass(store.get(&there).map(Passed::unchanged)));
     }
     let base = match store.get(&there) {
         Some(base) => base,
@@ -167,8 +188,13 @@ pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Error> {
             None => last,
             Some(_) => over(&base.report, &last),
         };
-        store.put(&here, &Results::of(&head, &kept));
-        return Ok(Verdict::Pass);
+        let kept = Results::of(&head, &kept);
+        store.put(&here, &kept);
+        return Ok(Verdict::Pass(Some(Passed {
+            before: base.passed().len(),
+            after: kept.passed().len(),
+            report: kept.report,
+        })));
     }
     let branch = &run.hub.branch;
     let why = if judged.red.is_empty() {
@@ -194,7 +220,7 @@ pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Error> {
 fn after_tests(turn: Turn<'_>, tested: Tested) -> Result<Verdict, Error> {
     turn.clone.after_tests()?;
     Ok(match tested {
-        Tested::Ran(_) => Verdict::Pass,
+        Tested::Ran(_) => Verdict::Pass(None),
         Tested::Stopped => Verdict::Stopped,
         Tested::Lost => Verdict::Lost,
         Tested::Failed(e) if e.code == Code::Usage => Verdict::Broken(e.to_string()),

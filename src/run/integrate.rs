@@ -10,7 +10,8 @@ use crate::claims::{Held, Published, StoreError};
 use crate::error::Error;
 use crate::run::agent::Run;
 use crate::run::clone::PrivateClone;
-use crate::run::gate::{self, Verdict};
+use crate::run::gate::{self, Passed, Verdict};
+use crate::run::progress;
 use crate::run::prompt;
 use crate::run::session::Outcome;
 use crate::run::turn::{Turn, supervise};
@@ -141,12 +142,18 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Error>
         }
         // The tree pushed is the tree tested (under the push lock when the
         // hub has one; else a push rejected brings a new tree, tested again).
-        match gate::check(turn, &onto)? {
-            Verdict::Pass => {}
+        let passed = match gate::check(turn, &onto)? {
+            Verdict::Pass(passed) => passed,
             Verdict::Lost => return Ok(Integrated::Lost),
             Verdict::Stopped => return Ok(Integrated::Interrupted),
             verdict => return Ok(Integrated::Gated(verdict)),
-        }
+        };
+        // The progress document goes in the same push, written over the
+        // branch's own (it comes off again if the push is rejected).
+        let before_progress = match &run.config.progress {
+            Some(path) => Some(progress_commit(turn, path, passed.as_ref())?),
+            None => None,
+        };
         // Fencing: the store publishes only while the claim is still ours.
         match publish_branch(run, clone, held, lock.as_ref())? {
             Published::Pushed => {
@@ -159,6 +166,9 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Error>
             }
             Published::Rejected(_) => {
                 drop(lock);
+                if let Some(work) = &before_progress {
+                    clone.move_head(work)?;
+                }
                 run.say(
                     name,
                     &format!("`{id}`: push rejected ({branch} moved); integrating again"),
@@ -168,6 +178,39 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Error>
         }
     }
     Ok(Integrated::Busy)
+}
+
+/// Commit the progress document at `path` on top of the clone's HEAD, with
+/// this task's line (and the tests, when the gate knows them); the commit
+/// HEAD was before.
+fn progress_commit(turn: Turn<'_>, path: &str, passed: Option<&Passed>) -> Result<String, Error> {
+    let Turn {
+        run,
+        clone,
+        name,
+        task,
+        ..
+    } = turn;
+    let errors = passed.map(|p| p.report.error_lines()).unwrap_or_default();
+    let tests = passed.map(|p| progress::Tests {
+        counts: p.report.counts(),
+        errors: &errors,
+    });
+    let entry = progress::Entry {
+        at: SystemTime::now(),
+        task: task.id.as_str(),
+        agent: name,
+        tests: passed.map(|p| (p.before, p.after)),
+    };
+    let old = clone.file_at_head(path)?.unwrap_or_default();
+    let text = progress::update(&old, &run.hub.branch, &entry, tests.as_ref());
+    let work = clone.head()?;
+    clone.commit_file(
+        path,
+        &text,
+        &format!("farm: progress: `{}` by {name}", task.id),
+    )?;
+    Ok(work)
 }
 
 /// One fresh session with the merge prompt in the conflicted clone. True

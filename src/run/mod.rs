@@ -13,6 +13,7 @@ pub mod integrate;
 pub mod journal;
 pub mod limits;
 pub mod presets;
+pub mod progress;
 pub mod prompt;
 pub mod roles;
 pub mod session;

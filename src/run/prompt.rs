@@ -78,6 +78,8 @@ mod tests {
             "notes",
             "branch",
             "conflicts",
+            "progress",
+            "role",
         ];
         let vars: Vec<(&str, &str)> = keys.iter().map(|k| (*k, "X")).collect();
         for t in [PROMPT, MERGE] {

@@ -129,6 +129,14 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
     } else {
         format!("\n# Notes from earlier attempts\n\n{notes}\n")
     };
+    let progress = match &run.config.progress {
+        Some(path) if clone.dir().join(path).is_file() => format!(
+            "\nRead `{path}` first: the tests on `{}`, the latest `ERROR:` lines, and \
+             what was integrated lately.\n",
+            run.hub.branch
+        ),
+        _ => String::new(),
+    };
     // A role's own template, when it has one and the clone has the file.
     let template = role
         .and_then(|r| r.prompt.as_deref())
@@ -138,6 +146,7 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
         &template,
         &[
             ("role", role.map_or("", |r| r.name.as_str())),
+            ("progress", &progress),
             ("task", id),
             ("title", &task.title),
             ("description", description.trim()),

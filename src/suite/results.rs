@@ -19,13 +19,18 @@ use crate::suite::report::{Outcome, Report};
 const NOT_CODE: [&str; 3] = ["tasks", "current_tasks", "PROGRESS.md"];
 
 /// The key of `commit`'s code in the repository at `repo`: a hash of its
-/// root tree's entries but [`NOT_CODE`].
-pub fn code_key(repo: &Path, commit: &str) -> Result<String, git2::Error> {
+/// root tree's entries but [`NOT_CODE`] and `progress` (the progress
+/// document's name, when it is not the default).
+pub fn code_key(repo: &Path, commit: &str, progress: Option<&str>) -> Result<String, git2::Error> {
     let repo = Repository::open(repo)?;
     let tree = repo.revparse_single(commit)?.peel_to_tree()?;
     let mut listing = Vec::new();
     for entry in tree.iter() {
-        if NOT_CODE.iter().any(|n| n.as_bytes() == entry.name_bytes()) {
+        if NOT_CODE
+            .iter()
+            .chain(&progress)
+            .any(|n| n.as_bytes() == entry.name_bytes())
+        {
             continue;
         }
         listing.extend(format!("{:o} ", entry.filemode()).bytes());
@@ -153,11 +158,18 @@ mod tests {
         let b = commit(dir, &[("tasks/done/t.md", "y"), ("PROGRESS.md", "p")], "b");
         let c = commit(dir, &[("src/a.py", "2")], "c");
         let d = commit(dir, &[("farm.toml", "[tests]")], "d");
-        let key = |c: &str| code_key(dir, c).unwrap();
+        let key = |c: &str| code_key(dir, c, None).unwrap();
         assert_eq!(key(&a), key(&b));
         assert_ne!(key(&b), key(&c));
         assert_ne!(key(&c), key(&d));
-        assert!(code_key(dir, "no-such-commit").is_err());
+        assert!(code_key(dir, "no-such-commit", None).is_err());
+        // A progress document of another name is not code either.
+        let e = commit(dir, &[("NOTES.md", "n")], "e");
+        assert_ne!(key(&d), key(&e));
+        assert_eq!(
+            code_key(dir, &d, Some("NOTES.md")).unwrap(),
+            code_key(dir, &e, Some("NOTES.md")).unwrap()
+        );
     }
 
     #[test]

@@ -244,8 +244,13 @@ fn checked_project(extra: &str) -> Env {
 /// How many of [`CHECK`]'s tests pass at `commit` of the hub: those whose
 /// `src/` file is the same blob as their `tests/` file.
 fn passing_at(env: &Env, commit: &str) -> usize {
+    passing_in(&env.git(["ls-tree", "-r", commit, "tests", "src"]))
+}
+
+/// [`passing_at`], from `git ls-tree -r COMMIT tests src`.
+fn passing_in(listing: &str) -> usize {
     let mut blobs = std::collections::BTreeMap::new();
-    for line in env.git(["ls-tree", "-r", commit, "tests", "src"]).lines() {
+    for line in listing.lines() {
         let (meta, path) = line.split_once('\t').unwrap();
         let blob = meta.split_whitespace().nth(2).unwrap().to_owned();
         blobs.insert(path.to_owned(), blob);
@@ -557,8 +562,18 @@ fn farm_tests_tasks_adds_a_task_per_failure_once_and_closes_it_when_it_passes() 
 /// The goal's sample project: tests t000–t199, each wanting its number;
 /// 60 of them (numbers ending in 0, 3 or 7) fail, their `src/` file wrong.
 fn sample_project() -> Env {
+    let files = sample_files(200);
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    hub_with_tests(&check_table(""), &files)
+}
+
+/// The sample project's files, with `n` tests.
+fn sample_files(n: usize) -> Vec<(String, String)> {
     let mut files: Vec<(String, String)> = vec![("check.sh".into(), CHECK.into())];
-    for i in 0..200 {
+    for i in 0..n {
         files.push((format!("tests/t{i:03}.t"), format!("{i}\n")));
         let value = if [0, 3, 7].contains(&(i % 10)) {
             "x".to_owned()
@@ -567,11 +582,7 @@ fn sample_project() -> Env {
         };
         files.push((format!("src/t{i:03}"), format!("{value}\n")));
     }
-    let files: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    hub_with_tests(&check_table(""), &files)
+    files
 }
 
 /// An agent for the sample project's test tasks: it writes the value the
@@ -584,6 +595,7 @@ fn test_fixer(env: &Env, breaks: bool) -> String {
         &format!(
             r#"set -eu
 n=${{FARM_TASK#test-}}
+case "$1" in *'Read `PROGRESS.md` first'*) echo yes;; *) echo no;; esac >> '{told}'
 cp "tests/$n.t" "src/$n"
 case "{breaks}:$FARM_ATTEMPT:$n" in
   true:1:t0[0-2]?|true:1:t1[0-2]?) echo 0 > src/t001; echo "$FARM_TASK" >> '{}';;
@@ -591,7 +603,8 @@ esac
 git add -A
 git commit -qm "fix $n"
 "#,
-            log.display()
+            log.display(),
+            told = crate::run::logs(env).join("told.log").display()
         ),
     )
 }
@@ -661,6 +674,28 @@ fn steer_turns_sixty_failing_tests_green_and_main_never_gets_redder() {
         None,
         "the start's refresh tested the branch: {runs:?}"
     );
+    // The progress document: the tests now, the last 50 tasks, the rest
+    // counted; each line with the passing tests before → after.
+    let doc = crate::run::show(&env, "main:PROGRESS.md").unwrap();
+    assert!(
+        doc.contains("## Tests\n\n200 passed, 0 failed, 0 skipped, 200 total"),
+        "{doc}"
+    );
+    assert_eq!(doc.matches("\n- ").count(), 50, "{doc}");
+    assert!(doc.contains("Earlier: 10 task(s), since "), "{doc}");
+    assert!(doc.contains("; passing tests 199 → 200\n"), "{doc}");
+    let steps = doc
+        .lines()
+        .filter_map(|l| l.split_once("; passing tests "))
+        .filter(|(_, t)| {
+            let (a, b) = t.split_once(" → ").unwrap();
+            b.parse::<usize>().unwrap() == a.parse::<usize>().unwrap() + 1
+        })
+        .count();
+    assert_eq!(steps, 50, "{doc}");
+    // Sessions are told to read it once it is there.
+    let told = crate::run::log_lines(&env, "told.log");
+    assert!(told.iter().any(|l| l == "yes"), "{told:?}");
 }
 
 /// The second goal: an agent that also breaks a passing test in 30 % of its
@@ -860,4 +895,81 @@ git commit -qm "$FARM_TASK"
         status.stdout
     );
     crate::run::assert_hub_sound(&env);
+}
+
+/// The same across machines: two farms on a hub that is only a URL (no push
+/// lock: a push loses to another and is integrated and gated again). Both
+/// make the tasks at the start (the second adds none); main never gets
+/// redder; every task is done once; the progress document, written in each
+/// push, never conflicts.
+#[test]
+fn steer_across_two_machines_keeps_main_green_and_progress_whole() {
+    use crate::daemon::{Daemon, Running};
+    let mut files = sample_files(40);
+    files.push(("farm.toml".into(), check_table("")));
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let daemon = Daemon::with_hub(&files);
+    let agent_path = daemon.base.path().join("fixer.sh");
+    std::fs::write(
+        &agent_path,
+        "set -eu\nn=${FARM_TASK#test-}\ncp \"tests/$n.t\" \"src/$n\"\ngit add -A\ngit commit -qm \"fix $n\"\n",
+    )
+    .unwrap();
+    let agent = format!("sh '{}'", agent_path.display());
+    let machines: Vec<_> = ["alpha", "beta"]
+        .iter()
+        .map(|h| daemon.machine(h))
+        .collect();
+    let runs: Vec<Running> = machines
+        .iter()
+        .map(|m| Running::spawn(m.farm(["run", "--agent", &agent, "--steer", "-j", "2"])))
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    let outs: Vec<_> = runs.into_iter().map(|r| r.finish_by(deadline)).collect();
+    for out in &outs {
+        assert_eq!(out.code, Some(0), "{out:#?}");
+    }
+    let added: Vec<&str> = outs
+        .iter()
+        .filter_map(|o| {
+            o.stderr
+                .lines()
+                .find(|l| l.contains("farm run: tests on `main`"))
+        })
+        .collect();
+    assert_eq!(added.len(), 2, "{outs:#?}");
+    let mut tails: Vec<&str> = added
+        .iter()
+        .map(|l| l.rsplit(": ").next().unwrap())
+        .collect();
+    tails.sort();
+    assert_eq!(
+        tails,
+        ["0 added, 0 closed", "12 added, 0 closed"],
+        "{added:?}"
+    );
+    let rejected: usize = outs
+        .iter()
+        .map(|o| o.stderr.matches("push rejected").count())
+        .sum();
+    eprintln!("pushes rejected and integrated again: {rejected}");
+    let hub = daemon.hub();
+    let listing = |c: &str| hub.git(["ls-tree", "-r", c, "tests", "src"]);
+    assert_eq!(passing_in(&listing("main")), 40);
+    let counts: Vec<usize> = hub
+        .git(["rev-list", "--first-parent", "--reverse", "main"])
+        .lines()
+        .map(|c| passing_in(&listing(c)))
+        .collect();
+    assert!(counts.windows(2).all(|w| w[0] <= w[1]), "{counts:?}");
+    assert_eq!(hub.board("main", "tasks/done").len(), 12);
+    assert!(hub.board("main", "tasks").is_empty());
+    let doc = hub.show("main:PROGRESS.md").unwrap();
+    assert_eq!(doc.matches("\n- ").count(), 12, "{doc}");
+    assert!(doc.contains("## Tests\n\n40 passed, 0 failed"), "{doc}");
+    let merges = hub.git(["rev-list", "--merges", "--count", "main"]);
+    assert_eq!(merges, "0", "a conflict was merged: {outs:#?}");
 }
