@@ -221,6 +221,16 @@ fn settings(spec: &HubSpec, state: &std::path::Path) -> (Check, Settings) {
                 "see farm tests --help".to_owned(),
             )
         })?;
+        crate::run::roles::resolve(&settings.roles).map_err(|e| {
+            (
+                format!("invalid role in {}: {e}", file.what),
+                "see Roles in the README".to_owned(),
+            )
+        })?;
+        crate::run::config::progress_name(&settings).map_err(|e| {
+            let hints = e.hints_line();
+            (format!("{} (in {})", e.message, file.what), hints)
+        })?;
         if let Some(dir) = spec.local() {
             let here = std::fs::read_to_string(dir.join(crate::settings::FILE)).ok();
             if here.is_some()

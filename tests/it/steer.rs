@@ -162,6 +162,44 @@ fn farm_doctor_names_an_invalid_tests_table() {
             && l.contains("inside the clone")),
         "{out:#?}"
     );
+
+    // A bad role, and a bad progress document, likewise; and `farm run`
+    // refuses them before anything is claimed.
+    for (toml, says) in [
+        (
+            "\n[roles.docs]\ntasks = [\"docs\"]\n",
+            "[roles.docs]: `tasks`: \"docs\" is neither `label:<label>` nor `id:<glob>`",
+        ),
+        (
+            "\nprogress = \"notes/PROGRESS.md\"\n",
+            "farm.toml `progress` = \"notes/PROGRESS.md\": name a file at the root",
+        ),
+    ] {
+        let env = Env::git_hub(&[]);
+        let path = env.hub.join("farm.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        // Top-level keys go before the first table.
+        std::fs::write(&path, format!("{toml}{text}")).unwrap();
+        env.git(["commit", "-qam", "bad"]);
+        let out = env
+            .farm_git([
+                "doctor",
+                "--agent",
+                "sh",
+                "--state-dir",
+                state.to_str().unwrap(),
+            ])
+            .run()
+            .code(1);
+        assert!(
+            out.stdout
+                .lines()
+                .any(|l| l.starts_with("!! settings") && l.contains(says)),
+            "{out:#?}"
+        );
+        let out = crate::run::farm_run(&env, "sh", &[]).code(2);
+        assert!(out.stderr.contains(says), "{out:#?}");
+    }
 }
 
 /// Issue 13, part 4's first piece: labels on tasks (what roles will pick
