@@ -10,12 +10,14 @@
 //!   turned into what commands act on (the hub, its claim store, the state dir).
 //! - [`run`](mod@run): `farm run`: the agent loop ([`run::agent`]), the private clone
 //!   and its recovery, sessions, outcome classification, usage limits, usage
-//!   and cost, the prompt, the journal, agent presets.
+//!   and cost, the test gate, roles, the progress document, the prompt, the
+//!   journal, agent presets.
 //! - [`schedule`]: schedules (`schedules/<id>.toml`): when they fire (cron or
 //!   one time, in a time zone), and which occurrences a firing makes tasks.
 //! - [`suite`]: the project's own test suite (`[tests]` in farm.toml): its
 //!   command run in a clone, its report (JUnit, libtest JSON, TAP, lines)
-//!   read into cases and their aggregate.
+//!   read into cases and their aggregate, results kept per tree, failing
+//!   tests made tasks.
 //! - [`board`]: the task file format, loading a board, the dependency graph,
 //!   every task's state and every edit of a task file.
 //! - [`claims`]: the claim record, liveness, the [`claims::ClaimStore`] trait
@@ -28,7 +30,8 @@
 //!
 //! Layers point one way: `cli` → `commands` → (`config`, `settings`) → (`run`,
 //! `schedule`) → (`board`, `claims`, `git`, `suite`) → (`names`, `error`, `output`,
-//! `age`). Of the middle layer only `claims` uses `git` (the git store). No
+//! `age`). Of the middle layer only `claims` uses `git` (the git store), and
+//! `suite` uses `board` (failing tests become tasks). No
 //! store knows the loop; the board knows nothing of sessions or schedules.
 //! The one cycle is `cli` ⇄ `commands`: the command enum names each
 //! subcommand's arguments.
