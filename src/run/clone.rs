@@ -430,8 +430,14 @@ impl PrivateClone {
     /// Whether `tip` has commits that `upstream` lacks, by ancestry and by
     /// patch (a commit rebased onto the branch is there already).
     pub fn has_own_commits(&self, upstream: &str, tip: &str) -> Result<bool, Error> {
-        let cherry = self.git(["cherry", upstream, tip])?;
-        Ok(cherry.lines().any(|l| l.starts_with('+')))
+        // farm's own progress commit is no work of the agent's: alone, it
+        // needs no rescue.
+        let cherry = self.git(["cherry", "-v", upstream, tip])?;
+        Ok(cherry.lines().any(|l| {
+            let mut words = l.splitn(3, ' ');
+            let (sign, subject) = (words.next(), words.nth(1).unwrap_or(""));
+            sign == Some("+") && !subject.starts_with(crate::run::progress::SUBJECT)
+        }))
     }
 
     /// Rescue what commits can be read from `aside`, a broken clone set
@@ -1417,6 +1423,42 @@ mod tests {
             clone.git(["diff", "--cached", "--name-only"]).unwrap(),
             "new.txt"
         );
+    }
+
+    /// The progress document is committed on top of HEAD without the work
+    /// tree, comes off again, and alone is nothing to rescue; the sync after
+    /// it leaves exactly the branch.
+    #[test]
+    fn a_progress_commit_is_farms_own_and_no_work_to_rescue() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (_hub_git, hub, clone) = hub_and_clone(tmp.path());
+        let upstream = "origin/main";
+        let base = clone.head().unwrap();
+        let subject = format!("{}`t` by a", crate::run::progress::SUBJECT);
+        clone
+            .commit_file("PROGRESS.md", "# Progress\n", &subject)
+            .unwrap();
+        assert_eq!(
+            clone.file_at_head("PROGRESS.md").unwrap().as_deref(),
+            Some("# Progress\n")
+        );
+        assert!(
+            !clone.dir().join("PROGRESS.md").exists(),
+            "the work tree is left alone"
+        );
+        assert!(!clone.has_own_commits(upstream, "HEAD").unwrap());
+        // With work under it, there is work to rescue.
+        clone.move_head(&base).unwrap();
+        assert_eq!(clone.head().unwrap(), base);
+        write(clone.dir(), "c.txt", "c\n");
+        clone.commit_all("work").unwrap();
+        clone
+            .commit_file("PROGRESS.md", "# Progress\n", &subject)
+            .unwrap();
+        assert!(clone.has_own_commits(upstream, "HEAD").unwrap());
+        clone.sync(&hub).unwrap();
+        assert!(!clone.dir().join("c.txt").exists());
+        assert_eq!(clone.head().unwrap(), base);
     }
 
     /// A sync after an in-memory rebase (index and work tree behind HEAD)

@@ -208,7 +208,7 @@ fn progress_commit(turn: Turn<'_>, path: &str, passed: Option<&Passed>) -> Resul
     clone.commit_file(
         path,
         &text,
-        &format!("farm: progress: `{}` by {name}", task.id),
+        &format!("{}`{}` by {name}", progress::SUBJECT, task.id),
     )?;
     Ok(work)
 }

@@ -14,6 +14,10 @@ use std::time::SystemTime;
 use crate::claims::record::timestamp;
 use crate::suite::report::Counts;
 
+/// How the subject of farm's commit of the document begins (no agent's
+/// work: such a commit alone needs no rescue).
+pub const SUBJECT: &str = "farm: progress: ";
+
 /// The document's default name.
 pub const DEFAULT: &str = "PROGRESS.md";
 
