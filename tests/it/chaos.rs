@@ -33,16 +33,22 @@
 //! `git rebase` (a ref lock held), the hub's `pre-receive` (a push in flight)
 //! and `post-receive` (the push landed, farm not told yet).
 //!
-//! Moments: session, commit, rebase, merge session, push, release (after the
+//! Every push goes through the test gate (issue 13): the board's farm.toml
+//! has `[tests]` running `gate.sh` (one passing test per work file), so each
+//! push also carries the progress document.
+//!
+//! Moments: session, commit, rebase, merge session, gate (the test run
+//! before a push, slowed on cue), push, release (after the
 //! push landed, before the claim is released), reap (a farm killed right
 //! after it restarted over a dead predecessor), and random. Targets: farm,
-//! the agent, the agent's child (its `git commit` or its `sleep`), and
-//! farm's git child.
+//! the agent, the agent's child (its `git commit` or its `sleep`; at the
+//! gate, the test command), and farm's git child.
 //!
 //! Checked after every round, every violation collected and listed at the end:
 //! - every task done exactly once on main: one commit adding
 //!   `tasks/done/<t>.md`, no `tasks/<t>.md` or `tasks/failed/<t>.md` left,
-//!   its work (`work/<t>.txt`, its line in the shared file) there once;
+//!   its work (`work/<t>.txt`, its line in the shared file) there once, and
+//!   one line for it in `PROGRESS.md`;
 //! - every commit an agent made (ledger) reachable from a hub ref, as made
 //!   or by patch id;
 //! - no claim left (`farm locks`, and `current_tasks/` for the fs store);
@@ -230,6 +236,7 @@ enum Moment {
     Commit,
     Rebase,
     MergeSession,
+    Gate,
     Push,
     Release,
     Reap,
@@ -261,6 +268,8 @@ const KILLS: &[(Moment, Target)] = &[
     (Moment::Rebase, Target::Git),
     (Moment::MergeSession, Target::Farm),
     (Moment::MergeSession, Target::Agent),
+    (Moment::Gate, Target::Farm),
+    (Moment::Gate, Target::Child),
     (Moment::Push, Target::Farm),
     (Moment::Push, Target::Git),
     (Moment::Release, Target::Farm),
@@ -387,6 +396,17 @@ fn task_id(i: usize) -> String {
     format!("{prefix}{i:02}")
 }
 
+/// The gate every round's pushes go through: one passing test per work
+/// file (so no change is ever red), slowed on cue, when `arm-gate` exists,
+/// with the command marked in `gating/` (the test finds it there to kill).
+/// Its directory is the round's, found from HOME (farm passes it through).
+const GATE: &str = r#"C=$(dirname "$HOME")
+if [ -e "$C/arm-gate" ]; then echo $$ > "$C/gating/$$"; sleep 1; rm -f "$C/gating/$$"; fi
+echo "PASS: board"
+for f in work/*.txt; do [ -e "$f" ] && echo "PASS: $f"; done
+exit 0
+"#;
+
 fn board_files() -> Vec<(String, String)> {
     let mut files: Vec<(String, String)> = (0..TASKS)
         .map(|i| {
@@ -401,6 +421,11 @@ fn board_files() -> Vec<(String, String)> {
         .collect();
     files.push(("shared-a.txt".into(), "base-a\n".into()));
     files.push(("shared-b.txt".into(), "base-b\n".into()));
+    files.push(("gate.sh".into(), GATE.into()));
+    files.push((
+        "farm.toml".into(),
+        "[tests]\ncommand = \"sh gate.sh\"\nformat = \"lines\"\ntimeout = \"30s\"\n".into(),
+    ));
     files
 }
 
@@ -416,6 +441,7 @@ impl Round {
             "rebasing",
             "pushing",
             "landed",
+            "gating",
             "hooks",
             "home",
         ] {
@@ -928,6 +954,7 @@ exit 0
         let arm = match moment {
             Moment::Commit => Some("arm-commit"),
             Moment::Rebase => Some("arm-rebase"),
+            Moment::Gate => Some("arm-gate"),
             Moment::Push => Some("arm-push"),
             Moment::Release => Some("arm-release"),
             _ => None,
@@ -981,6 +1008,16 @@ exit 0
                         let (_, git) = rng.pick(&marks);
                         match target {
                             Target::Git => Some(git),
+                            _ => Some(farm),
+                        }
+                    })
+                }
+                Moment::Gate => {
+                    let marks = self.marks("gating");
+                    (!marks.is_empty()).then(|| {
+                        let (_, test) = rng.pick(&marks);
+                        match target {
+                            Target::Child => Some(test),
                             _ => Some(farm),
                         }
                     })
@@ -1311,6 +1348,15 @@ exit 0
         }
         let tree = self.git_out(&["ls-tree", "-r", "--name-only", "main"]);
         let tree: BTreeSet<&str> = tree.lines().collect();
+        // The progress document, written into each gated push, names each
+        // integrated task once (30 lines: none folded yet).
+        let progress = self.git(&["show", "main:PROGRESS.md"]).1;
+        let mut lines: BTreeMap<String, usize> = BTreeMap::new();
+        for line in progress.lines() {
+            if let Some(task) = line.strip_prefix("- ").and_then(|l| l.split('`').nth(1)) {
+                *lines.entry(task.to_owned()).or_default() += 1;
+            }
+        }
         let mut not_done = Vec::new();
         for id in &ids {
             figures.check("every task done exactly once on main");
@@ -1337,6 +1383,14 @@ exit 0
                     state.push("failed");
                 }
                 not_done.push(format!("{id} ({})", state.join(" and ")));
+            }
+            figures.check("each task in the progress document once");
+            let listed = lines.get(id).copied().unwrap_or(0);
+            if listed != 1 && done.get(id).map_or(0, Vec::len) == 1 {
+                self.violation(
+                    "progress",
+                    format!("task `{id}` has {listed} line(s) in PROGRESS.md on main"),
+                );
             }
             figures.check("each task's work on main once");
             let work = self
