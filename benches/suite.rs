@@ -1,21 +1,32 @@
-//! What reading a large test report costs (issue 13): a JUnit XML file of
-//! 20,000 cases in 200 suites — a tenth failed with a message and a
-//! traceback, a twentieth skipped, the rest passed, as pytest `--junitxml`
-//! writes them — read by `farm::suite::junit::parse` into cases.
+//! What the tests cost farm (issue 13).
 //!
-//! The reference, in the same invocation: the same file scanned by
-//! quick-xml alone, every event read and dropped — the floor any reading of
-//! it costs. Medians of [`RUNS`] runs each, interleaved (goal: ≤ 100 ms).
+//! 1. Reading a large report: a JUnit XML file of 20,000 cases in 200
+//!    suites — a tenth failed with a message and a traceback, a twentieth
+//!    skipped, the rest passed, as pytest `--junitxml` writes them — read by
+//!    `farm::suite::junit::parse` into cases. The reference, in the same
+//!    invocation: the same file scanned by quick-xml alone, every event read
+//!    and dropped — the floor any reading of it costs. Medians of [`RUNS`]
+//!    runs each, interleaved (goal: ≤ 100 ms).
+//! 2. The gate: `farm run --steer -j 4` on a project of 200 tests of which
+//!    60 fail (a `sh` script reads them), gated and with `--no-gate`,
+//!    [`GATE_RUNS`] runs each, interleaved: the test runs the journal
+//!    counts per integration (goal: exactly one gate run, no baseline and no
+//!    rerun; `--steer` tests the branch once at the start, counted apart),
+//!    and the run's wall time against the ungated one's.
+//!
 //! Timings are printed, never asserted; the load average is printed at the
 //! start and the end.
 
 #[path = "common/report.rs"]
 mod report;
 use report::{finish, load, verdict};
+#[path = "common/process.rs"]
+mod process;
 #[path = "common/stats.rs"]
 mod stats;
 use stats::{max, median, min};
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -24,6 +35,16 @@ const CASES: usize = 20_000;
 const SUITES: usize = 200;
 const RUNS: usize = 15;
 const GOAL_MS: f64 = 100.0;
+const GATE_RUNS: usize = 5;
+const FARM: &str = env!("CARGO_BIN_EXE_farm");
+/// The project's tests: each `tests/<n>.t` holds what `src/<n>` must.
+const CHECK: &str = r#"for t in tests/*.t; do
+  n=${t#tests/}; n=${n%.t}
+  read want < "$t"
+  got=; [ -f "src/$n" ] && read got < "src/$n"
+  if [ "$got" = "$want" ]; then echo "PASS: $n"; else echo "FAIL: $n: want $want got $got"; fi
+done
+"#;
 
 fn main() -> ExitCode {
     finish(bench())
@@ -127,6 +148,113 @@ fn bench() -> Result<(), String> {
         median(&parse) / median(&floor),
         verdict(median(&parse) <= GOAL_MS)
     );
+    gate()?;
     println!("load average at the end: {}", load());
+    Ok(())
+}
+
+/// One `farm run --steer -j 4` on a fresh copy of the 200-test project
+/// (`--no-gate` when not `gated`): its wall time in seconds, and the
+/// journal's test runs by kind and its integrations.
+fn steer_run(
+    dir: &std::path::Path,
+    gated: bool,
+) -> Result<(f64, BTreeMap<String, usize>, usize), String> {
+    let hub = dir.join("hub");
+    let mut files: Vec<(String, String)> = vec![
+        ("check.sh".into(), CHECK.into()),
+        (
+            "farm.toml".into(),
+            "[tests]\ncommand = \"sh check.sh\"\nformat = \"lines\"\nfailed = '^FAIL: (?P<name>\\S+): (?P<why>.*)$'\n".into(),
+        ),
+    ];
+    for i in 0..200 {
+        files.push((format!("tests/t{i:03}.t"), format!("{i}\n")));
+        let v = if [0, 3, 7].contains(&(i % 10)) {
+            "x".to_owned()
+        } else {
+            i.to_string()
+        };
+        files.push((format!("src/t{i:03}"), format!("{v}\n")));
+    }
+    process::make_hub(FARM, &hub, &files)?;
+    let agent = dir.join("fixer.sh");
+    process::write_file(
+        &agent,
+        "n=${FARM_TASK#test-}\ncp \"tests/$n.t\" \"src/$n\"\ngit add -A\ngit commit -qm \"fix $n\"\n",
+    )?;
+    let state = dir.join("state");
+    let mut cmd = process::command(FARM);
+    cmd.arg("-q")
+        .args([
+            "run",
+            "--agent",
+            &format!("sh {}", agent.display()),
+            "--steer",
+            "-j",
+            "4",
+        ])
+        .arg("--state-dir")
+        .arg(&state)
+        .env("FARM_HUB", &hub);
+    if !gated {
+        cmd.arg("--no-gate");
+    }
+    let start = Instant::now();
+    process::output(&mut cmd, "farm run --steer")?;
+    let secs = start.elapsed().as_secs_f64();
+    let journal =
+        std::fs::read_to_string(state.join("journal.jsonl")).map_err(|e| e.to_string())?;
+    let mut runs = BTreeMap::new();
+    let mut done = 0;
+    for line in journal.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
+        match v["event"].as_str() {
+            Some("tests") => {
+                *runs
+                    .entry(v["kind"].as_str().unwrap_or("?").to_owned())
+                    .or_default() += 1
+            }
+            Some("done") => done += 1,
+            Some("steer") if v["ran"] == true => {
+                *runs.entry("steer".to_owned()).or_default() += 1;
+            }
+            _ => {}
+        }
+    }
+    if done != 60 {
+        return Err(format!("{done} tasks done, not 60"));
+    }
+    Ok((secs, runs, done))
+}
+
+fn gate() -> Result<(), String> {
+    println!("the gate: farm run --steer -j 4 on 200 tests, 60 failing (60 tasks)");
+    let (mut gated, mut plain) = (Vec::new(), Vec::new());
+    for _ in 0..GATE_RUNS {
+        let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let (secs, runs, done) = steer_run(tmp.path(), true)?;
+        let per = runs.get("gate").copied().unwrap_or(0) as f64 / done as f64;
+        println!(
+            "  gated run: {secs:.2} s; test runs {runs:?} for {done} integrations: {per:.2} gate run(s) per integration, goal exactly 1 and no baseline or rerun: {}",
+            verdict(per == 1.0 && !runs.contains_key("baseline") && !runs.contains_key("rerun"))
+        );
+        gated.push(secs);
+        let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let (secs, runs, _) = steer_run(tmp.path(), false)?;
+        if runs.keys().any(|k| k != "steer") {
+            return Err(format!("--no-gate ran the gate: {runs:?}"));
+        }
+        plain.push(secs);
+    }
+    println!(
+        "  wall time: gated median {:.2} s (min {:.2}), --no-gate median {:.2} s (min {:.2}): {:.2}x ({:.0} ms per integration)",
+        median(&gated),
+        min(&gated),
+        median(&plain),
+        min(&plain),
+        median(&gated) / median(&plain),
+        (median(&gated) - median(&plain)) * 1000.0 / 60.0
+    );
     Ok(())
 }

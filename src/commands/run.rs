@@ -99,6 +99,11 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     } else {
         None
     };
+    if config.roles.is_empty() && !settings.roles.is_empty() {
+        ctx.out.note(
+            "farm run: -j given: the roles in farm.toml are not used (run without -j to start them)",
+        );
+    }
     let hub = Hub::open(&spec, config.branch.as_deref())?;
     std::fs::create_dir_all(&state).map_err(|e| {
         Error::failure(format!(

@@ -768,28 +768,41 @@ impl PrivateClone {
     }
 
     /// Put the files at HEAD for the test gate, which runs on the very tree
-    /// about to be pushed (an in-memory rebase moved HEAD without them).
-    /// Until [`Self::after_tests`] the files are not the agent's work: the
-    /// tests write what they write, and a farm killed meanwhile puts them
-    /// back at HEAD rather than take them for work to rescue (the commits
-    /// are rescued as any unpushed commits are).
+    /// about to be pushed (an in-memory rebase moved HEAD without them): by
+    /// what changed since the index's tree, in-process, when that is known.
+    /// Until the next sync the files are not the agent's work: the tests
+    /// write what they write, and a farm killed meanwhile puts them back at
+    /// HEAD rather than take them for work to rescue (the commits are
+    /// rescued as any unpushed commits are).
     pub fn files_for_tests(&self) -> Result<(), Error> {
         self.files_stale()?;
-        self.git(["read-tree", "--reset", "-u", "HEAD"])?;
+        if self.behind.get() || !self.tracked.get() {
+            let head = self.head()?;
+            let from = self
+                .tracked
+                .get()
+                .then(|| self.in_process("reading the index's tree", Workdir::index_tree))
+                .flatten();
+            let moved = from.is_some_and(|from| {
+                self.in_process("checkout by what changed", |w| w.checkout_from(from, &head))
+                    .is_some()
+            });
+            if !moved {
+                self.git(["read-tree", "--reset", "-u", "HEAD"])?;
+            }
+        }
         self.behind.set(false);
-        self.clean.set(false);
-        self.tracked.set(false);
         Ok(())
     }
 
-    /// Undo what a test run wrote (but files git ignores: build caches),
-    /// so that integration goes on from a clean HEAD (`git rebase` refuses
-    /// a changed work tree).
-    pub fn after_tests(&self) -> Result<(), Error> {
-        self.git(["read-tree", "--reset", "-u", "HEAD"])?;
-        self.git(["clean", "-ffdq"])?;
-        self.tracked.set(true);
-        self.files_current()
+    /// The tests ran: whatever they wrote is put right lazily — the files
+    /// count as behind HEAD (a git command that needs them resets them
+    /// first; the next sync does in any case), the mark of stale files
+    /// stays.
+    pub fn after_tests(&self) {
+        self.behind.set(true);
+        self.clean.set(false);
+        self.tracked.set(false);
     }
 
     /// The files HEAD changed since `commit`.
@@ -910,10 +923,13 @@ impl PrivateClone {
     }
 
     /// Bring the index and the work tree up to HEAD after an in-memory
-    /// rebase, for the `git` commands that work in them.
+    /// rebase or a test run, for the `git` commands that work in them.
     fn catch_up_worktree(&self) -> Result<(), Error> {
         if self.behind.get() {
             self.git(["reset", "--quiet", "--hard"])?;
+            // Nothing untracked is the agent's here (its work is committed
+            // before integration): what a test run left goes.
+            self.git(["clean", "-ffdq"])?;
             self.behind.set(false);
             self.files_current()?;
         }

@@ -211,8 +211,9 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
     let roles = crate::run::roles::resolve(&settings.roles)
         .map_err(|e| Error::usage(format!("invalid role in farm.toml: {e}")))?;
     // Checked before anything is written: names become directories.
-    // Without -j, the roles (if any) say how many agents run, and which.
-    let (names, roles) = if flags.jobs.or(settings.jobs).is_none() && !roles.is_empty() {
+    // Without -j, the roles (if any) say how many agents run, and which
+    // (over farm.toml's `jobs`).
+    let (names, roles) = if flags.jobs.is_none() && !roles.is_empty() {
         let base = flags.name.as_deref().unwrap_or(world.host);
         let mut names = Vec::new();
         let mut of = BTreeMap::new();
@@ -479,6 +480,24 @@ mod tests {
             claims: ClaimsKind::Fs,
         };
         resolve(flags, settings, &world)
+    }
+
+    /// Issue 13: without -j the roles say which agents run (over farm.toml's
+    /// `jobs`); -j runs plain agents.
+    #[test]
+    fn roles_name_the_agents_unless_j_is_given() {
+        let toml = "agent = \"sh\"\njobs = 5\n[roles.docs]\n[roles.default]\nagents = 2\n";
+        let c = resolve_with(&flags(&[]), &settings(toml)).unwrap();
+        assert_eq!(c.names, ["box-default-1", "box-default-2", "box-docs-1"]);
+        assert_eq!(c.roles["box-docs-1"].name, "docs");
+        let c = resolve_with(&flags(&["--name", "n"]), &settings(toml)).unwrap();
+        assert_eq!(c.names[2], "n-docs-1");
+        let c = resolve_with(&flags(&["-j", "2"]), &settings(toml)).unwrap();
+        assert_eq!(c.names, ["box-1", "box-2"]);
+        assert!(c.roles.is_empty());
+        let long = format!("agent = \"sh\"\n[roles.{}]\n", "r".repeat(99));
+        let e = resolve_with(&flags(&[]), &settings(&long)).unwrap_err();
+        assert!(e.to_string().contains("invalid agent name"), "{e}");
     }
 
     fn message(flags: &Flags, settings: &Settings) -> String {

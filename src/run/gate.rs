@@ -92,40 +92,16 @@ pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Error> {
     }
     let base = match store.get(&there) {
         Some(base) => base,
-        None => {
-            let dir = run.state.join("gate").join(
-                clone
-                    .dir()
-                    .file_name()
-                    .unwrap_or_else(|| std::ffi::OsStr::new(name)),
-            );
-            clone.tree_at(&dir, onto)?;
-            let tested = tests(turn, suite, &dir, "baseline", None);
-            clone.drop_tree(&dir);
-            match tested {
-                Tested::Ran(report) => {
-                    let base = Results::of(onto, &report);
+        None => match baseline(turn, suite, onto)? {
+            Ok(base) => {
+                // (Nothing kept for a branch whose tests cannot be read.)
+                if !base.commit.is_empty() {
                     store.put(&there, &base);
-                    base
                 }
-                Tested::Stopped => return Ok(Verdict::Stopped),
-                Tested::Lost => return Ok(Verdict::Lost),
-                Tested::Failed(e) if e.code == Code::Usage => {
-                    return Ok(Verdict::Broken(e.to_string()));
-                }
-                // A branch whose tests cannot be read passes none of them.
-                Tested::Failed(e) => {
-                    run.say(
-                        name,
-                        &format!(
-                            "the tests of `{}` cannot be read ({e}); counting none as passing there",
-                            run.hub.branch
-                        ),
-                    );
-                    Results::default()
-                }
+                base
             }
-        }
+            Err(verdict) => return Ok(verdict),
+        },
     };
     let mut base_passed = base.passed();
     // A sample: its tests, listed in a file of the state directory's, are
@@ -140,12 +116,7 @@ pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Error> {
             };
             let chosen = sample(&base, name, turn.task.id.as_str(), share, &touched);
             base_passed.retain(|t| chosen.contains(t));
-            let path = run.state.join("gate").join(format!("{name}.sample"));
-            let list: String = chosen.iter().map(|t| format!("{t}\n")).collect();
-            std::fs::create_dir_all(run.state.join("gate"))
-                .and_then(|()| std::fs::write(&path, list))
-                .map_err(|e| Error::failure(format!("cannot write `{}`: {e}", path.display())))?;
-            Some(path)
+            Some(write_sample(turn, &chosen)?)
         }
     };
     let chosen = chosen.as_deref();
@@ -165,7 +136,7 @@ pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Error> {
         judged = judge(&base_passed, &last, Some(&again));
         last = again;
     }
-    clone.after_tests()?;
+    clone.after_tests();
     if !judged.flaky.is_empty() {
         run.say(
             name,
@@ -215,10 +186,57 @@ pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Error> {
     })
 }
 
+/// The branch's results at `onto`, tested in a work tree of its own (the
+/// gate had none kept for its code); when its tests cannot be read, none
+/// passes there (and nothing is kept: `commit` is empty). What the gate
+/// says instead when the run was stopped, the claim lost, or the command
+/// cannot run at all.
+fn baseline(turn: Turn<'_>, suite: &Suite, onto: &str) -> Result<Result<Results, Verdict>, Error> {
+    let Turn {
+        run, clone, name, ..
+    } = turn;
+    let dir = run.state.join("gate").join(
+        clone
+            .dir()
+            .file_name()
+            .unwrap_or_else(|| std::ffi::OsStr::new(name)),
+    );
+    clone.tree_at(&dir, onto)?;
+    let tested = tests(turn, suite, &dir, "baseline", None);
+    clone.drop_tree(&dir);
+    Ok(match tested {
+        Tested::Ran(report) => Ok(Results::of(onto, &report)),
+        Tested::Stopped => Err(Verdict::Stopped),
+        Tested::Lost => Err(Verdict::Lost),
+        Tested::Failed(e) if e.code == Code::Usage => Err(Verdict::Broken(e.to_string())),
+        Tested::Failed(e) => {
+            run.say(
+                name,
+                &format!(
+                    "the tests of `{}` cannot be read ({e}); counting none as passing there",
+                    run.hub.branch
+                ),
+            );
+            Ok(Results::default())
+        }
+    })
+}
+
+/// Write the agent's sample, one test a line, for `FARM_TEST_SAMPLE`.
+fn write_sample(turn: Turn<'_>, chosen: &BTreeSet<String>) -> Result<std::path::PathBuf, Error> {
+    let dir = turn.run.state.join("gate");
+    let path = dir.join(format!("{}.sample", turn.name));
+    let list: String = chosen.iter().map(|t| format!("{t}\n")).collect();
+    std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::write(&path, list))
+        .map_err(|e| Error::failure(format!("cannot write `{}`: {e}", path.display())))?;
+    Ok(path)
+}
+
 /// A test run in the clone that ended other than with a report: the clone
 /// made clean again, and what that means.
 fn after_tests(turn: Turn<'_>, tested: Tested) -> Result<Verdict, Error> {
-    turn.clone.after_tests()?;
+    turn.clone.after_tests();
     Ok(match tested {
         Tested::Ran(_) => Verdict::Pass(None),
         Tested::Stopped => Verdict::Stopped,

@@ -29,9 +29,9 @@ pub fn run(suite: &Suite, dir: &Path) -> Result<Ran, Error> {
         .ok_or_else(|| Error::failure("the test run was stopped"))
 }
 
-/// [`run`] with `env` set for the command, asking `keep_going` about every
-/// 20 ms whether to go on: when it says no, the command and everything it
-/// started are killed (`None`).
+/// [`run`] with `env` set for the command, asking `keep_going` at least
+/// every 20 ms whether to go on: when it says no, the command and everything
+/// it started are killed (`None`).
 pub fn run_while(
     suite: &Suite,
     dir: &Path,
@@ -87,6 +87,7 @@ pub fn run_while(
             .map(|p| Box::new(p) as Box<dyn Read + Send>),
     );
     let group = child.id() as libc::pid_t;
+    let mut poll = Duration::from_millis(1);
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
@@ -106,7 +107,12 @@ pub fn run_while(
                 let _ = child.wait();
                 return Ok(None);
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            // From 1 ms, doubling to 20: a quick suite is not kept waiting
+            // for the poll, a long one costs a wake-up every 20 ms.
+            Ok(None) => {
+                std::thread::sleep(poll);
+                poll = (poll * 2).min(Duration::from_millis(20));
+            }
             Err(e) => return Err(Error::failure(format!("waiting for `{shown}`: {e}"))),
         }
     };
