@@ -34,6 +34,8 @@ Examples:
   farm run --agent \"claude -p --dangerously-skip-permissions\" -j 8
   farm run --agent \"codex exec\" --prompt-via stdin --timeout 30m
   farm run --agent \"my-agent --task-file {prompt_file}\" --prompt-via file --once
+  farm run --agent claude --steer          # failing tests become tasks; gated pushes
+  farm run --agent claude                  # with [roles.*] in farm.toml: the roles' agents
 
 The session sees FARM_TASK, FARM_AGENT, FARM_HUB, FARM_CLAIM, FARM_ATTEMPT.
 Settings may also come from farm.toml, committed on the hub's branch
