@@ -5,8 +5,8 @@
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    agents, claim, demo, demo_agent, doctor, fire, init, locks, logs, reap, release, run, schedule,
-    schedules, status, stop, task, tasks, tests,
+    agents, claim, completions, demo, demo_agent, doctor, fire, init, locks, logs, reap, release,
+    run, schedule, schedules, status, stop, task, tasks, tests,
 };
 use crate::config::GlobalArgs;
 
@@ -58,6 +58,8 @@ pub enum Command {
     Doctor(doctor::Args),
     Stop(stop::Args),
     Agents(agents::Args),
+    Completions(completions::Args),
+    Man(completions::ManArgs),
     Demo(demo::Args),
     #[command(hide = true)]
     DemoAgent(demo_agent::Args),

@@ -4,6 +4,7 @@
 pub mod agents;
 pub mod branch;
 pub mod claim;
+pub mod completions;
 pub mod demo;
 pub mod demo_agent;
 pub mod doctor;
@@ -36,6 +37,8 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<(), Error> {
     match command {
         Command::Agents(args) => agents::run(ctx, args),
         Command::Claim(args) => claim::run(ctx, args),
+        Command::Completions(args) => completions::run(ctx, args),
+        Command::Man(args) => completions::man(ctx, args),
         Command::Release(args) => release::run(ctx, args),
         Command::Locks(args) => locks::run(ctx, args),
         Command::Logs(args) => logs::run(ctx, args),

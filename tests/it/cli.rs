@@ -448,3 +448,74 @@ fn help_has_examples() {
             .stdout_has("Examples:");
     }
 }
+
+/// Issue 14, item 5: completions for every shell clap_complete knows, made
+/// from the command line itself; the bash one is valid bash and completes
+/// the subcommands and a subcommand's flags.
+#[test]
+fn completions_for_each_shell_name_the_commands() {
+    let env = Env::new();
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = env.farm(["completions", shell]).run().success();
+        for word in ["reap", "locks", "--older-than", "--steer"] {
+            assert!(out.stdout.contains(word), "{shell}: no {word}");
+        }
+    }
+    let script = env.tmp.path().join("farm.bash");
+    std::fs::write(
+        &script,
+        env.farm(["completions", "bash"]).run().success().stdout,
+    )
+    .unwrap();
+    let check = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{check:?}");
+    // Completing `farm re` in bash offers reap and release.
+    let probe = format!(
+        "source '{}'; COMP_WORDS=(farm re); COMP_CWORD=1; _farm farm re farm; echo \"${{COMPREPLY[*]}}\"",
+        script.display()
+    );
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(&probe)
+        .output()
+        .unwrap();
+    let offered = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        offered.contains("reap") && offered.contains("release"),
+        "{offered:?}"
+    );
+    let out = env.farm(["completions", "tcsh"]).run().code(2);
+    assert!(out.stderr.contains("possible values: bash"), "{out:#?}");
+}
+
+/// Issue 14, item 5: a manual page for farm and one per command.
+#[test]
+fn man_pages_for_farm_and_each_command() {
+    let env = Env::new();
+    let out = env.farm(["man"]).run().success();
+    assert!(out.stdout.contains(".TH farm 1"), "{}", &out.stdout[..200]);
+    assert!(out.stdout.contains("farm\\-run"), "the commands are listed");
+    let dir = env.tmp.path().join("man1");
+    env.farm(["man", "--dir", dir.to_str().unwrap()])
+        .run()
+        .success();
+    for page in ["farm.1", "farm-run.1", "farm-reap.1", "farm-tests.1"] {
+        let text = std::fs::read_to_string(dir.join(page)).unwrap();
+        assert!(text.contains(".SH NAME"), "{page}");
+    }
+    let run = std::fs::read_to_string(dir.join("farm-run.1")).unwrap();
+    assert!(
+        run.contains(".TH farm\\-run 1") || run.contains(".TH farm-run 1"),
+        "{}",
+        &run[..300]
+    );
+    assert!(run.contains("steer"), "farm-run.1 documents its flags");
+    assert!(
+        !dir.join("farm-demo-agent.1").exists(),
+        "hidden commands have none"
+    );
+}
