@@ -106,6 +106,35 @@ pub fn retire(
     })
 }
 
+/// Put failed task `id` back on the board: `tasks/failed/<id>.md` moves to
+/// `tasks/<id>.md` with its attempts reset and its notes kept, `note`
+/// appended. `None`: no failed file that parses (nothing written).
+pub fn retry(worktree: &Path, id: &TaskId, note: &str) -> io::Result<Option<Task>> {
+    let failed = worktree.join(paths::failed(id));
+    let Ok(text) = fs::read_to_string(&failed) else {
+        return Ok(None);
+    };
+    let Ok(mut task) = parse(id.clone(), &text) else {
+        return Ok(None);
+    };
+    task.attempts = 0;
+    append(&mut task, note);
+    fs::create_dir_all(worktree.join(paths::TASKS))?;
+    fs::write(worktree.join(paths::pending(id)), task.render())?;
+    fs::remove_file(&failed)?;
+    Ok(Some(task))
+}
+
+/// Remove task `id`'s file, wherever it is on the board; where it was
+/// (`None`: nowhere, nothing removed).
+pub fn remove(worktree: &Path, id: &TaskId) -> io::Result<Option<Place>> {
+    let Some(place) = paths::find(worktree, id) else {
+        return Ok(None);
+    };
+    fs::remove_file(worktree.join(place.file(id)))?;
+    Ok(Some(place))
+}
+
 /// Edit task `id`'s pending file with `edit`; to `tasks/failed/` when its
 /// attempts are used up after it.
 fn edit_pending(
@@ -230,6 +259,33 @@ mod tests {
 
     fn read(dir: &Path, rel: &str) -> Option<String> {
         fs::read_to_string(dir.join(rel)).ok()
+    }
+
+    #[test]
+    fn retry_puts_a_failed_task_back_with_its_notes_and_remove_takes_one_away() {
+        let b = board();
+        let mut t = minimal("a");
+        t.attempts = 3;
+        t.max_attempts = 3;
+        t.body = "Do it.\n\n## Attempt 3 — failed\n".into();
+        write(b.path(), "tasks/failed/a.md", &t.render());
+        let back = retry(b.path(), &id("a"), "\n## Retried\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(back.attempts, 0);
+        let text = read(b.path(), "tasks/a.md").unwrap();
+        assert!(
+            text.contains("## Attempt 3 — failed\n\n## Retried\n"),
+            "{text}"
+        );
+        assert_eq!(read(b.path(), "tasks/failed/a.md"), None);
+        // Only a failed task is retried.
+        assert_eq!(retry(b.path(), &id("a"), "x").unwrap(), None);
+        assert_eq!(remove(b.path(), &id("a")).unwrap(), Some(Place::Pending));
+        assert_eq!(read(b.path(), "tasks/a.md"), None);
+        assert_eq!(remove(b.path(), &id("a")).unwrap(), None);
+        write(b.path(), "tasks/done/d.md", "x");
+        assert_eq!(remove(b.path(), &id("d")).unwrap(), Some(Place::Done));
     }
 
     #[test]

@@ -1,10 +1,13 @@
-//! `farm task add`: put a task on the board — committed and pushed to the hub.
+//! `farm task add|show|retry|rm`: put a task on the board, look at one, put
+//! a failed one back, take one away — each edit committed and pushed to the
+//! hub.
 
 use std::time::{Duration, SystemTime};
 
 use crate::age::parse_duration;
-use crate::board;
 use crate::board::edit::{self, AddError, Edit, Tx};
+use crate::board::paths::Place;
+use crate::board::{self, Task};
 use crate::commands::branch::{self, HubBranch};
 use crate::config::Ctx;
 use crate::error::{Code, Error};
@@ -21,6 +24,61 @@ pub struct Args {
 #[derive(Debug, clap::Subcommand)]
 enum TaskCommand {
     Add(AddArgs),
+    Show(ShowArgs),
+    Retry(OneArgs),
+    Rm(RmArgs),
+}
+
+/// Show one task: its state, front matter, description and attempt notes.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  farm task show parse-if
+  farm task show parse-if --json | jq .attempts")]
+struct ShowArgs {
+    #[arg(value_parser = TaskId::parse)]
+    id: TaskId,
+
+    /// Print JSON: {id, place, status, detail, file, title, labels, priority, after, attempts, max_attempts, body}.
+    #[arg(long)]
+    json: bool,
+
+    /// The branch whose board to read (default: the hub's HEAD branch).
+    #[arg(long)]
+    branch: Option<String>,
+}
+
+/// Put a failed task back on the board: attempts reset, its notes kept.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  farm task retry parse-if")]
+struct OneArgs {
+    #[arg(value_parser = TaskId::parse)]
+    id: TaskId,
+
+    /// The branch whose board to edit (default: the hub's HEAD branch).
+    #[arg(long)]
+    branch: Option<String>,
+}
+
+/// Remove a task from the board (pending, done or failed).
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  farm task rm parse-if
+  farm task rm lexer --force     # even though other tasks come after it")]
+struct RmArgs {
+    #[arg(value_parser = TaskId::parse)]
+    id: TaskId,
+
+    /// Remove it even though pending tasks come after it (they become stuck).
+    #[arg(long)]
+    force: bool,
+
+    /// The branch whose board to edit (default: the hub's HEAD branch).
+    #[arg(long)]
+    branch: Option<String>,
 }
 
 /// Add a task: writes tasks/ID.md on the hub's branch (one commit, pushed).
@@ -71,6 +129,203 @@ struct AddArgs {
 pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     match &args.command {
         TaskCommand::Add(add) => run_add(ctx, add),
+        TaskCommand::Show(show) => run_show(ctx, show),
+        TaskCommand::Retry(one) => run_retry(ctx, one),
+        TaskCommand::Rm(rm) => run_rm(ctx, rm),
+    }
+}
+
+/// `pending`, `done` or `failed`.
+fn place_name(place: Place) -> &'static str {
+    match place {
+        Place::Pending => "pending",
+        Place::Done => "done",
+        Place::Failed => "failed",
+    }
+}
+
+/// Task `id` on the board in `dir`: where its file is, and the task.
+fn find(dir: &std::path::Path, id: &TaskId) -> Result<(Place, Task), Error> {
+    let Some(place) = board::paths::find(dir, id) else {
+        return Err(
+            Error::usage(format!("no task `{id}` on the board")).hint("list them: farm tasks")
+        );
+    };
+    let file = place.file(id);
+    let text = std::fs::read_to_string(dir.join(&file))
+        .map_err(|e| Error::failure(format!("cannot read {file}: {e}")))?;
+    let task = board::parse(id.clone(), &text)
+        .map_err(|e| Error::failure(format!("{file} is not a valid task: {e}")))?;
+    Ok((place, task))
+}
+
+fn run_show(ctx: &Ctx, args: &ShowArgs) -> Result<(), Error> {
+    let hub = Hub::open(&ctx.hub_spec()?, args.branch.as_deref())?;
+    let tmp = tempfile::tempdir()
+        .map_err(|e| Error::failure(format!("cannot make a temp dir: {e}")).caused_by(e))?;
+    let dir = hub.extract_board(tmp.path())?;
+    let (place, task) = find(&dir, &args.id)?;
+    let mut snapshot = board::load(&dir)
+        .map_err(|e| Error::failure(format!("cannot read the board: {e}")).caused_by(e))?;
+    snapshot.claimed = crate::claims::holders(&ctx.store()?.list()?);
+    let status = board::statuses(&snapshot)
+        .into_iter()
+        .find(|(id, _)| id == &args.id)
+        .map(|(_, s)| s);
+    let (state, detail) = match &status {
+        Some(s) => crate::commands::tasks::describe(s),
+        None => (place_name(place), String::new()),
+    };
+    let file = place.file(&args.id);
+    if args.json {
+        let doc = serde_json::json!({
+            "id": task.id.as_str(),
+            "place": place_name(place),
+            "status": state,
+            "detail": detail,
+            "file": file,
+            "title": task.title,
+            "labels": task.labels,
+            "priority": task.priority,
+            "after": task.after.iter().map(TaskId::as_str).collect::<Vec<_>>(),
+            "attempts": task.attempts,
+            "max_attempts": task.max_attempts,
+            "body": task.body,
+        });
+        ctx.out.data(&format!("{doc:#}\n"))?;
+        return Ok(());
+    }
+    let mut text = format!("`{}`: {}\n", task.id, task.title);
+    let detail = if detail.is_empty() {
+        String::new()
+    } else {
+        format!(" ({detail})")
+    };
+    text.push_str(&format!(
+        "state:    {state}{detail}; {} of {} attempts used\n",
+        task.attempts, task.max_attempts
+    ));
+    if !task.labels.is_empty() {
+        text.push_str(&format!("labels:   {}\n", task.labels.join(", ")));
+    }
+    if !task.after.is_empty() {
+        let after: Vec<&str> = task.after.iter().map(TaskId::as_str).collect();
+        text.push_str(&format!("after:    {}\n", after.join(", ")));
+    }
+    if task.priority != 0 {
+        text.push_str(&format!("priority: {}\n", task.priority));
+    }
+    text.push_str(&format!("file:     {file} on `{}`\n", hub.branch));
+    if !task.body.trim().is_empty() {
+        text.push('\n');
+        text.push_str(task.body.trim_end());
+        text.push('\n');
+    }
+    ctx.out.data(&text)?;
+    Ok(())
+}
+
+fn run_retry(ctx: &Ctx, args: &OneArgs) -> Result<(), Error> {
+    let hub = Hub::open(&ctx.hub_spec()?, args.branch.as_deref())?;
+    let id = &args.id;
+    let mut branch = HubBranch::new(&hub, format!("`{id}`"));
+    let tx = edit::transact(&mut branch, branch::ROUNDS, |dir| {
+        let note = format!(
+            "\n## Retried\n\n- put back on the board by `farm task retry`, attempts reset\n- at: {}\n",
+            crate::claims::record::timestamp(SystemTime::now())
+        );
+        match edit::retry(dir, id, &note).map_err(|e| Error::failure(e.to_string()))? {
+            Some(task) => Ok(Edit::Commit {
+                message: format!("farm: retry `{id}`"),
+                value: task,
+            }),
+            None => Err(match board::paths::find(dir, id) {
+                Some(Place::Pending) => {
+                    Error::usage(format!("`{id}` is on the board already, not failed"))
+                }
+                Some(Place::Done) => Error::usage(format!("`{id}` is done, not failed"))
+                    .hint("add a new task for more work: farm task add ID -m TEXT"),
+                Some(Place::Failed) => Error::failure(format!(
+                    "{} is not a valid task: fix it by hand",
+                    Place::Failed.file(id)
+                )),
+                None => Error::usage(format!("no task `{id}` on the board"))
+                    .hint("list them: farm tasks"),
+            }),
+        }
+    })?;
+    match tx {
+        Tx::Pushed(task) => {
+            ctx.out.say(&format!(
+                "`{id}` is back on the board: {} attempt(s) from now (its notes kept)",
+                task.max_attempts
+            ))?;
+            Ok(())
+        }
+        Tx::Busy | Tx::Gone | Tx::Lost(_) => Err(Error::failure(format!(
+            "could not retry `{id}`: the hub's `{}` kept moving",
+            hub.branch
+        ))),
+    }
+}
+
+fn run_rm(ctx: &Ctx, args: &RmArgs) -> Result<(), Error> {
+    let hub = Hub::open(&ctx.hub_spec()?, args.branch.as_deref())?;
+    let id = &args.id;
+    // A claimed task is being worked on: its holder would push it back.
+    if let Some(held) = ctx
+        .store()?
+        .list()?
+        .into_iter()
+        .find(|l| l.name == id.as_str())
+    {
+        return Err(Error::new(
+            Code::Held,
+            format!(
+                "`{id}` is claimed ({}): an agent is working on it",
+                held.who()
+            ),
+        )
+        .hint(format!(
+            "wait for it, or stop that run first; then: farm task rm {id}"
+        )));
+    }
+    let mut branch = HubBranch::new(&hub, format!("`{id}`"));
+    let tx =
+        edit::transact(&mut branch, branch::ROUNDS, |dir| {
+            let snapshot = board::load(dir).map_err(|e| Error::failure(e.to_string()))?;
+            let after: Vec<String> = snapshot
+                .pending
+                .iter()
+                .filter(|t| t.after.contains(id))
+                .map(|t| format!("`{}`", t.id))
+                .collect();
+            if !after.is_empty() && !args.force {
+                return Err(Error::usage(format!(
+                    "{} come(s) after `{id}`: without it they would be stuck",
+                    after.join(", ")
+                ))
+                .hint(format!("remove it anyway: farm task rm {id} --force")));
+            }
+            match edit::remove(dir, id).map_err(|e| Error::failure(e.to_string()))? {
+                Some(place) => Ok(Edit::Commit {
+                    message: format!("farm: remove `{id}` ({})", place_name(place)),
+                    value: place,
+                }),
+                None => Err(Error::usage(format!("no task `{id}` on the board"))
+                    .hint("list them: farm tasks")),
+            }
+        })?;
+    match tx {
+        Tx::Pushed(place) => {
+            ctx.out
+                .say(&format!("removed `{id}` (it was {})", place_name(place)))?;
+            Ok(())
+        }
+        Tx::Busy | Tx::Gone | Tx::Lost(_) => Err(Error::failure(format!(
+            "could not remove `{id}`: the hub's `{}` kept moving",
+            hub.branch
+        ))),
     }
 }
 

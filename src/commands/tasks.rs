@@ -111,7 +111,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     Ok(())
 }
 
-fn describe(status: &Status) -> (&'static str, String) {
+pub(crate) fn describe(status: &Status) -> (&'static str, String) {
     let detail = match status {
         Status::Blocked { on } => {
             let on: Vec<_> = on.iter().map(|t| format!("`{t}`")).collect();

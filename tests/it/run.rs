@@ -1496,3 +1496,121 @@ git add "$FARM_TASK.txt" && git commit --quiet -m "work on $FARM_TASK"
     );
     assert_hub_sound(&env);
 }
+
+/// Issue 14, item 3: one task looked at, a failed one put back, one taken
+/// away — without editing files by hand.
+#[test]
+fn task_show_retry_and_rm() {
+    let env = Env::git_hub(&[]);
+    add_task(
+        &env,
+        &[
+            "flaky",
+            "--max-attempts",
+            "1",
+            "--label",
+            "code",
+            "-m",
+            "Try hard",
+        ],
+    );
+    add_task(&env, &["next", "--after", "flaky", "-m", "After it"]);
+    let gate = env.tmp.path().join("works");
+    let agent = env.agent_script(
+        "agent.sh",
+        &format!(
+            "[ -e '{}' ] || {{ echo 'cannot finish'; exit 3; }}\necho $FARM_TASK > $FARM_TASK.txt\ngit add -A\ngit commit -qm $FARM_TASK\n",
+            gate.display()
+        ),
+    );
+    farm_run(&env, &agent, &[]).success();
+    assert_eq!(
+        board(&env, "tasks/failed"),
+        BTreeSet::from(["flaky".into()])
+    );
+
+    let out = env.farm_git(["task", "show", "flaky"]).run().success();
+    for want in [
+        "`flaky`: Try hard\n",
+        "state:    failed; 1 of 1 attempts used\n",
+        "labels:   code\n",
+        "file:     tasks/failed/flaky.md on `main`\n",
+        "## Attempt 1 — failed with exit code 3",
+        "- last output: `cannot finish`",
+    ] {
+        assert!(out.stdout.contains(want), "{want:?}: {}", out.stdout);
+    }
+    let doc = env
+        .farm_git(["task", "show", "next", "--json"])
+        .run()
+        .success()
+        .json();
+    assert_eq!(doc["status"], "stuck", "{doc:#}");
+    assert_eq!(doc["place"], "pending");
+    assert_eq!(doc["after"], serde_json::json!(["flaky"]));
+
+    // Retry: back on the board, attempts reset, the note kept; it runs again.
+    let failed = show(&env, "main:tasks/failed/flaky.md").unwrap();
+    assert!(failed.contains("\nattempts = 1"), "{failed}");
+    let out = env.farm_git(["task", "retry", "flaky"]).run().success();
+    assert!(
+        out.stdout.contains("`flaky` is back on the board"),
+        "{out:#?}"
+    );
+    let text = show(&env, "main:tasks/flaky.md").unwrap();
+    assert!(!text.contains("\nattempts = 1"), "attempts reset: {text}");
+    assert!(
+        text.contains("## Attempt 1 — failed") && text.contains("## Retried"),
+        "{text}"
+    );
+    let out = env.farm_git(["task", "retry", "flaky"]).run().code(2);
+    assert!(
+        out.stderr
+            .contains("`flaky` is on the board already, not failed"),
+        "{out:#?}"
+    );
+    std::fs::write(&gate, "").unwrap();
+    farm_run(&env, &agent, &[]).success();
+    assert_eq!(
+        board(&env, "tasks/done"),
+        BTreeSet::from(["flaky".into(), "next".into()])
+    );
+    let out = env.farm_git(["task", "retry", "next"]).run().code(2);
+    assert!(
+        out.stderr.contains("`next` is done, not failed"),
+        "{out:#?}"
+    );
+
+    // Rm: a task others come after needs --force; a claimed one is refused.
+    add_task(&env, &["base", "-m", "Base"]);
+    add_task(&env, &["top", "--after", "base", "-m", "Top"]);
+    let out = env.farm_git(["task", "rm", "base"]).run().code(2);
+    assert!(
+        out.stderr.contains("`top` come(s) after `base`"),
+        "{out:#?}"
+    );
+    env.farm_git(["claim", "top"]).run().success();
+    let out = env.farm_git(["task", "rm", "top"]).run().code(3);
+    assert!(out.stderr.contains("`top` is claimed"), "{out:#?}");
+    env.farm_git(["release", "top"]).run().success();
+    let out = env.farm_git(["task", "rm", "top"]).run().success();
+    assert!(
+        out.stdout.contains("removed `top` (it was pending)"),
+        "{out:#?}"
+    );
+    env.farm_git(["task", "rm", "base"]).run().success();
+    env.farm_git(["task", "rm", "flaky"]).run().success();
+    assert_eq!(board(&env, "tasks"), BTreeSet::new());
+    assert_eq!(board(&env, "tasks/done"), BTreeSet::from(["next".into()]));
+    let out = env.farm_git(["task", "rm", "nope"]).run().code(2);
+    assert!(
+        out.stderr.contains("no task `nope` on the board"),
+        "{out:#?}"
+    );
+    let out = env.farm_git(["task", "show", "nope"]).run().code(2);
+    assert!(
+        out.stderr.contains("no task `nope` on the board"),
+        "{out:#?}"
+    );
+    assert_hub_sound(&env);
+}
