@@ -5,7 +5,10 @@
 #   ./loop.sh --agent "claude -p --dangerously-skip-permissions" -j 8
 #
 # Arguments are passed to `farm run` as they are. farm's exit status decides:
-#   0    the board is settled: stop
+#   0    the board is settled, every task done: stop
+#   5    the board is settled with tasks failed, stuck or invalid: stop
+#   6    farm ended with work left (drained by farm stop, or --until,
+#        --max-sessions, --once): stop
 #   130  stopped by SIGINT/SIGTERM: stop
 #   2    bad usage or setup (fix the command line): stop
 #   else a crash: wait, then run again. The wait doubles from 1 s up to
@@ -47,9 +50,10 @@ while :; do
   done
   child=0
   case $code in
-    0) if [ "$stopping" -eq 1 ]; then echo "loop.sh: farm drained and stopped; done" >&2
-       else echo "loop.sh: the board is settled; done" >&2; fi
-       exit 0 ;;
+    0) echo "loop.sh: the board is settled, every task done; done" >&2; exit 0 ;;
+    5) echo "loop.sh: the board is settled with tasks failed, stuck or invalid (farm tasks); done" >&2
+       exit 5 ;;
+    6) echo "loop.sh: farm drained with work left on the board; not respawning" >&2; exit 6 ;;
     130) echo "loop.sh: farm was stopped; done" >&2; exit 130 ;;
     2) echo "loop.sh: farm refused its arguments (exit 2); not respawning" >&2; exit 2 ;;
   esac

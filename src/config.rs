@@ -55,12 +55,22 @@ pub struct GlobalArgs {
 }
 
 /// What every command gets.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Ctx {
     hub_arg: Option<String>,
     claims: Option<ClaimsKind>,
     state_dir: Option<PathBuf>,
     pub out: Out,
+}
+
+impl Ctx {
+    /// The same, writing through `out`.
+    pub fn with_out(&self, out: Out) -> Ctx {
+        Ctx {
+            out,
+            ..self.clone()
+        }
+    }
 }
 
 /// Whether `hub` is a git URL rather than a path: `scheme://…`, or

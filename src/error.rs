@@ -9,7 +9,9 @@
 //!
 //! Exit codes (documented in the README):
 //! 0 success · 1 failure · 2 bad usage or input · 3 held by someone else ·
-//! 4 not claimed · 130 interrupted. `farm claim -- COMMAND` passes the
+//! 4 not claimed · 5 a run's board settled with failed, stuck or invalid
+//! tasks · 6 a run ended with work left (drained, `--until`,
+//! `--max-sessions`, `--once`) · 130 interrupted. `farm claim -- COMMAND` passes the
 //! command's own status through instead ([`Code::Status`]).
 
 use std::fmt;
@@ -22,6 +24,12 @@ pub enum Code {
     Usage,
     Held,
     NotClaimed,
+    /// `farm run` ended on a settled board with tasks failed, stuck or
+    /// invalid (each named in its summary).
+    Unfinished,
+    /// `farm run` ended with work left on the board: drained (`farm stop`,
+    /// a first signal) or stopped by `--until`, `--max-sessions`, `--once`.
+    Drained,
     /// The run was stopped by a signal (Ctrl-C, `farm stop --now`).
     Interrupted,
     /// The status of the command `farm claim -- COMMAND` ran (or 126/127
@@ -37,6 +45,8 @@ impl Code {
             Code::Usage => 2,
             Code::Held => 3,
             Code::NotClaimed => 4,
+            Code::Unfinished => 5,
+            Code::Drained => 6,
             Code::Interrupted => 130,
             Code::Status(status) => status,
         }
@@ -164,6 +174,8 @@ mod tests {
             (Code::Usage, 2),
             (Code::Held, 3),
             (Code::NotClaimed, 4),
+            (Code::Unfinished, 5),
+            (Code::Drained, 6),
             (Code::Interrupted, 130),
             (Code::Status(0), 0),
             (Code::Status(127), 127),

@@ -1,5 +1,6 @@
 //! How farm writes to the terminal: colour when it is a terminal and
-//! `NO_COLOR` is unset, quiet and verbose levels, aligned tables.
+//! `NO_COLOR` is unset, quiet and verbose levels, aligned tables, and a
+//! time on every note of a run (`--timestamps`).
 
 use std::io::{self, IsTerminal, Write};
 
@@ -19,6 +20,34 @@ pub enum Style {
     Bold,
 }
 
+/// The time a note begins with: `farm run`'s lines can be read back in
+/// order from a night's log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Timestamps {
+    /// `2026-12-01 07:30:05`, this machine's time zone.
+    Local,
+    /// `2026-12-01T06:30:05Z`.
+    Utc,
+    /// No time.
+    #[default]
+    None,
+}
+
+impl Timestamps {
+    /// Now, as notes begin with it (`None`: they do not).
+    fn now(self) -> Option<String> {
+        match self {
+            Timestamps::Local => Some(jiff::Zoned::now().strftime("%Y-%m-%d %H:%M:%S").to_string()),
+            Timestamps::Utc => Some(
+                jiff::Timestamp::now()
+                    .strftime("%Y-%m-%dT%H:%M:%SZ")
+                    .to_string(),
+            ),
+            Timestamps::None => None,
+        }
+    }
+}
+
 /// Output settings, decided once from flags and the environment.
 #[derive(Clone, Copy, Debug)]
 pub struct Out {
@@ -26,6 +55,8 @@ pub struct Out {
     pub color_stderr: bool,
     /// -1 quiet, 0 normal, 1+ verbose.
     pub level: i8,
+    /// What notes begin with.
+    pub stamp: Timestamps,
 }
 
 impl Out {
@@ -40,7 +71,13 @@ impl Out {
             color_stdout: decide(io::stdout().is_terminal()),
             color_stderr: decide(io::stderr().is_terminal()),
             level: if quiet { -1 } else { verbose.min(3) as i8 },
+            stamp: Timestamps::None,
         }
+    }
+
+    /// The same, with notes beginning with the time as `stamp` says.
+    pub fn stamped(self, stamp: Timestamps) -> Out {
+        Out { stamp, ..self }
     }
 
     pub fn quiet(&self) -> bool {
@@ -68,15 +105,31 @@ impl Out {
 
     /// A note on stderr (skipped when quiet).
     pub fn note(&self, line: &str) {
+        self.note_styled(None, line);
+    }
+
+    /// A note on stderr in `style` (when stderr takes colour).
+    pub fn note_styled(&self, style: Option<Style>, line: &str) {
         if !self.quiet() {
-            eprintln!("{line}");
+            self.write_note(style, line);
         }
     }
 
     /// A note on stderr shown only with -v.
     pub fn debug(&self, line: &str) {
         if self.verbose() {
-            eprintln!("{}", paint(self.color_stderr, Style::Dim, line));
+            self.write_note(Some(Style::Dim), line);
+        }
+    }
+
+    fn write_note(&self, style: Option<Style>, line: &str) {
+        let line = match style {
+            Some(s) => paint(self.color_stderr, s, line),
+            None => line.to_owned(),
+        };
+        match self.stamp.now() {
+            Some(time) => eprintln!("{} {line}", paint(self.color_stderr, Style::Dim, &time)),
+            None => eprintln!("{line}"),
         }
     }
 

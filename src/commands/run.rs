@@ -6,11 +6,13 @@ use std::time::Duration;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
+use crate::board::{self, Status};
 use crate::claims::host::Here;
 use crate::commands::tests::{self, Tip};
 use crate::config::Ctx;
 use crate::error::{Code, Error};
 use crate::git::hub::Hub;
+use crate::output::Style;
 use crate::run::agent::{Run, Summary, run_loop};
 use crate::run::config::{self, Flags};
 use crate::run::session::which;
@@ -71,6 +73,8 @@ struct Steer {
 
 pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let flags = &args.flags;
+    // Every line of the run says when (a night's log is read back in order).
+    let ctx = &ctx.with_out(ctx.out.stamped(flags.timestamps));
     let spec = ctx.hub_spec()?;
     let state = ctx.state_dir(&spec);
     let settings = Settings::of_hub(&spec, flags.branch.as_deref(), &state)?;
@@ -241,7 +245,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     );
     let mut failed = failed.into_iter();
     let mut end = match (run.stop.killing(), failed.next()) {
-        (false, None) => return Ok(()),
+        (false, None) => return left_on_the_board(&run),
         (true, first) => {
             let mut end = Error::said(Code::Interrupted);
             end.also.extend(first);
@@ -291,6 +295,86 @@ fn fire_schedules(run: &Run, loader: &mut crate::schedule::fire::Loader) {
             ));
         }
     }
+}
+
+/// What the run leaves, said and turned into its exit: the board settled
+/// and clean (0); settled with tasks failed, stuck or invalid, each named
+/// with why and where to look (5); or not settled — drained, or ended by
+/// `--until`, `--max-sessions`, `--once` — with the work left counted (6).
+fn left_on_the_board(run: &Run) -> Result<(), Error> {
+    let mut snapshot = match crate::commands::tasks::read_board(&run.hub) {
+        Ok(s) => s,
+        Err(e) => {
+            run.out.note(&format!(
+                "farm run: cannot read the board at the end: {}",
+                e.message
+            ));
+            return Ok(());
+        }
+    };
+    snapshot.claimed = run
+        .store
+        .list()
+        .map(|l| crate::claims::holders(&l))
+        .unwrap_or_default();
+    let counts = board::counts(&snapshot);
+    if !board::settled(&snapshot) {
+        run.out.note(&format!(
+            "farm run: ended with work left: {} ready, {} claimed, {} blocked (exit 6; run again to go on)",
+            counts.ready, counts.claimed, counts.blocked
+        ));
+        return Err(Error::said(Code::Drained));
+    }
+    let mut lines = Vec::new();
+    for (id, status) in board::statuses(&snapshot) {
+        match status {
+            Status::Failed => {
+                let why = failed_why(&run.hub, &id).unwrap_or_default();
+                lines.push(format!("  failed  `{id}`{why}  (farm task show {id})"));
+            }
+            Status::Stuck { why } => lines.push(format!("  stuck   `{id}`: {why}")),
+            _ => {}
+        }
+    }
+    for i in &snapshot.invalid {
+        lines.push(format!("  invalid {}: {}", i.name, i.error));
+    }
+    if lines.is_empty() {
+        run.out.note(&format!(
+            "farm run: the board is settled: {} done, nothing failed",
+            counts.done
+        ));
+        return Ok(());
+    }
+    run.out.note_styled(
+        Some(Style::Bad),
+        &format!(
+            "farm run: the board is settled with {} failed, {} stuck, {} invalid (exit 5):",
+            counts.failed, counts.stuck, counts.invalid
+        ),
+    );
+    for line in &lines {
+        run.out.note(line);
+    }
+    Err(Error::said(Code::Unfinished))
+}
+
+/// `: <why>` of failed task `id`'s last attempt note, as its file on the
+/// branch says (`## Attempt 3 — failed with exit code 3`).
+fn failed_why(hub: &Hub, id: &crate::names::TaskId) -> Option<String> {
+    let path = board::paths::failed(id);
+    let text = match &hub.local {
+        Some(local) => crate::git::hub::local_file(&local.dir, Some(&hub.branch), &path)?.1?,
+        None => return None,
+    };
+    let heading = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("## Attempt ") || l.starts_with("## Out of attempts"))?;
+    let why = heading
+        .split_once(" — ")
+        .map_or(heading.trim_start_matches("## "), |(_, w)| w);
+    Some(format!(": {why}"))
 }
 
 /// Make a task of each failing test on the branch, and close the test

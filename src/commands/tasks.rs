@@ -127,7 +127,7 @@ pub(crate) fn describe(status: &Status) -> (&'static str, String) {
 /// The board on the hub's branch: a hub on this machine is read from the
 /// branch's tree, in process (10,000 task files written out and read back
 /// took seconds); a hub elsewhere is cloned one commit deep and read.
-fn read_board(hub: &Hub) -> Result<board::Snapshot, Error> {
+pub(crate) fn read_board(hub: &Hub) -> Result<board::Snapshot, Error> {
     if let (Some(git_dir), Some(rev)) = (hub.git_dir(), hub.branch_rev()) {
         return board::Cache::default().read(git_dir, &rev).map_err(|e| {
             Error::failure(format!("cannot read the board of `{rev}`: {}", e.message()))

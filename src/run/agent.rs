@@ -222,7 +222,8 @@ impl Run {
     }
 
     pub(super) fn say(&self, agent: &str, what: &str) {
-        self.out.note(&format!("{agent}: {what}"));
+        self.out
+            .note_styled(tone(what), &format!("{agent}: {what}"));
     }
 
     /// A session on `id` did not start: what that means, given the last
@@ -466,6 +467,34 @@ impl Unready {
         }
         self.looks += 1;
         self.looks
+    }
+}
+
+/// The colour of an agent's line, by what it says: a task done, a failure,
+/// or something to keep an eye on (work rescued, a wait, a lost race).
+fn tone(what: &str) -> Option<crate::output::Style> {
+    use crate::output::Style;
+    if what.contains("` done: ") {
+        Some(Style::Good)
+    } else if ["failed", "cannot", "refused", "did not start"]
+        .iter()
+        .any(|w| what.contains(w))
+    {
+        Some(Style::Bad)
+    } else if [
+        "its commits are on",
+        "lost the race",
+        "waiting",
+        "reaped",
+        "flaky",
+        "pausing",
+    ]
+    .iter()
+    .any(|w| what.contains(w))
+    {
+        Some(Style::Warn)
+    } else {
+        None
     }
 }
 

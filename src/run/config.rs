@@ -103,6 +103,10 @@ pub struct Flags {
     #[arg(long)]
     pub watch: bool,
 
+    /// What each line of the run begins with: the local time, UTC, or none.
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "local")]
+    pub timestamps: crate::output::Timestamps,
+
     /// Push without running the test gate (`[tests]` in farm.toml), which
     /// otherwise keeps every change that turns a passing test red off the
     /// branch.

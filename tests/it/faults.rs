@@ -48,7 +48,7 @@ if [ "$FARM_TASK" = k2 ]; then exit 3; fi
             logs.display()
         ),
     );
-    let out = farm_run(&env, &agent, &[]).success();
+    let out = farm_run(&env, &agent, &[]).code(5);
     for id in ["k1", "k2"] {
         assert_eq!(sessions_of(&env, id), 2, "{id}: {out:#?}");
         let text = show(&env, &format!("main:tasks/failed/{id}.md"))
@@ -115,7 +115,7 @@ git commit -q -m w
             &["--stale-after", "2s", "--heartbeat", "500ms"],
         ))
         .run_within(Duration::from_secs(60))
-        .success();
+        .code(6);
     assert_eq!(sessions_of(&env, "k1"), 2, "{out:#?}");
     assert_eq!(rescue_branches(&env, "k1").len(), 2, "{out:#?}");
     assert!(out.stderr.contains("leaving it to the others"), "{out:#?}");
@@ -239,7 +239,7 @@ git commit -q -m rewritten
             logs.display()
         ),
     );
-    let out = farm_run(&env, &agent, &[]).success();
+    let out = farm_run(&env, &agent, &[]).code(5);
     for id in ["k1", "k2"] {
         assert_eq!(sessions_of(&env, id), 1, "{id}: {out:#?}");
         assert_eq!(rescue_branches(&env, id).len(), 1, "{id}: {out:#?}");
@@ -312,7 +312,7 @@ fn the_last_failure_does_not_wait_out_the_breaker() {
             &["--trip-after", "1", "--trip-pause", "30s"],
         ))
         .run_within(Duration::from_secs(20))
-        .success();
+        .code(5);
     assert!(started.elapsed() < Duration::from_secs(20));
     assert_eq!(board(&env, "tasks/failed"), BTreeSet::from(["f1".into()]));
     assert!(!out.stderr.contains("pausing"), "{out:#?}");
@@ -342,7 +342,7 @@ fn a_task_already_out_of_attempts_is_failed_without_a_session() {
             logs.display()
         ),
     );
-    let out = farm_run(&env, &agent, &[]).success();
+    let out = farm_run(&env, &agent, &[]).code(5);
     assert_eq!(sessions_of(&env, "spent"), 0, "{out:#?}");
     assert_eq!(sessions_of(&env, "fresh"), 1, "{out:#?}");
     assert!(!out.stderr.contains("attempt 6 of 3"), "{out:#?}");

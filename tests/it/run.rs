@@ -408,7 +408,16 @@ exit 3
             logs.display()
         ),
     );
-    farm_run(&env, &agent, &[]).success();
+    let out = farm_run(&env, &agent, &[]).code(5);
+    // The summary names the task, why, and where to look.
+    assert!(
+        out.stderr
+            .contains("farm run: the board is settled with 1 failed, 0 stuck, 0 invalid (exit 5):")
+            && out
+                .stderr
+                .contains("  failed  `flaky`: failed with exit code 3  (farm task show flaky)"),
+        "{out:#?}"
+    );
 
     // Two sessions; the second saw the first one's note.
     assert_eq!(log_lines(&env, "starts.log"), ["flaky 1 no", "flaky 2 yes"]);
@@ -477,7 +486,7 @@ sleep 60
         ),
     );
     let started = Instant::now();
-    let out = farm_run(&env, &agent, &["--timeout", "1s"]).success();
+    let out = farm_run(&env, &agent, &["--timeout", "1s"]).code(5);
     let took = started.elapsed();
     assert!(took < Duration::from_secs(30), "took {took:?}: {out:#?}");
     assert_gone(read_pid(&logs.join("agent.pid")), "the agent");
@@ -597,7 +606,7 @@ echo "$FARM_TASK $(git rev-parse HEAD)" >> "$L/commits.log"
             merge_part(&logs, false)
         ),
     );
-    let out = farm_run(&env, &agent, &["-j", "2"]).success();
+    let out = farm_run(&env, &agent, &["-j", "2"]).code(5);
 
     let done = board(&env, "tasks/done");
     let failed = board(&env, "tasks/failed");
@@ -710,7 +719,7 @@ fn malformed_task_file_is_listed_invalid_and_the_rest_runs() {
         "agent.sh",
         "set -eu\necho \"$FARM_TASK\" > \"$FARM_TASK.txt\"\ngit add -A\ngit commit -q -m \"$FARM_TASK\"\n",
     );
-    farm_run(&env, &agent, &[]).success();
+    farm_run(&env, &agent, &[]).code(5);
     assert_eq!(
         board(&env, "tasks/done"),
         BTreeSet::from(["good1".into(), "good2".into()])
@@ -792,8 +801,12 @@ fn dependency_cycle_is_named_and_the_rest_finishes() {
     // One agent: with two, the idle one can take `c` again from a stale
     // board (finished_task_is_not_run_again_from_a_stale_board).
     let started = Instant::now();
-    let out = farm_run(&env, &agent, &[]).success();
+    let out = farm_run(&env, &agent, &[]).code(5);
     assert!(started.elapsed() < Duration::from_secs(30), "{out:#?}");
+    assert!(
+        out.stderr.contains("  stuck   `"),
+        "the summary names them: {out:#?}"
+    );
     assert_eq!(log_lines(&env, "starts.log"), ["c"], "{out:#?}");
     assert_eq!(board(&env, "tasks/done"), BTreeSet::from(["c".into()]));
     assert_eq!(
@@ -1008,7 +1021,7 @@ fn a_loops_error_is_printed_once_by_main_naming_the_loop() {
         .unwrap_or_else(|| panic!("no loop error: {out:#?}"));
     let summary = lines
         .iter()
-        .position(|l| l.starts_with("farm run: ") && l.contains(" session(s): "))
+        .position(|l| l.contains("farm run: ") && l.contains(" session(s): "))
         .unwrap_or_else(|| panic!("no summary: {out:#?}"));
     assert!(summary < error, "{out:#?}");
     assert!(lines[error + 1].starts_with("hint: "), "{out:#?}");
@@ -1047,7 +1060,7 @@ fn nothing_is_claimed_past_until() {
     let env = Env::git_hub(&[]);
     add_task(&env, &["u", "-m", "Anything"]);
     let agent = env.agent_script("fail.sh", "exit 1\n");
-    let out = farm_run(&env, &agent, &["--until", "0s"]).success();
+    let out = farm_run(&env, &agent, &["--until", "0s"]).code(6);
     assert!(out.stderr.contains("past --until"), "{out:#?}");
     assert_eq!(board(&env, "tasks"), BTreeSet::from(["u".to_owned()]));
     let out = farm_run(&env, &agent, &["--until", "soon"]).code(2);
@@ -1075,7 +1088,7 @@ fn failing_sessions_in_a_row_trip_the_circuit_breaker() {
             "3",
         ],
     )
-    .success();
+    .code(6);
     let lines: Vec<&str> = out.stderr.lines().collect();
     let claimed: Vec<usize> = (0..lines.len())
         .filter(|&i| lines[i].contains("claimed `"))
@@ -1523,7 +1536,7 @@ fn task_show_retry_and_rm() {
             gate.display()
         ),
     );
-    farm_run(&env, &agent, &[]).success();
+    farm_run(&env, &agent, &[]).code(5);
     assert_eq!(
         board(&env, "tasks/failed"),
         BTreeSet::from(["flaky".into()])
@@ -1613,4 +1626,66 @@ fn task_show_retry_and_rm() {
         "{out:#?}"
     );
     assert_hub_sound(&env);
+}
+
+/// Issue 14, item 3: every line of a run says when (local time by default,
+/// `--timestamps utc|none`), and takes colour on a terminal or with
+/// `--color always`: a task done in green, a failure in red.
+#[test]
+fn run_lines_say_when_and_take_colour_when_asked() {
+    let run = |args: &[&str]| {
+        let env = Env::git_hub(&[]);
+        add_task(&env, &["good", "-m", "Works"]);
+        add_task(&env, &["bad", "--max-attempts", "1", "-m", "Fails"]);
+        let agent = env.agent_script(
+            "agent.sh",
+            "[ \"$FARM_TASK\" = bad ] && { echo nope; exit 3; }\necho x > x.txt\ngit add -A\ngit commit -qm x\n",
+        );
+        let mut args = args.to_vec();
+        args.extend(["--name", "box"]);
+        farm_run(&env, &agent, &args).code(5).stderr
+    };
+    let check = |stderr: &str, pattern: &str| {
+        let re = regex::Regex::new(pattern).unwrap();
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert!(lines.len() >= 4, "{stderr}");
+        for line in &lines {
+            assert!(
+                re.is_match(line),
+                "{line:?} does not match {pattern}: {stderr}"
+            );
+        }
+    };
+    check(
+        &run(&[]),
+        r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (farm run: |box: |  failed  )",
+    );
+    check(
+        &run(&["--timestamps", "utc"]),
+        r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ (farm run: |box: |  failed  )",
+    );
+    check(
+        &run(&["--timestamps", "none"]),
+        r"^(farm run: |box: |  failed  )",
+    );
+    let colour = run(&["--color", "always", "--timestamps", "utc"]);
+    let line = |needle: &str| {
+        colour
+            .lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no line with {needle:?}: {colour}"))
+            .to_owned()
+    };
+    assert!(
+        line("`good` done").contains("\x1b[32mbox: `good` done"),
+        "{colour}"
+    );
+    assert!(
+        line("`bad`: attempt 1 failed").contains("\x1b[31m"),
+        "{colour}"
+    );
+    assert!(
+        line("`good` done").starts_with("\x1b[2m"),
+        "the time is dim: {colour}"
+    );
 }

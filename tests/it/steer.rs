@@ -348,7 +348,7 @@ git commit -qm "$FARM_TASK"
 fn the_gate_keeps_a_change_that_breaks_a_passing_test_off_the_branch() {
     let env = checked_project("");
     crate::run::add_task(&env, &["break-c", "--max-attempts", "1", "-m", "Fix c"]);
-    crate::run::farm_run(&env, &fixer(&env), &[]).success();
+    crate::run::farm_run(&env, &fixer(&env), &[]).code(5);
 
     // Not integrated: the attempt failed, its work on a rescue branch.
     assert_eq!(
@@ -433,7 +433,7 @@ fn a_gate_that_hangs_or_prints_garbage_neither_lands_the_change_nor_loses_it() {
     ] {
         let env = gated_project(body, "1s");
         crate::run::add_task(&env, &["notes", "--max-attempts", "1", "-m", "Take notes"]);
-        crate::run::farm_run(&env, &fixer(&env), &[]).success();
+        crate::run::farm_run(&env, &fixer(&env), &[]).code(5);
         assert_eq!(
             crate::run::board(&env, "tasks/failed"),
             ["notes".to_owned()].into(),
@@ -793,8 +793,8 @@ git add -A
 git commit -qm "fix $n"
 "#,
     );
-    crate::run::farm_run(&env, &agent, &["--steer", "--name", "alpha", "--once"]).success();
-    crate::run::farm_run(&env, &agent, &["--name", "beta", "--max-sessions", "3"]).success();
+    crate::run::farm_run(&env, &agent, &["--steer", "--name", "alpha", "--once"]).code(6);
+    crate::run::farm_run(&env, &agent, &["--name", "beta", "--max-sessions", "3"]).code(6);
 
     let read = |agent: &str, task: &str| {
         std::fs::read_to_string(logs.join(format!("sample-{agent}-{task}")))

@@ -123,7 +123,7 @@ fn first_signal_drains_the_running_session_finishes_and_nothing_new_is_claimed()
     signal(child.id(), libc::SIGINT);
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(out.status.code(), Some(6), "{stderr}");
     assert!(stderr.contains("draining"), "{stderr}");
     let finished: Vec<_> = ["one", "two"]
         .into_iter()
@@ -241,6 +241,53 @@ fn loop_sh_respawns_a_killed_farm_and_the_task_finishes() {
     assert!(stderr.contains("reaped `job`: dead"), "{stderr}");
     assert!(done(&env, "job"), "{stderr}");
     eprintln!("task finished {:?} after the SIGKILL", killed.elapsed());
+}
+
+/// Issue 14: after `farm stop`, loop.sh said "the board is settled; done"
+/// with tasks still ready. A drained run exits 6, and loop.sh says so and
+/// does not respawn it.
+#[test]
+fn loop_sh_tells_a_drained_run_from_a_settled_board() {
+    let env = Env::new();
+    hub(&env, &["a", "b", "c", "d"]);
+    let marker = env.tmp.path().join("started");
+    let agent = agent(
+        &env,
+        &format!(
+            "touch {}; sleep 1; echo \"$FARM_TASK\" > \"$FARM_TASK.txt\"; git add -A; git commit -qm work",
+            marker.display()
+        ),
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("loop.sh");
+    let mut cmd = Command::new("bash");
+    cmd.arg(&script)
+        .args(["--agent", &agent])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap())
+        .env("HOME", env.tmp.path())
+        .env("FARM", crate::common::FARM)
+        .env("FARM_HUB", &env.hub)
+        .env("NO_COLOR", "1")
+        .envs(git_env())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let looper = cmd.spawn().unwrap();
+    wait_for(&marker);
+    farm(&env, ["stop"]).run().success();
+    let out = looper.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{stderr}");
+    assert!(
+        stderr.contains("loop.sh: farm drained with work left on the board; not respawning"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("settled"), "{stderr}");
+    assert!(
+        stderr.contains("farm run: ended with work left: 3 ready"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("farm run started").count(), 1, "{stderr}");
 }
 
 /// Guards MUST 6 and 8 across a crash: a farm SIGKILLed mid-session left a
@@ -397,7 +444,7 @@ fn an_agent_that_cannot_start_fails_the_attempt_not_the_run() {
         "echo x > \"$FARM_TASK\"; git add -A; git commit -qm w",
     );
     let out = farm(&env, ["run", "--agent", &agent]).run_within(Duration::from_secs(60));
-    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.code, Some(5), "{out:?}");
     assert!(done(&env, "small"), "{out:?}");
     let failed = git(&env.hub, &["show", "main:tasks/failed/big.md"]);
     assert!(
@@ -408,8 +455,8 @@ fn an_agent_that_cannot_start_fails_the_attempt_not_the_run() {
 }
 
 /// `farm stop` drains two `farm run` processes on one hub: each finishes the
-/// session it is running, claims nothing new and exits 0; a run started
-/// after the notice is not stopped by it.
+/// session it is running, claims nothing new and exits 6 (work left); a run
+/// started after the notice is not stopped by it.
 #[test]
 fn farm_stop_drains_every_run_on_the_hub() {
     let env = Env::new();
@@ -433,8 +480,12 @@ fn farm_stop_drains_every_run_on_the_hub() {
     for run in runs {
         let out = run.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert_eq!(out.status.code(), Some(6), "{stderr}");
         assert!(stderr.contains("asked by farm stop"), "{stderr}");
+        assert!(
+            stderr.contains("farm run: ended with work left: "),
+            "{stderr}"
+        );
     }
     let finished = ["a", "b", "c", "d", "e", "f"]
         .into_iter()
