@@ -142,6 +142,11 @@ impl Out {
     }
 }
 
+/// `1 session`, `2 sessions`: a count and its noun, singular or plural.
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 pub fn paint(on: bool, style: Style, s: &str) -> String {
     if !on {
         return s.to_owned();
@@ -196,6 +201,16 @@ pub fn table(header: &[&str], rows: &[Vec<(String, Option<Style>)>], color: bool
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_count_says_its_noun_in_the_right_number() {
+        assert_eq!(count(1, "session", "sessions"), "1 session");
+        assert_eq!(count(0, "session", "sessions"), "0 sessions");
+        assert_eq!(
+            count(2, "failed attempt", "failed attempts"),
+            "2 failed attempts"
+        );
+    }
 
     #[test]
     fn table_aligns_with_and_without_color() {

@@ -123,14 +123,18 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let judge = judge_now(None);
     let now = judge.now;
     if lost.len() == 1 {
+        // `farm reap` is the safe way to take a claim back: it judges the
+        // holder first (`release --force` takes even a live one).
         let hint = match entry.judge(&judge).state {
             State::Dead => "its holder is dead; take it back with: farm reap".to_owned(),
+            State::Stale => format!(
+                "its heartbeat is old; if its holder is gone, take it back: farm reap --older-than {}",
+                crate::age::Age(now.duration_since(entry.heartbeat).unwrap_or_default())
+            ),
             State::Corrupt => {
                 format!("inspect the claim file, then free it: farm release {task} --force")
             }
-            _ => format!(
-                "wait for its release, or free it if its holder is gone: farm release {task} --force"
-            ),
+            State::Alive => "wait for its release; a holder gone for good is taken back by farm reap --older-than DURATION once its heartbeat is that old".to_owned(),
         };
         return Err(Error::new(
             Code::Held,

@@ -12,7 +12,7 @@ use crate::commands::tests::{self, Tip};
 use crate::config::Ctx;
 use crate::error::{Code, Error};
 use crate::git::hub::Hub;
-use crate::output::Style;
+use crate::output::{Style, count};
 use crate::run::agent::{Run, Summary, run_loop};
 use crate::run::config::{self, Flags};
 use crate::run::session::which;
@@ -227,8 +227,11 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         cost.push_str(&format!(", {i} tokens in, {o} out"));
     }
     ctx.out.note(&format!(
-        "farm run: {} session(s): {} done, {} failed attempt(s), {} rescued{cost}",
-        total.sessions, total.done, total.failed, total.rescued
+        "farm run: {}: {} done, {}, {} rescued{cost}",
+        count(total.sessions, "session", "sessions"),
+        total.done,
+        count(total.failed, "failed attempt", "failed attempts"),
+        total.rescued
     ));
     run.journal.log(
         "",

@@ -383,9 +383,10 @@ fn run_add(ctx: &Ctx, args: &AddArgs) -> Result<(), Error> {
             .collect();
         if !missing.is_empty() {
             ctx.out.note(&format!(
-                "warning: `{}` comes after {}, which do(es) not exist yet",
+                "warning: `{}` comes after {}, which {} not exist yet",
                 task.id,
-                missing.join(", ")
+                missing.join(", "),
+                if missing.len() == 1 { "does" } else { "do" }
             ));
         }
         Ok(Edit::Commit {

@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use crate::board::{self, Task};
 use serde_json::json;
@@ -216,7 +216,7 @@ impl Tally {
         else {
             return false;
         };
-        let pause = crate::git::retry::jitter(trip.pause);
+        let pause = spread(trip.pause);
         run.say(
             name,
             &format!(
@@ -234,15 +234,25 @@ impl Tally {
             }),
         );
         if run.tripped.fetch_add(1, Ordering::SeqCst) + 1 == run.config.names.len() {
+            let who = match run.config.names.len() {
+                1 => "its agent".to_owned(),
+                n => format!("all {n} agents"),
+            };
             run.out.note(&format!(
-                "farm run: all {} agents tripped the circuit breaker: the run pauses",
-                run.config.names.len()
+                "farm run: {who} tripped the circuit breaker: the run pauses"
             ));
         }
         run.pause(pause);
         run.tripped.fetch_sub(1, Ordering::SeqCst);
         true
     }
+}
+
+/// The breaker's pause spread a little, so that agents tripped together
+/// do not all come back in one instant — longer, never shorter, than asked
+/// (`--trip-pause 2s` once printed "pausing 1s"): up to a quarter more.
+fn spread(pause: Duration) -> Duration {
+    pause + crate::git::retry::jitter(pause / 6)
 }
 
 #[cfg(test)]
@@ -252,6 +262,15 @@ mod tests {
 
     fn id(s: &str) -> TaskId {
         TaskId::parse(s).unwrap()
+    }
+
+    #[test]
+    fn a_pause_is_never_shorter_than_asked() {
+        let asked = Duration::from_secs(2);
+        for _ in 0..200 {
+            let p = spread(asked);
+            assert!(p >= asked && p <= asked + asked / 4, "{p:?}");
+        }
     }
 
     #[test]

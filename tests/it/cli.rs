@@ -35,7 +35,13 @@ fn claim_then_claim_again_is_refused_with_who_holds_it() {
         first,
         format!("error: cannot claim `parse-if`: held by alice@{host} (no holder process) for 0s")
     );
-    assert!(lost.stderr.contains("hint: "), "{lost:?}");
+    // The safe way to take a claim back is named, not `release --force`.
+    assert!(
+        lost.stderr.contains("hint: wait for its release; "),
+        "{lost:?}"
+    );
+    assert!(lost.stderr.contains("farm reap --older-than"), "{lost:?}");
+    assert!(!lost.stderr.contains("--force"), "{lost:?}");
     // bob's attempt left the winner's record as it was.
     assert_eq!(
         std::fs::read_to_string(env.claim_path("parse-if")).unwrap(),

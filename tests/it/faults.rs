@@ -62,7 +62,7 @@ if [ "$FARM_TASK" = k2 ]; then exit 3; fi
     assert!(show(&env, "main:f-k1").is_none(), "tampered work on main");
     assert!(
         out.stderr
-            .contains("4 session(s): 0 done, 4 failed attempt(s), 4 rescued"),
+            .contains("4 sessions: 0 done, 4 failed attempts, 4 rescued"),
         "{out:#?}"
     );
     // The journal counts the same: four failed attempts, four rescues.

@@ -1021,7 +1021,7 @@ fn a_loops_error_is_printed_once_by_main_naming_the_loop() {
         .unwrap_or_else(|| panic!("no loop error: {out:#?}"));
     let summary = lines
         .iter()
-        .position(|l| l.contains("farm run: ") && l.contains(" session(s): "))
+        .position(|l| l.contains("farm run: 1 session: "))
         .unwrap_or_else(|| panic!("no summary: {out:#?}"));
     assert!(summary < error, "{out:#?}");
     assert!(lines[error + 1].starts_with("hint: "), "{out:#?}");
@@ -1100,7 +1100,13 @@ fn failing_sessions_in_a_row_trip_the_circuit_breaker() {
     assert_eq!(claimed.len(), 3, "{out:#?}");
     assert!(
         out.stderr
-            .contains("all 1 agents tripped the circuit breaker: the run pauses"),
+            .contains("farm run: its agent tripped the circuit breaker: the run pauses"),
+        "{out:#?}"
+    );
+    // Never shorter than asked (`--trip-pause 2s` once printed "pausing 1s").
+    assert!(
+        out.stderr
+            .contains("2 failed sessions in a row and nothing done; pausing 1s (circuit breaker)"),
         "{out:#?}"
     );
     assert!(
