@@ -38,6 +38,8 @@ pub struct Settings {
     pub claims: Option<crate::claims::ClaimsKind>,
     /// The project's test suite (see [`crate::suite`]).
     pub tests: Option<crate::suite::Raw>,
+    /// A cost budget in US dollars (see `farm run --max-cost`).
+    pub max_cost: Option<f64>,
     /// The progress document (see [`crate::run::progress`]).
     pub progress: Option<String>,
     /// Agents with a speciality, by role name (see [`crate::run::roles`]).

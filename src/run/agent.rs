@@ -261,6 +261,13 @@ impl Run {
     }
 
     /// What the run's sessions cost so far, as reported.
+    /// The cost reported so far and the budget, once the budget is spent.
+    pub(super) fn over_budget(&self) -> Option<(f64, f64)> {
+        let max = self.config.max_cost?;
+        let spent = self.spent().cost_usd?;
+        (spent >= max).then_some((spent, max))
+    }
+
     pub fn spent(&self) -> Usage {
         *self.spent.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -603,6 +610,15 @@ fn turns<'scope, 'env: 'scope>(
         }
         if run.config.until.is_some_and(|u| SystemTime::now() >= u) {
             run.say(name, "past --until: no new claims");
+            break;
+        }
+        if let Some((spent, max)) = run.over_budget() {
+            run.say(
+                name,
+                &format!("the cost budget is spent (${spent:.2} of ${max:.2}): no new claims"),
+            );
+            run.journal
+                .log(name, "budget", json!({"spent_usd": spent, "max_usd": max}));
             break;
         }
         // An integration beside that has ended is counted now: until then

@@ -95,6 +95,11 @@ pub struct Flags {
     #[arg(long, value_name = "N")]
     pub max_sessions: Option<usize>,
 
+    /// A cost budget in US dollars: no new claims once the sessions' cost,
+    /// as the agent CLI reports it, reaches it (running sessions finish).
+    #[arg(long, value_name = "USD", value_parser = parse_usd)]
+    pub max_cost: Option<f64>,
+
     /// Each agent runs one session, then stops.
     #[arg(long)]
     pub once: bool,
@@ -154,6 +159,8 @@ pub struct RunConfig {
     pub wrap: Vec<String>,
     /// `--until`: no new claims after this.
     pub until: Option<SystemTime>,
+    /// `--max-cost`: no new claims once the run's reported cost reaches it.
+    pub max_cost: Option<f64>,
     /// The circuit breaker: failed sessions in a row (0: never) before an
     /// agent pauses, and its first pause (doubling on each trip).
     pub trip_after: u32,
@@ -376,6 +383,7 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
         watch: flags.watch,
         wrap,
         until,
+        max_cost: flags.max_cost.or(settings.max_cost),
         trip_after: flags.trip_after,
         trip_pause: flags.trip_pause,
         stagger,
@@ -406,6 +414,16 @@ pub fn progress_name(settings: &Settings) -> Result<Option<String>, Error> {
             Ok(Some(name.to_owned()))
         }
     }
+}
+
+/// `--max-cost 20` or `20.50` or `$20`: a positive number of dollars.
+fn parse_usd(text: &str) -> Result<f64, String> {
+    text.trim()
+        .trim_start_matches('$')
+        .parse::<f64>()
+        .ok()
+        .filter(|usd| usd.is_finite() && *usd > 0.0)
+        .ok_or_else(|| format!("{text:?} is not an amount of dollars above 0, such as 20 or 7.50"))
 }
 
 /// The agents' names: `--name` (default: this host's name), with `-j N`

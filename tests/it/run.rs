@@ -1392,6 +1392,62 @@ echo '{"type":"result","subtype":"success","is_error":false,"total_cost_usd":0.2
     assert_eq!(status["sessions"][0]["cost_usd"], 0.25, "{status:#}");
 }
 
+/// Issue 14, item 6: a cost budget. No new claim once the reported cost
+/// reaches `--max-cost` (or `max_cost` in farm.toml); a session running when
+/// it is crossed finishes: the overrun is at most one session per agent.
+#[test]
+fn no_new_claims_once_the_cost_budget_is_spent() {
+    for (agents, args, toml) in [
+        ("1", vec!["--max-cost", "1"], ""),
+        ("2", vec![], "max_cost = 1.0\n"),
+    ] {
+        let env = Env::git_hub(&[]);
+        if !toml.is_empty() {
+            let path = env.hub.join("farm.toml");
+            let text = std::fs::read_to_string(&path).unwrap();
+            std::fs::write(&path, format!("{toml}{text}")).unwrap();
+            env.git(["commit", "-qam", "a budget"]);
+        }
+        for i in 0..10 {
+            add_task(&env, &[&format!("c{i}"), "-m", "Anything"]);
+        }
+        let agent = env.agent_script(
+            "costly.sh",
+            r#"sleep 0.2; echo x > "$FARM_TASK.txt" && git add . && git commit --quiet -m "work on $FARM_TASK"
+echo '{"type":"result","subtype":"success","is_error":false,"total_cost_usd":0.3}'
+"#,
+        );
+        let mut all = vec!["-j", agents];
+        all.extend(args.iter().copied());
+        let out = farm_run(&env, &agent, &all).code(6);
+        let done = board(&env, "tasks/done").len();
+        // 4 sessions reach $1.20; each other agent may finish one more.
+        let most = 4 + agents.parse::<usize>().unwrap() - 1;
+        assert!(
+            (4..=most).contains(&done),
+            "{done} done with -j {agents}: {out:#?}"
+        );
+        assert!(
+            out.stderr
+                .contains("the cost budget is spent ($1.20 of $1.00): no new claims")
+                || out
+                    .stderr
+                    .contains("the cost budget is spent ($1.50 of $1.00): no new claims"),
+            "{out:#?}"
+        );
+        assert!(
+            out.stderr.contains("farm run: ended with work left: "),
+            "{out:#?}"
+        );
+    }
+    let env = Env::git_hub(&[]);
+    let out = farm_run(&env, "sh", &["--max-cost=-3"]).code(2);
+    assert!(
+        out.stderr.contains("not an amount of dollars above 0"),
+        "{out:#?}"
+    );
+}
+
 /// `--config-per-agent`: each agent's CLI gets a config directory of its own
 /// through the preset's variable, seeded with a copy of the user's file.
 #[test]
