@@ -11,6 +11,7 @@ use crate::board;
 use crate::config::Ctx;
 use crate::error::Error;
 use crate::git::hub::Hub;
+use crate::output::{Style, table};
 use crate::run::journal::{self, Entry};
 
 /// Show the run: its agents (working on what since when, idle, waiting for
@@ -60,9 +61,46 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
 /// What an agent is doing, as its journal says.
 #[derive(Debug, Clone)]
 enum Doing {
-    Working { task: String, since: SystemTime },
-    Waiting { until: SystemTime, why: String },
-    Idle { since: SystemTime },
+    Working {
+        task: String,
+        since: SystemTime,
+    },
+    Waiting {
+        until: SystemTime,
+        why: String,
+    },
+    Idle {
+        since: SystemTime,
+    },
+    /// Its run is over (ended, or its process is gone): what it did last.
+    Ended {
+        last: Option<String>,
+        at: SystemTime,
+    },
+}
+
+/// What a group of sessions (an agent's, a task's) cost, as the CLI said.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+struct Spent {
+    sessions: usize,
+    cost_usd: Option<f64>,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+}
+
+impl Spent {
+    fn add(&mut self, e: &Entry) {
+        self.sessions += 1;
+        if let Some(usd) = e.cost_usd {
+            *self.cost_usd.get_or_insert(0.0) += usd;
+        }
+        if let Some(n) = e.input_tokens {
+            *self.input_tokens.get_or_insert(0) += n;
+        }
+        if let Some(n) = e.output_tokens {
+            *self.output_tokens.get_or_insert(0) += n;
+        }
+    }
 }
 
 struct Report {
@@ -78,6 +116,9 @@ struct Report {
     totals: BTreeMap<&'static str, usize>,
     /// What the sessions cost, where the CLI said.
     spent: crate::run::usage::Usage,
+    /// The same by agent and by task.
+    by_agent: BTreeMap<String, Spent>,
+    by_task: BTreeMap<String, Spent>,
     now: SystemTime,
 }
 
@@ -133,8 +174,25 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
     let mut totals: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut sessions = Vec::new();
     let mut spent = crate::run::usage::Usage::default();
+    let (mut by_agent, mut by_task) = (
+        BTreeMap::<String, Spent>::new(),
+        BTreeMap::<String, Spent>::new(),
+    );
+    // The last task each agent claimed, for an agent whose run is over.
+    let mut last_task: BTreeMap<String, String> = BTreeMap::new();
     for e in &in_scope {
+        if let (Some(agent), Some(task)) = (&e.agent, &e.task)
+            && e.event == "claim"
+        {
+            last_task.insert(agent.clone(), task.clone());
+        }
         if e.event == "session_end" {
+            if let Some(agent) = &e.agent {
+                by_agent.entry(agent.clone()).or_default().add(e);
+            }
+            if let Some(task) = &e.task {
+                by_task.entry(task.clone()).or_default().add(e);
+            }
             for (total, add) in [
                 (&mut spent.input_tokens, e.input_tokens),
                 (&mut spent.output_tokens, e.output_tokens),
@@ -183,6 +241,30 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
         };
         agents.insert(agent.clone(), doing);
     }
+    // An agent of a run that is over is doing nothing at all, whatever its
+    // last line said (it showed "idle for 16m" or "waiting (circuit
+    // breaker)" long after its run ended).
+    let live = runs.iter().any(|(p, r)| scope.contains(p) && r.0);
+    if !live {
+        let ended = runs
+            .iter()
+            .filter(|(p, _)| scope.contains(p))
+            .filter_map(|(p, _)| {
+                in_scope
+                    .iter()
+                    .rev()
+                    .find(|e| e.pid == *p)
+                    .map(|e| time(&e.at))
+            })
+            .max()
+            .unwrap_or(now);
+        for (name, doing) in agents.iter_mut() {
+            *doing = Doing::Ended {
+                last: last_task.get(name).cloned(),
+                at: ended,
+            };
+        }
+    }
     // A wait that is over is idleness.
     for doing in agents.values_mut() {
         if let Doing::Waiting { until, .. } = doing
@@ -230,6 +312,8 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
         sessions,
         totals,
         spent,
+        by_agent,
+        by_task,
         now,
     })
 }
@@ -274,6 +358,12 @@ impl Report {
                         Age(until.duration_since(self.now).unwrap_or_default())
                     ),
                     Doing::Idle { since } => format!("idle for {}", self.ago(*since)),
+                    Doing::Ended { last, at } => match last {
+                        Some(task) => {
+                            format!("run ended {} ago; last on `{task}`", self.ago(*at))
+                        }
+                        None => format!("run ended {} ago", self.ago(*at)),
+                    },
                 };
                 if roles {
                     let role = self.roles.get(name).map_or("-", String::as_str);
@@ -324,6 +414,36 @@ impl Report {
         if !self.spent.is_empty() {
             out.push('\n');
         }
+        // What each agent's sessions cost, where the CLI said.
+        if self
+            .by_agent
+            .values()
+            .any(|s| s.cost_usd.is_some() || s.input_tokens.is_some())
+        {
+            let rows: Vec<Vec<(String, Option<Style>)>> = self
+                .by_agent
+                .iter()
+                .map(|(agent, s)| {
+                    let n = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
+                    vec![
+                        (agent.clone(), None),
+                        (s.sessions.to_string(), None),
+                        (
+                            s.cost_usd.map_or("-".to_owned(), |c| format!("${c:.2}")),
+                            None,
+                        ),
+                        (n(s.input_tokens), None),
+                        (n(s.output_tokens), None),
+                    ]
+                })
+                .collect();
+            out.push('\n');
+            out.push_str(&table(
+                &["AGENT", "SESSIONS", "COST", "TOKENS IN", "TOKENS OUT"],
+                &rows,
+                false,
+            ));
+        }
         out
     }
 
@@ -344,6 +464,10 @@ impl Report {
                 Doing::Idle { since } => json!({
                     "agent": name, "role": role, "state": "idle",
                     "since": crate::claims::record::timestamp(*since),
+                }),
+                Doing::Ended { last, at } => json!({
+                    "agent": name, "role": role, "state": "ended", "last_task": last,
+                    "since": crate::claims::record::timestamp(*at),
                 }),
             })
             .collect();
@@ -366,6 +490,8 @@ impl Report {
             "cost_usd": self.spent.cost_usd,
             "input_tokens": self.spent.input_tokens,
             "output_tokens": self.spent.output_tokens,
+            "by_agent": self.by_agent,
+            "by_task": self.by_task,
         })
     }
 }

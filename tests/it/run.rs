@@ -1250,7 +1250,8 @@ fn status_shows_the_run_while_it_goes_and_after() {
     assert_eq!(after["totals"]["sessions"], 2, "{after:#}");
     assert_eq!(after["totals"]["done"], 2, "{after:#}");
     assert_eq!(after["sessions"][1]["class"], "success", "{after:#}");
-    assert_eq!(after["agents"][0]["state"], "idle", "{after:#}");
+    // Not "idle": its run is over (issue 14).
+    assert_eq!(after["agents"][0]["state"], "ended", "{after:#}");
     let text = env
         .farm(["status", "--state-dir", state.to_str().unwrap()])
         .run()
@@ -1376,7 +1377,7 @@ fn session_costs_are_summed_for_the_run() {
 echo '{"type":"result","subtype":"success","is_error":false,"total_cost_usd":0.25,"usage":{"input_tokens":1000,"output_tokens":200}}'
 "#,
     );
-    let out = farm_run(&env, &agent, &[]).success();
+    let out = farm_run(&env, &agent, &["--name", "box"]).success();
     assert!(
         out.stderr.contains("$0.50, 2000 tokens in, 400 out"),
         "{out:#?}"
@@ -1390,6 +1391,29 @@ echo '{"type":"result","subtype":"success","is_error":false,"total_cost_usd":0.2
     assert_eq!(status["cost_usd"], 0.5, "{status:#}");
     assert_eq!(status["input_tokens"], 2000, "{status:#}");
     assert_eq!(status["sessions"][0]["cost_usd"], 0.25, "{status:#}");
+    // Rolled up per agent and per task (issue 14, item 6).
+    assert_eq!(
+        status["by_agent"]["box"],
+        serde_json::json!({"sessions": 2, "cost_usd": 0.5, "input_tokens": 2000, "output_tokens": 400}),
+        "{status:#}"
+    );
+    assert_eq!(status["by_task"]["c2"]["cost_usd"], 0.25, "{status:#}");
+    // The run is over: its agent is not "idle" (issue 14, item 3).
+    assert_eq!(status["agents"][0]["state"], "ended", "{status:#}");
+    assert_eq!(status["agents"][0]["last_task"], "c2", "{status:#}");
+    let text = env
+        .farm(["status", "--state-dir", state.to_str().unwrap()])
+        .run()
+        .success()
+        .stdout;
+    assert!(text.contains("box              run ended "), "{text}");
+    assert!(!text.contains("idle for"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["box", "2", "$0.50", "2000", "400"]),
+        "{text}"
+    );
 }
 
 /// Issue 14, item 6: a cost budget. No new claim once the reported cost
