@@ -46,13 +46,25 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     }
     logs.sort_by_key(|(_, t)| *t);
     if args.list {
+        // A table: the columns line up whatever the sizes and ages.
         let now = SystemTime::now();
-        for (path, t) in &logs {
-            let size = std::fs::metadata(path).map_or(0, |m| m.len());
-            let age = crate::age::Age(now.duration_since(*t).unwrap_or_default());
-            ctx.out
-                .data(&format!("{}  {size} bytes  {age} ago\n", path.display()))?;
-        }
+        let rows: Vec<Vec<(String, Option<crate::output::Style>)>> = logs
+            .iter()
+            .map(|(path, t)| {
+                let size = std::fs::metadata(path).map_or(0, |m| m.len());
+                let age = crate::age::Age(now.duration_since(*t).unwrap_or_default());
+                vec![
+                    (format!("{age} ago"), None),
+                    (format!("{size} B"), None),
+                    (path.display().to_string(), None),
+                ]
+            })
+            .collect();
+        ctx.out.data(&crate::output::table(
+            &["AGE", "SIZE", "LOG"],
+            &rows,
+            ctx.out.color_stdout,
+        ))?;
         return Ok(());
     }
     let (path, _) = logs.pop().expect("not empty");

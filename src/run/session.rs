@@ -99,12 +99,78 @@ pub struct Spec<'a> {
 
 const POLL: Duration = Duration::from_millis(20);
 
-/// Run one session to its end.
-pub fn run(spec: &Spec<'_>, mut tick: impl FnMut() -> Tick) -> std::io::Result<Outcome> {
+/// What begins farm's own lines in a session log (its header and footer):
+/// never the agent's output, which is what is classified and quoted.
+pub const MARK: &str = "[farm] ";
+
+/// A session log's text without farm's own lines: the agent's output.
+pub fn agent_output(log: &str) -> String {
+    let mut out = String::with_capacity(log.len());
+    for line in log.split_inclusive('\n') {
+        if !line.starts_with(MARK) {
+            out.push_str(line);
+        }
+    }
+    out
+}
+
+/// Run one session to its end. Its log begins with a header (task,
+/// attempt, agent, start, the command) and ends with a footer (how it
+/// ended, after how long), each line beginning with [`MARK`].
+pub fn run(spec: &Spec<'_>, tick: impl FnMut() -> Tick) -> std::io::Result<Outcome> {
+    let started = Instant::now();
+    let outcome = run_logged(spec, tick)?;
+    let footer = format!(
+        "{MARK}ended: {outcome} after {:.1}s\n",
+        started.elapsed().as_secs_f64()
+    );
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(spec.log)
+        .and_then(|mut f| f.write_all(footer.as_bytes()))?;
+    Ok(outcome)
+}
+
+/// The header of a session's log: who runs what, since when.
+fn header(spec: &Spec<'_>, argv: &[String]) -> String {
+    let var = |k: &str| {
+        spec.env
+            .iter()
+            .find(|(name, _)| *name == k)
+            .map_or("-", |(_, v)| v.as_str())
+    };
+    // The prompt is in its own file; here only how long it is.
+    let shown: Vec<String> = argv
+        .iter()
+        .map(|w| {
+            if w == spec.prompt && spec.via == PromptVia::Arg {
+                format!("<the prompt, {} bytes>", w.len())
+            } else {
+                w.clone()
+            }
+        })
+        .collect();
+    let via = match spec.via {
+        PromptVia::Arg => "as its last argument".to_owned(),
+        PromptVia::Stdin => "on stdin".to_owned(),
+        PromptVia::File => format!("in {}", spec.prompt_file.display()),
+    };
+    format!(
+        "{MARK}session: task {}, attempt {}, agent {}, started {}\n{MARK}command: {} (the prompt, {} bytes, {via})\n",
+        var("FARM_TASK"),
+        var("FARM_ATTEMPT"),
+        var("FARM_AGENT"),
+        crate::claims::record::timestamp(std::time::SystemTime::now()),
+        shell_words::join(&shown),
+        spec.prompt.len(),
+    )
+}
+
+fn run_logged(spec: &Spec<'_>, mut tick: impl FnMut() -> Tick) -> std::io::Result<Outcome> {
     if let Some(dir) = spec.log.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let log = File::create(spec.log)?;
+    let mut log = File::create(spec.log)?;
     let mut argv: Vec<String> = spec.argv.to_vec();
     match spec.via {
         PromptVia::Arg => argv.push(spec.prompt.to_owned()),
@@ -135,6 +201,7 @@ pub fn run(spec: &Spec<'_>, mut tick: impl FnMut() -> Tick) -> std::io::Result<O
         wrapped.append(&mut argv);
         argv = wrapped;
     }
+    log.write_all(header(spec, &argv).as_bytes())?;
     let mut cmd = Command::new(&argv[0]);
     // The agent's git works in its clone, not in a repository farm's own
     // environment names.
@@ -424,6 +491,46 @@ mod tests {
         vec!["sh".into(), "-c".into(), script.into(), "agent".into()]
     }
 
+    /// Issue 14, item 4: every session log has a header (task, attempt,
+    /// agent, start, command) and a footer (how it ended, after how long) —
+    /// also a session that printed nothing (such logs were 0 bytes).
+    #[test]
+    fn a_log_has_a_header_and_a_footer_apart_from_the_agents_output() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        let files = Files::of(d);
+        let env = [
+            ("FARM_TASK", "t1".to_owned()),
+            ("FARM_ATTEMPT", "2".to_owned()),
+            ("FARM_AGENT", "box".to_owned()),
+        ];
+        for (script, says, ends) in [
+            ("echo hello", "hello\n", "[farm] ended: success after "),
+            ("exit 3", "", "[farm] ended: failed with exit code 3 after "),
+        ] {
+            let argv = sh(script);
+            let spec = Spec {
+                env: &env,
+                ..spec(d, &files, &argv, PromptVia::Arg, Duration::from_secs(10))
+            };
+            run(&spec, || Tick::Continue).unwrap();
+            let log = std::fs::read_to_string(&files.log).unwrap();
+            let lines: Vec<&str> = log.lines().collect();
+            assert!(
+                lines[0].starts_with("[farm] session: task t1, attempt 2, agent box, started 20"),
+                "{log}"
+            );
+            assert!(
+                lines[1].starts_with("[farm] command: sh -c ")
+                    && lines[1].contains("<the prompt, 12 bytes>")
+                    && lines[1].ends_with(" (the prompt, 12 bytes, as its last argument)"),
+                "{log}"
+            );
+            assert!(lines.last().unwrap().starts_with(ends), "{log}");
+            assert_eq!(agent_output(&log), says);
+        }
+    }
+
     #[test]
     fn prompt_reaches_the_agent_each_way() {
         let tmp = tempfile::tempdir().unwrap();
@@ -438,7 +545,7 @@ mod tests {
             Outcome::Success
         );
         assert_eq!(
-            std::fs::read_to_string(d.join("logs/s.log")).unwrap(),
+            agent_output(&std::fs::read_to_string(d.join("logs/s.log")).unwrap()),
             "arg: do the thing\n"
         );
         let stdin = sh("echo \"stdin: $(cat)\"");
@@ -447,7 +554,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(
-            std::fs::read_to_string(d.join("logs/s.log")).unwrap(),
+            agent_output(&std::fs::read_to_string(d.join("logs/s.log")).unwrap()),
             "stdin: do the thing\n"
         );
         let file = vec![
@@ -462,7 +569,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(
-            std::fs::read_to_string(d.join("logs/s.log")).unwrap(),
+            agent_output(&std::fs::read_to_string(d.join("logs/s.log")).unwrap()),
             "file: do the thing\n"
         );
     }

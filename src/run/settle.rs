@@ -617,7 +617,7 @@ pub(super) fn record_attempt(turn: Turn<'_>, attempted: Attempted<'_>) -> Result
 
 /// The last non-empty line of a session log, shortened, for attempt notes.
 pub(super) fn last_line(log: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(log).ok()?;
+    let text = crate::run::session::agent_output(&std::fs::read_to_string(log).ok()?);
     let line = text.lines().rev().find(|l| !l.trim().is_empty())?.trim();
     let cut: String = line.chars().take(200).collect();
     Some(format!("`{}`", cut.replace('`', "'")))

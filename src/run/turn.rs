@@ -168,7 +168,7 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
     );
 
     // What the session's end means, from its exit and its log's last lines.
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let text = session::agent_output(&std::fs::read_to_string(&log).unwrap_or_default());
     let class = classify::classify(
         &run.config.patterns,
         &outcome,

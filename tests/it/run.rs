@@ -1340,7 +1340,7 @@ fn logs_prints_a_tasks_latest_session_log() {
     add_task(&env, &["l1", "-m", "Anything"]);
     let agent = env.agent_script(
         "talk.sh",
-        "echo \"hello from $FARM_TASK\"\necho x > x.txt && git add x.txt && git commit --quiet -m 'work on l1'\n",
+        "echo \"hello from $FARM_TASK\"\necho x > \"$FARM_TASK.txt\" && git add . && git commit --quiet -m \"work on $FARM_TASK\"\n",
     );
     farm_run(&env, &agent, &["--name", "talker"]).success();
     let state = env.tmp.path().join("state");
@@ -1352,7 +1352,34 @@ fn logs_prints_a_tasks_latest_session_log() {
             .success();
         assert!(out.stdout.contains("hello from l1"), "{what}: {out:#?}");
         assert!(out.stderr.contains("logs/talker/l1-"), "{what}: {out:#?}");
+        // A header and a footer (issue 14, item 4).
+        assert!(
+            out.stdout
+                .starts_with("[farm] session: task l1, attempt 1, agent talker, started "),
+            "{out:#?}"
+        );
+        assert!(
+            out.stdout
+                .lines()
+                .last()
+                .unwrap()
+                .starts_with("[farm] ended: success after "),
+            "{out:#?}"
+        );
     }
+    // --list: one aligned row per log, under a header.
+    add_task(&env, &["l2", "-m", "Anything"]);
+    farm_run(&env, &agent, &["--name", "talker"]).success();
+    let list = env
+        .farm(["logs", "--list", "--state-dir", state])
+        .run()
+        .success()
+        .stdout;
+    let lines: Vec<&str> = list.lines().collect();
+    assert_eq!(lines.len(), 3, "{list}");
+    assert!(lines[0].starts_with("AGE"), "{list}");
+    let at = |l: &str| l.find("/logs/talker/").unwrap();
+    assert_eq!(at(lines[1]), at(lines[2]), "the paths line up: {list}");
     let none = env
         .farm(["logs", "nothing", "--state-dir", state])
         .run()
