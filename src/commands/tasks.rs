@@ -1,5 +1,7 @@
 //! `farm tasks`: the board — ready, blocked, claimed, done, failed, stuck, invalid.
 
+use std::collections::BTreeMap;
+
 use serde_json::json;
 
 use crate::board::{self, Status};
@@ -7,7 +9,7 @@ use crate::config::Ctx;
 use crate::error::Error;
 use crate::git::hub::Hub;
 use crate::names::TaskId;
-use crate::output::{Style, table};
+use crate::output::{Style, count, table};
 
 /// Show the board on the hub's branch, with each task's state.
 #[derive(Debug, clap::Args)]
@@ -25,9 +27,89 @@ pub struct Args {
     branch: Option<String>,
 }
 
+/// A done or failed task as its file says (the board keeps only their ids).
+struct Finished {
+    title: String,
+    attempts: u32,
+    max_attempts: u32,
+    /// The heading of its last attempt's note: why it failed.
+    last: Option<String>,
+}
+
+/// The last `## Attempt N — why` of a task's notes: `why`.
+fn last_reason(body: &str) -> Option<String> {
+    body.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("## Attempt "))
+        .map(|l| l.split_once(" — ").map_or(l, |(_, why)| why).to_owned())
+}
+
+/// The done and failed tasks of the board at the hub's branch, read from
+/// their files (the board's states need only their ids, so it does not).
+fn finished(hub: &Hub, snapshot: &board::Snapshot) -> BTreeMap<TaskId, Finished> {
+    let mut out = BTreeMap::new();
+    let mut read = |id: &TaskId, text: &str| {
+        if let Ok(t) = board::parse(id.clone(), text) {
+            let last = last_reason(&t.body);
+            out.insert(
+                id.clone(),
+                Finished {
+                    title: t.title,
+                    attempts: t.attempts,
+                    max_attempts: t.max_attempts,
+                    last,
+                },
+            );
+        }
+    };
+    let places = snapshot
+        .done
+        .iter()
+        .map(|id| (id, board::paths::done(id)))
+        .chain(
+            snapshot
+                .failed
+                .iter()
+                .map(|id| (id, board::paths::failed(id))),
+        );
+    match (hub.git_dir(), hub.branch_rev()) {
+        (Some(git_dir), Some(rev)) => {
+            let Ok(repo) = git2::Repository::open(git_dir) else {
+                return out;
+            };
+            let Ok(tree) = repo.revparse_single(&rev).and_then(|c| c.peel_to_tree()) else {
+                return out;
+            };
+            for (id, path) in places {
+                let blob = tree
+                    .get_path(std::path::Path::new(&path))
+                    .and_then(|e| repo.find_blob(e.id()));
+                if let Ok(blob) = blob {
+                    read(id, &String::from_utf8_lossy(blob.content()));
+                }
+            }
+        }
+        _ => {
+            let Ok(tmp) = tempfile::tempdir() else {
+                return out;
+            };
+            let Ok(dir) = hub.extract_board(tmp.path()) else {
+                return out;
+            };
+            for (id, path) in places {
+                if let Ok(text) = std::fs::read_to_string(dir.join(path)) {
+                    read(id, &text);
+                }
+            }
+        }
+    }
+    out
+}
+
 pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let hub = Hub::open(&ctx.hub_spec()?, args.branch.as_deref())?;
     let mut snapshot = read_board(&hub)?;
+    let finished = finished(&hub, &snapshot);
     snapshot.claimed = crate::claims::holders(&ctx.store()?.list()?);
     let statuses = board::statuses(&snapshot);
     // `pending` is sorted by id (the first copy of a duplicate wins, as the
@@ -41,17 +123,19 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
             .iter()
             .map(|(id, status)| {
                 let t = find(id);
+                let f = finished.get(id);
                 let (name, detail) = describe(status);
                 json!({
                     "id": id.as_str(),
                     "status": name,
                     "detail": detail,
-                    "title": t.map(|t| &t.title),
+                    "title": t.map(|t| &t.title).or(f.map(|f| &f.title)),
                     "priority": t.map(|t| t.priority),
                     "after": t.map(|t| t.after.iter().map(TaskId::as_str).collect::<Vec<_>>()),
                     "labels": t.map(|t| &t.labels),
-                    "attempts": t.map(|t| t.attempts),
-                    "max_attempts": t.map(|t| t.max_attempts),
+                    "attempts": t.map(|t| t.attempts).or(f.map(|f| f.attempts)),
+                    "max_attempts": t.map(|t| t.max_attempts).or(f.map(|f| f.max_attempts)),
+                    "last_reason": t.and_then(|t| last_reason(&t.body)).or(f.and_then(|f| f.last.clone())),
                 })
             })
             .collect();
@@ -86,7 +170,20 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
                 Status::Done => Style::Dim,
                 Status::Failed | Status::Stuck { .. } => Style::Bad,
             };
-            let title = find(id).map_or(String::new(), |t| t.title.clone());
+            let (title, attempts, last) = match (find(id), finished.get(id)) {
+                (Some(t), _) => (t.title.clone(), t.attempts, last_reason(&t.body)),
+                (None, Some(f)) => (f.title.clone(), f.attempts, f.last.clone()),
+                (None, None) => (String::new(), 0, None),
+            };
+            // Why it failed last, for a task that has failed attempts.
+            let detail = match (last, attempts) {
+                (Some(why), n) if n > 0 && detail.is_empty() => format!(
+                    "{}, last: {why}",
+                    count(n as usize, "failed attempt", "failed attempts")
+                ),
+                (Some(why), n) if n > 0 => format!("{detail}; {n} failed, last: {why}"),
+                _ => detail,
+            };
             vec![
                 (id.to_string(), None),
                 (name.to_owned(), Some(style)),

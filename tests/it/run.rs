@@ -419,6 +419,24 @@ exit 3
         "{out:#?}"
     );
 
+    // `farm tasks` gives a failed task its title, attempts and last reason
+    // (issue 14: they were blank and null).
+    let tasks = env.farm_git(["tasks"]).run().success().stdout;
+    assert!(
+        tasks.lines().any(|l| l.starts_with("flaky")
+            && l.contains("failed")
+            && l.contains("Try hard")
+            && l.contains("2 failed attempts, last: failed with exit code 3")),
+        "{tasks}"
+    );
+    let doc = env.farm_git(["tasks", "--json"]).run().success().json();
+    assert_eq!(doc["tasks"][0]["title"], "Try hard", "{doc:#}");
+    assert_eq!(doc["tasks"][0]["attempts"], 2, "{doc:#}");
+    assert_eq!(
+        doc["tasks"][0]["last_reason"], "failed with exit code 3",
+        "{doc:#}"
+    );
+
     // Two sessions; the second saw the first one's note.
     assert_eq!(log_lines(&env, "starts.log"), ["flaky 1 no", "flaky 2 yes"]);
     assert_eq!(
@@ -1700,6 +1718,14 @@ fn task_show_retry_and_rm() {
     assert_eq!(
         board(&env, "tasks/done"),
         BTreeSet::from(["flaky".into(), "next".into()])
+    );
+    // Done tasks keep their titles in `farm tasks`.
+    let tasks = env.farm_git(["tasks"]).run().success().stdout;
+    assert!(
+        tasks
+            .lines()
+            .any(|l| l.starts_with("next") && l.contains("done") && l.contains("After it")),
+        "{tasks}"
     );
     let out = env.farm_git(["task", "retry", "next"]).run().code(2);
     assert!(
