@@ -15,8 +15,9 @@ use crate::output::{ColorWhen, Out};
 use crate::settings::Settings;
 
 /// The flags every command takes, as clap parses them (flattened into
-/// [`crate::cli::Cli`]).
+/// [`crate::cli::Cli`]); each command's help lists them apart from its own.
 #[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
     /// The hub: the shared repository, a local path or a git URL
     /// (ssh://, git://, https://, file://, user@host:path). Default: the

@@ -62,30 +62,42 @@ fn finished(hub: &Hub, snapshot: &board::Snapshot) -> BTreeMap<TaskId, Finished>
             );
         }
     };
-    let places = snapshot
-        .done
-        .iter()
-        .map(|id| (id, board::paths::done(id)))
-        .chain(
-            snapshot
-                .failed
-                .iter()
-                .map(|id| (id, board::paths::failed(id))),
-        );
+    let dirs = [
+        (board::paths::DONE, &snapshot.done),
+        (board::paths::FAILED, &snapshot.failed),
+    ];
     match (hub.git_dir(), hub.branch_rev()) {
         (Some(git_dir), Some(rev)) => {
+            // Each directory's tree is read once and its entries walked: a
+            // lookup by path per task parsed the 10,000-entry tree each
+            // time (14 s for `farm tasks` on 10,000 done tasks).
             let Ok(repo) = git2::Repository::open(git_dir) else {
                 return out;
             };
-            let Ok(tree) = repo.revparse_single(&rev).and_then(|c| c.peel_to_tree()) else {
+            let Ok(root) = repo.revparse_single(&rev).and_then(|c| c.peel_to_tree()) else {
                 return out;
             };
-            for (id, path) in places {
-                let blob = tree
-                    .get_path(std::path::Path::new(&path))
-                    .and_then(|e| repo.find_blob(e.id()));
-                if let Ok(blob) = blob {
-                    read(id, &String::from_utf8_lossy(blob.content()));
+            for (dir, ids) in dirs {
+                let Some(tree) = root
+                    .get_path(std::path::Path::new(dir))
+                    .ok()
+                    .and_then(|e| repo.find_tree(e.id()).ok())
+                else {
+                    continue;
+                };
+                for entry in tree.iter() {
+                    let Some(id) = entry
+                        .name()
+                        .ok()
+                        .and_then(|n| n.strip_suffix(".md"))
+                        .and_then(|n| TaskId::parse(n).ok())
+                        .filter(|id| ids.contains(id))
+                    else {
+                        continue;
+                    };
+                    if let Ok(blob) = repo.find_blob(entry.id()) {
+                        read(&id, &String::from_utf8_lossy(blob.content()));
+                    }
                 }
             }
         }
@@ -93,12 +105,15 @@ fn finished(hub: &Hub, snapshot: &board::Snapshot) -> BTreeMap<TaskId, Finished>
             let Ok(tmp) = tempfile::tempdir() else {
                 return out;
             };
-            let Ok(dir) = hub.extract_board(tmp.path()) else {
+            let Ok(board_dir) = hub.extract_board(tmp.path()) else {
                 return out;
             };
-            for (id, path) in places {
-                if let Ok(text) = std::fs::read_to_string(dir.join(path)) {
-                    read(id, &text);
+            for (dir, ids) in dirs {
+                for id in ids {
+                    let path = board_dir.join(dir).join(format!("{id}.md"));
+                    if let Ok(text) = std::fs::read_to_string(path) {
+                        read(id, &text);
+                    }
                 }
             }
         }

@@ -27,7 +27,8 @@ pub struct Flags {
     #[arg(long, value_name = "COMMAND")]
     pub agent: Option<String>,
 
-    /// How many agents run at once.
+    /// How many agents run at once [default: 1, or farm.toml's `jobs`; without
+    /// either, the roles in farm.toml if it has any].
     #[arg(short = 'j', long, value_name = "N")]
     pub jobs: Option<usize>,
 
@@ -35,7 +36,8 @@ pub struct Flags {
     #[arg(long, value_name = "NAME", value_parser = crate::names::parse_agent_name)]
     pub name: Option<String>,
 
-    /// How long one session may run before it is stopped (TERM, then KILL).
+    /// How long one session may run before it is stopped (TERM, then KILL)
+    /// [default: 60m, or farm.toml's `timeout`].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Option<Duration>,
 
@@ -43,7 +45,8 @@ pub struct Flags {
     #[arg(long, value_enum, value_name = "HOW")]
     pub prompt_via: Option<PromptVia>,
 
-    /// Reap claims with no live local holder whose heartbeat is older than this.
+    /// Reap claims with no live local holder whose heartbeat is older than
+    /// this [default: 30m, or farm.toml's `stale_after`].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub stale_after: Option<Duration>,
 

@@ -525,3 +525,21 @@ fn man_pages_for_farm_and_each_command() {
         "hidden commands have none"
     );
 }
+
+/// Issue 14, item 5: `run --help` lists the global flags apart from run's
+/// own, and says the defaults of -j, --timeout and --stale-after.
+#[test]
+fn run_help_groups_global_flags_and_shows_defaults() {
+    let env = Env::new();
+    let help = env.farm(["run", "--help"]).run().success().stdout;
+    let global = help
+        .find("Global options:")
+        .unwrap_or_else(|| panic!("{help}"));
+    let own = help.find("--max-sessions").unwrap();
+    assert!(own < global, "run's own flags come first: {help}");
+    assert!(help[global..].contains("--hub"), "{help}");
+    assert!(!help[..global].contains("--state-dir"), "{help}");
+    for default in ["[default: 1,", "[default: 60m,", "[default: 30m,"] {
+        assert!(help.contains(default), "{default}: {help}");
+    }
+}
