@@ -146,8 +146,8 @@ fn farm_doctor_names_an_invalid_tests_table() {
         &[("t.sh", TAP_SUITE)],
     );
     let state = env.tmp.path().join("state");
-    let out = env
-        .farm_git([
+    let doctor = |env: &Env| {
+        env.farm_git([
             "doctor",
             "--agent",
             "sh",
@@ -155,7 +155,9 @@ fn farm_doctor_names_an_invalid_tests_table() {
             state.to_str().unwrap(),
         ])
         .run()
-        .code(1);
+        .code(1)
+    };
+    let out = doctor(&env);
     assert!(
         out.stdout.lines().any(|l| l.starts_with("!! settings")
             && l.contains("invalid [tests] in farm.toml on branch `main`")
@@ -181,16 +183,7 @@ fn farm_doctor_names_an_invalid_tests_table() {
         // Top-level keys go before the first table.
         std::fs::write(&path, format!("{toml}{text}")).unwrap();
         env.git(["commit", "-qam", "bad"]);
-        let out = env
-            .farm_git([
-                "doctor",
-                "--agent",
-                "sh",
-                "--state-dir",
-                state.to_str().unwrap(),
-            ])
-            .run()
-            .code(1);
+        let out = doctor(&env);
         assert!(
             out.stdout
                 .lines()

@@ -195,6 +195,26 @@ fn second_signal_kills_the_session_rescues_its_work_and_exits_130() {
     );
 }
 
+/// `loop.sh --agent AGENT` on the env's hub, hermetic, its output piped.
+fn loop_sh(env: &Env, agent: &str) -> std::process::Child {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("loop.sh");
+    Command::new("bash")
+        .arg(&script)
+        .args(["--agent", agent])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap())
+        .env("HOME", env.tmp.path())
+        .env("FARM", crate::common::FARM)
+        .env("FARM_HUB", &env.hub)
+        .env("NO_COLOR", "1")
+        .envs(git_env())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// loop.sh respawns a farm killed with SIGKILL; the new farm reaps the dead
 /// claim at once and the task is finished.
 #[test]
@@ -209,21 +229,7 @@ fn loop_sh_respawns_a_killed_farm_and_the_task_finishes() {
             marker.display()
         ),
     );
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("loop.sh");
-    let mut cmd = Command::new("bash");
-    cmd.arg(&script)
-        .args(["--agent", &agent])
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap())
-        .env("HOME", env.tmp.path())
-        .env("FARM", crate::common::FARM)
-        .env("FARM_HUB", &env.hub)
-        .env("NO_COLOR", "1")
-        .envs(git_env())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let looper = cmd.spawn().unwrap();
+    let looper = loop_sh(&env, &agent);
     wait_for(&marker);
     let claim = std::fs::read_to_string(env.claim_path("job")).unwrap();
     let pid: u32 = claim
@@ -258,21 +264,7 @@ fn loop_sh_tells_a_drained_run_from_a_settled_board() {
             marker.display()
         ),
     );
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("loop.sh");
-    let mut cmd = Command::new("bash");
-    cmd.arg(&script)
-        .args(["--agent", &agent])
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap())
-        .env("HOME", env.tmp.path())
-        .env("FARM", crate::common::FARM)
-        .env("FARM_HUB", &env.hub)
-        .env("NO_COLOR", "1")
-        .envs(git_env())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let looper = cmd.spawn().unwrap();
+    let looper = loop_sh(&env, &agent);
     wait_for(&marker);
     farm(&env, ["stop"]).run().success();
     let out = looper.wait_with_output().unwrap();
