@@ -383,6 +383,13 @@ fn a_second_run_with_the_same_agent_name_is_refused() {
         second.stderr.contains("agent `box` is already running"),
         "{second:?}"
     );
+    // The holder is named by its pid (from /proc/locks).
+    assert!(
+        second
+            .stderr
+            .contains(&format!("on this host (pid {})", first.id())),
+        "{second:?}"
+    );
     assert_ne!(second.code, Some(0));
     let out = first.wait_with_output().unwrap();
     assert!(out.status.success(), "{out:?}");
