@@ -799,3 +799,48 @@ fn a_dirty_hub_work_tree_is_refused_with_no_push_in_flight() {
     assert!(out.stderr.contains("git -C"), "{out:#?}");
     assert!(board(&env, "tasks/done").is_empty());
 }
+
+/// A `git rebase` of farm's killed mid-run (SIGKILL, once) in an
+/// integration beside the loop: the loop starts its turns again, reopening
+/// its clones, and the run goes on to the end. (A 12-round chaos campaign
+/// once saw that reopening refused: "already running in another farm run".)
+#[test]
+fn a_rebase_killed_beside_the_loop_restarts_the_turns_and_the_run_goes_on() {
+    let env = Env::git_hub(&[("shared.txt", "base\n")]);
+    for id in ["t1", "t2", "t3", "t4", "t5", "t6"] {
+        add_task(&env, &[id, "-m", "Prepend a line"]);
+    }
+    let hooks = env.tmp.path().join("hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    let mark = env.tmp.path().join("killed");
+    let hook = hooks.join("reference-transaction");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\n[ \"$1\" = prepared ] || exit 0\n\
+             case \" $(tr '\\0' ' ' < /proc/$PPID/cmdline)\" in *\" rebase\"*) ;; *) exit 0;; esac\n\
+             [ -e '{0}' ] && exit 0\n: > '{0}'\nkill -9 $PPID\n",
+            mark.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let agent = env.agent_script(
+        "prepend.sh",
+        "sleep 0.3\n{ echo \"$FARM_TASK\"; cat shared.txt; } > s.tmp && mv s.tmp shared.txt\ngit add -A\ngit commit -qm \"$FARM_TASK\"\n",
+    );
+    let out = env
+        .farm_git(run_args(&env, &agent, &["-j", "2", "--name", "r"]))
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "core.hooksPath")
+        .env("GIT_CONFIG_VALUE_0", &hooks)
+        .run_within(Duration::from_secs(120));
+    assert!(mark.exists(), "no rebase was killed: {out:#?}");
+    assert!(
+        !out.stderr.contains("already running") && !out.stderr.contains("not let go"),
+        "{out:#?}"
+    );
+    assert!(out.stderr.contains("reopening its clone and going on"), "{out:#?}");
+    assert!(matches!(out.code, Some(0) | Some(5)), "{out:#?}");
+}
