@@ -841,6 +841,65 @@ fn a_rebase_killed_beside_the_loop_restarts_the_turns_and_the_run_goes_on() {
         !out.stderr.contains("already running") && !out.stderr.contains("not let go"),
         "{out:#?}"
     );
-    assert!(out.stderr.contains("reopening its clone and going on"), "{out:#?}");
+    assert!(
+        out.stderr.contains("reopening its clone and going on"),
+        "{out:#?}"
+    );
+    assert!(matches!(out.code, Some(0) | Some(5)), "{out:#?}");
+}
+
+/// The same with a hub that is only a URL (git store), as in the chaos round
+/// that saw the reopening refused.
+#[test]
+fn a_rebase_killed_beside_the_loop_on_a_url_hub_restarts_the_turns() {
+    use crate::daemon::{Daemon, Running};
+    let mut files = vec![("shared.txt".to_owned(), "base\n".to_owned())];
+    for id in ["t1", "t2", "t3", "t4", "t5", "t6"] {
+        files.push((
+            format!("tasks/{id}.md"),
+            format!("+++\ntitle = \"{id}\"\n+++\nPrepend a line.\n"),
+        ));
+    }
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let daemon = Daemon::with_hub(&files);
+    let base = daemon.base.path();
+    let hooks = base.join("client-hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    let mark = base.join("killed");
+    let hook = hooks.join("reference-transaction");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\n[ \"$1\" = prepared ] || exit 0\n\
+             case \" $(tr '\\0' ' ' < /proc/$PPID/cmdline)\" in *\" rebase\"*) ;; *) exit 0;; esac\n\
+             [ -e '{0}' ] && exit 0\n: > '{0}'\nkill -9 $PPID\n",
+            mark.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let agent_path = base.join("prepend.sh");
+    std::fs::write(
+        &agent_path,
+        "sleep 0.3\n{ echo \"$FARM_TASK\"; cat shared.txt; } > s.tmp && mv s.tmp shared.txt\ngit add -A\ngit commit -qm \"$FARM_TASK\"\n",
+    )
+    .unwrap();
+    let agent = format!("sh '{}'", agent_path.display());
+    let machine = daemon.machine("m1");
+    let mut farm = machine.farm(["run", "--agent", &agent, "-j", "2", "--name", "r"]);
+    farm.cmd
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "core.hooksPath")
+        .env("GIT_CONFIG_VALUE_0", &hooks);
+    let out = Running::spawn(farm).finish_by(Instant::now() + Duration::from_secs(150));
+    assert!(mark.exists(), "no rebase was killed: {out:#?}");
+    assert!(
+        !out.stderr.contains("already running") && !out.stderr.contains("not let go"),
+        "{out:#?}"
+    );
     assert!(matches!(out.code, Some(0) | Some(5)), "{out:#?}");
 }
