@@ -800,19 +800,13 @@ fn a_dirty_hub_work_tree_is_refused_with_no_push_in_flight() {
     assert!(board(&env, "tasks/done").is_empty());
 }
 
-/// A `git rebase` of farm's killed mid-run (SIGKILL, once) in an
-/// integration beside the loop: the loop starts its turns again, reopening
-/// its clones, and the run goes on to the end. (A 12-round chaos campaign
-/// once saw that reopening refused: "already running in another farm run".)
-#[test]
-fn a_rebase_killed_beside_the_loop_restarts_the_turns_and_the_run_goes_on() {
-    let env = Env::git_hub(&[("shared.txt", "base\n")]);
-    for id in ["t1", "t2", "t3", "t4", "t5", "t6"] {
-        add_task(&env, &[id, "-m", "Prepend a line"]);
-    }
-    let hooks = env.tmp.path().join("hooks");
+/// Hooks (in `dir/hooks`) whose reference-transaction hook SIGKILLs the
+/// first `git rebase` it runs in; the file it leaves when it did.
+fn kill_a_rebase_once(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let hooks = dir.join("hooks");
     std::fs::create_dir_all(&hooks).unwrap();
-    let mark = env.tmp.path().join("killed");
+    let mark = dir.join("killed");
     let hook = hooks.join("reference-transaction");
     std::fs::write(
         &hook,
@@ -824,12 +818,26 @@ fn a_rebase_killed_beside_the_loop_restarts_the_turns_and_the_run_goes_on() {
         ),
     )
     .unwrap();
-    use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let agent = env.agent_script(
-        "prepend.sh",
-        "sleep 0.3\n{ echo \"$FARM_TASK\"; cat shared.txt; } > s.tmp && mv s.tmp shared.txt\ngit add -A\ngit commit -qm \"$FARM_TASK\"\n",
-    );
+    (hooks, mark)
+}
+
+/// An agent that prepends its task's id to `shared.txt`: every two of its
+/// sessions conflict, so integration rebases with `git rebase`.
+const PREPEND: &str = "sleep 0.3\n{ echo \"$FARM_TASK\"; cat shared.txt; } > s.tmp && mv s.tmp shared.txt\ngit add -A\ngit commit -qm \"$FARM_TASK\"\n";
+
+/// A `git rebase` of farm's killed mid-run (SIGKILL, once) in an
+/// integration beside the loop: the loop starts its turns again, reopening
+/// its clones, and the run goes on to the end. (A 12-round chaos campaign
+/// once saw that reopening refused: "already running in another farm run".)
+#[test]
+fn a_rebase_killed_beside_the_loop_restarts_the_turns_and_the_run_goes_on() {
+    let env = Env::git_hub(&[("shared.txt", "base\n")]);
+    for id in ["t1", "t2", "t3", "t4", "t5", "t6"] {
+        add_task(&env, &[id, "-m", "Prepend a line"]);
+    }
+    let (hooks, mark) = kill_a_rebase_once(env.tmp.path());
+    let agent = env.agent_script("prepend.sh", PREPEND);
     let out = env
         .farm_git(run_args(&env, &agent, &["-j", "2", "--name", "r"]))
         .env("GIT_CONFIG_COUNT", "1")
@@ -866,28 +874,9 @@ fn a_rebase_killed_beside_the_loop_on_a_url_hub_restarts_the_turns() {
         .collect();
     let daemon = Daemon::with_hub(&files);
     let base = daemon.base.path();
-    let hooks = base.join("client-hooks");
-    std::fs::create_dir_all(&hooks).unwrap();
-    let mark = base.join("killed");
-    let hook = hooks.join("reference-transaction");
-    std::fs::write(
-        &hook,
-        format!(
-            "#!/bin/sh\ncat > /dev/null\n[ \"$1\" = prepared ] || exit 0\n\
-             case \" $(tr '\\0' ' ' < /proc/$PPID/cmdline)\" in *\" rebase\"*) ;; *) exit 0;; esac\n\
-             [ -e '{0}' ] && exit 0\n: > '{0}'\nkill -9 $PPID\n",
-            mark.display()
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (hooks, mark) = kill_a_rebase_once(base);
     let agent_path = base.join("prepend.sh");
-    std::fs::write(
-        &agent_path,
-        "sleep 0.3\n{ echo \"$FARM_TASK\"; cat shared.txt; } > s.tmp && mv s.tmp shared.txt\ngit add -A\ngit commit -qm \"$FARM_TASK\"\n",
-    )
-    .unwrap();
+    std::fs::write(&agent_path, PREPEND).unwrap();
     let agent = format!("sh '{}'", agent_path.display());
     let machine = daemon.machine("m1");
     let mut farm = machine.farm(["run", "--agent", &agent, "-j", "2", "--name", "r"]);
