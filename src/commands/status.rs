@@ -65,6 +65,11 @@ enum Doing {
         task: String,
         since: SystemTime,
     },
+    /// In a merge session for `task`.
+    Merging {
+        task: String,
+        since: SystemTime,
+    },
     Waiting {
         until: SystemTime,
         why: String,
@@ -180,13 +185,15 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
     );
     // The last task each agent claimed, for an agent whose run is over.
     let mut last_task: BTreeMap<String, String> = BTreeMap::new();
+    let mut last_claimed: BTreeMap<String, SystemTime> = BTreeMap::new();
     for e in &in_scope {
         if let (Some(agent), Some(task)) = (&e.agent, &e.task)
             && e.event == "claim"
         {
             last_task.insert(agent.clone(), task.clone());
+            last_claimed.insert(agent.clone(), time(&e.at));
         }
-        if e.event == "session_end" {
+        if e.event == "session_end" || e.event == "merge_end" {
             if let Some(agent) = &e.agent {
                 by_agent.entry(agent.clone()).or_default().add(e);
             }
@@ -211,6 +218,10 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
                 sessions.push((*e).clone());
                 Some("sessions")
             }
+            "merge_end" => {
+                sessions.push((*e).clone());
+                Some("merge sessions")
+            }
             "done" => Some("done"),
             "failed" => Some("failed attempts"),
             "limit" => Some("limit waits"),
@@ -227,6 +238,15 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
             "claim" => Doing::Working {
                 task: e.task.clone().unwrap_or_default(),
                 since: at,
+            },
+            "merge_start" => Doing::Merging {
+                task: e.task.clone().unwrap_or_default(),
+                since: at,
+            },
+            // Back to the integration the merge was for.
+            "merge_end" => Doing::Working {
+                task: e.task.clone().unwrap_or_default(),
+                since: last_claimed.get(agent).copied().unwrap_or(at),
             },
             "limit" | "trip" => Doing::Waiting {
                 until: e.until.as_deref().map_or(at, time),
@@ -318,6 +338,16 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
     })
 }
 
+/// How a listed session ended: its class, or for a merge session what
+/// became of the merge.
+fn outcome(s: &Entry) -> String {
+    match (&s.result, &s.class) {
+        (Some(result), _) => format!("merge {result}"),
+        (None, Some(class)) => class.clone(),
+        (None, None) => "-".to_owned(),
+    }
+}
+
 impl Report {
     fn ago(&self, t: SystemTime) -> String {
         Age(self.now.duration_since(t).unwrap_or_default()).to_string()
@@ -353,6 +383,9 @@ impl Report {
                     Doing::Working { task, since } => {
                         format!("working on `{task}` for {}", self.ago(*since))
                     }
+                    Doing::Merging { task, since } => {
+                        format!("merging `{task}` for {}", self.ago(*since))
+                    }
                     Doing::Waiting { until, why } => format!(
                         "waiting ({why}) for {}",
                         Age(until.duration_since(self.now).unwrap_or_default())
@@ -387,7 +420,7 @@ impl Report {
                     self.ago(time(&s.at)),
                     s.agent.as_deref().unwrap_or("-"),
                     s.task.as_deref().unwrap_or("-"),
-                    s.class.as_deref().unwrap_or("-"),
+                    outcome(s),
                     Age(Duration::from_secs_f64(s.secs.unwrap_or(0.0).max(0.0)))
                 ));
             }
@@ -457,6 +490,10 @@ impl Report {
                     "agent": name, "role": role, "state": "working", "task": task,
                     "since": crate::claims::record::timestamp(*since),
                 }),
+                Doing::Merging { task, since } => json!({
+                    "agent": name, "role": role, "state": "merging", "task": task,
+                    "since": crate::claims::record::timestamp(*since),
+                }),
                 Doing::Waiting { until, why } => json!({
                     "agent": name, "role": role, "state": "waiting", "why": why,
                     "until": crate::claims::record::timestamp(*until),
@@ -483,7 +520,8 @@ impl Report {
             })).collect::<Vec<_>>(),
             "sessions": self.sessions.iter().map(|s| json!({
                 "at": s.at, "agent": s.agent, "task": s.task, "outcome": s.outcome,
-                "class": s.class, "secs": s.secs, "cost_usd": s.cost_usd,
+                "kind": if s.event == "merge_end" { "merge" } else { "task" },
+                "class": s.class, "result": s.result, "secs": s.secs, "cost_usd": s.cost_usd,
                 "input_tokens": s.input_tokens, "output_tokens": s.output_tokens,
             })).collect::<Vec<_>>(),
             "totals": self.totals,

@@ -13,8 +13,9 @@ use crate::run::clone::PrivateClone;
 use crate::run::gate::{self, Passed, Verdict};
 use crate::run::progress;
 use crate::run::prompt;
-use crate::run::session::Outcome;
+use crate::run::session::{self, Outcome};
 use crate::run::turn::{Turn, supervise};
+use crate::run::usage;
 
 /// Fetch–integrate–push rounds before giving the work to a rescue branch.
 /// A hub elsewhere gets more: it has no push lock to take turns at, so
@@ -239,7 +240,46 @@ pub(super) fn merge_session(turn: Turn<'_>, files: &[String]) -> Result<Merge, E
         Ok(turn) => turn,
         Err(merge) => return Ok(merge),
     };
+    // Journaled as a session of its own, with what became of the merge (its
+    // exit alone said "success" for a merge it left unresolved).
+    run.journal.log(
+        name,
+        "merge_start",
+        json!({"task": task.id.as_str(), "conflicts": files.len()}),
+    );
+    let started = Instant::now();
     let (outcome, lost) = supervise(turn, &text, &log, &prompt_file, run.config.timeout)?;
+    let merge = judge_merge(turn, files, &outcome, lost)?;
+    let spent = usage::read(&session::agent_output(
+        &std::fs::read_to_string(&log).unwrap_or_default(),
+    ));
+    run.spend(&spent);
+    run.journal.log(
+        name,
+        "merge_end",
+        json!({
+            "task": task.id.as_str(),
+            "outcome": outcome.to_string(),
+            "result": merge.label(),
+            "secs": started.elapsed().as_secs_f64(),
+            "log": log.display().to_string(),
+            "cost_usd": spent.cost_usd,
+            "input_tokens": spent.input_tokens,
+            "output_tokens": spent.output_tokens,
+        }),
+    );
+    Ok(merge)
+}
+
+/// What a merge session that ended with `outcome` left: resolved only when
+/// no conflict is left and HEAD contains the branch.
+fn judge_merge(
+    turn: Turn<'_>,
+    files: &[String],
+    outcome: &Outcome,
+    lost: bool,
+) -> Result<Merge, Error> {
+    let (run, clone) = (turn.run, turn.clone);
     if lost {
         return Ok(Merge::Lost);
     }
@@ -269,6 +309,18 @@ pub(super) enum Merge {
     Interrupted,
     /// The claim was taken away meanwhile.
     Lost,
+}
+
+impl Merge {
+    /// A word for the journal.
+    fn label(&self) -> &'static str {
+        match self {
+            Merge::Resolved => "resolved",
+            Merge::Unresolved => "unresolved",
+            Merge::Interrupted => "interrupted",
+            Merge::Lost => "claim lost",
+        }
+    }
 }
 
 /// Push the clone's HEAD to the hub's branch while `held` is still ours (the

@@ -99,6 +99,14 @@ pub struct Entry {
     pub outcome: Option<String>,
     #[serde(default)]
     pub class: Option<String>,
+    /// `merge_end`: what became of the merge (resolved, unresolved...).
+    #[serde(default)]
+    pub result: Option<String>,
+    #[serde(default)]
+    pub attempt: Option<u32>,
+    /// `session_end`, `merge_end`: the session's log.
+    #[serde(default)]
+    pub log: Option<String>,
     #[serde(default)]
     pub secs: Option<f64>,
     #[serde(default)]

@@ -647,6 +647,30 @@ echo "$FARM_TASK $(git rev-parse HEAD)" >> "$L/commits.log"
         text.contains("## Attempt 1 — its work conflicts with `main` in shared.txt"),
         "{text}"
     );
+    // The merge session is a session of its own, with what became of the
+    // merge: its agent exited 1, and the merge is unresolved.
+    let state = env.tmp.path().join("state");
+    let status = env
+        .farm_git(["status", "--json", "--state-dir", state.to_str().unwrap()])
+        .run()
+        .success()
+        .json();
+    let merges: Vec<&serde_json::Value> = status["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["kind"] == "merge")
+        .collect();
+    assert_eq!(merges.len(), 1, "{status:#}");
+    assert_eq!(merges[0]["task"], loser.as_str(), "{status:#}");
+    assert_eq!(merges[0]["result"], "unresolved", "{status:#}");
+    assert_eq!(status["totals"]["merge sessions"], 1, "{status:#}");
+    let text_status = env
+        .farm_git(["status", "--state-dir", state.to_str().unwrap()])
+        .run()
+        .success()
+        .stdout;
+    assert!(text_status.contains("merge unresolved"), "{text_status}");
     let branches = rescue_branches(&env, loser);
     assert_eq!(branches.len(), 1, "{branches:?}");
     assert!(
