@@ -118,9 +118,44 @@ pub fn parse_when(s: &str, now: SystemTime) -> Result<SystemTime, String> {
     })
 }
 
+/// When `--since` means: a duration back from now (`12h`), or an RFC 3339
+/// time.
+pub fn parse_since(s: &str, now: SystemTime) -> Result<SystemTime, String> {
+    if let Ok(d) = humantime::parse_duration(s) {
+        return now
+            .checked_sub(d)
+            .ok_or_else(|| format!("`{}` goes back before 1970", s.escape_debug()));
+    }
+    humantime::parse_rfc3339_weak(s).map_err(|_| {
+        format!(
+            "invalid time `{}`: use a duration back from now (12h) or an RFC 3339 time \
+             (2026-12-01T22:00:00Z)",
+            s.escape_debug()
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn since_is_a_duration_back_or_a_time() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100_000);
+        assert_eq!(
+            parse_since("1h", now),
+            Ok(SystemTime::UNIX_EPOCH + Duration::from_secs(96_400))
+        );
+        assert_eq!(
+            parse_since("1970-01-01T00:00:10Z", now),
+            Ok(SystemTime::UNIX_EPOCH + Duration::from_secs(10))
+        );
+        assert!(
+            parse_since("yesterday", now)
+                .unwrap_err()
+                .contains("`yesterday`")
+        );
+    }
 
     #[test]
     fn compact() {

@@ -6,7 +6,7 @@ use clap::{Parser, Subcommand};
 
 use crate::commands::{
     agents, claim, completions, demo, demo_agent, doctor, fire, init, locks, logs, reap, release,
-    run, schedule, schedules, status, stop, task, tasks, tests,
+    report, run, schedule, schedules, status, stop, task, tasks, tests,
 };
 use crate::config::GlobalArgs;
 
@@ -19,6 +19,7 @@ Examples:
   farm release parse-if                  give your claim back
   farm run --agent claude -j 4           four agents on the board until it is done
   farm status                            what the run is doing (or did)
+  farm report --open                     the night as a page: lanes, waits, cost
   farm stop                              every run on the hub drains
   farm doctor --agent claude             is everything in place for a night
   farm demo                              the whole cycle on a scratch hub
@@ -55,6 +56,7 @@ pub enum Command {
     Locks(locks::Args),
     Reap(reap::Args),
     Status(status::Args),
+    Report(report::Args),
     Logs(logs::Args),
     Doctor(doctor::Args),
     Stop(stop::Args),

@@ -46,6 +46,7 @@ pub mod error;
 pub mod git;
 pub mod names;
 pub mod output;
+pub mod report;
 pub mod run;
 pub mod schedule;
 pub mod settings;

@@ -14,6 +14,7 @@ pub mod locks;
 pub mod logs;
 pub mod reap;
 pub mod release;
+pub mod report;
 pub mod run;
 pub mod schedule;
 pub mod schedules;
@@ -40,6 +41,7 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<(), Error> {
         Command::Completions(args) => completions::run(ctx, args),
         Command::Man(args) => completions::man(ctx, args),
         Command::Release(args) => release::run(ctx, args),
+        Command::Report(args) => report::run(ctx, args),
         Command::Locks(args) => locks::run(ctx, args),
         Command::Logs(args) => logs::run(ctx, args),
         Command::Reap(args) => reap::run(ctx, args),

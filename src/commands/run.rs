@@ -137,6 +137,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         "run_start",
         serde_json::json!({
             "agents": names,
+            "cli": std::path::Path::new(&run.config.argv[0]).file_name().map(|f| f.to_string_lossy().into_owned()),
             "roles": run.config.roles.iter().map(|(a, r)| (a.clone(), r.name.clone())).collect::<std::collections::BTreeMap<_, _>>(),
             "hub": run.hub.url,
             "store": run.store.kind(),

@@ -28,8 +28,10 @@ pub struct Args {
 }
 
 /// A done or failed task as its file says (the board keeps only their ids).
-struct Finished {
-    title: String,
+pub(crate) struct Finished {
+    pub title: String,
+    /// The tasks it waited for.
+    pub after: Vec<TaskId>,
     attempts: u32,
     max_attempts: u32,
     /// The heading of its last attempt's note: why it failed.
@@ -46,7 +48,7 @@ fn last_reason(body: &str) -> Option<String> {
 
 /// The done and failed tasks of the board at the hub's branch, read from
 /// their files (the board's states need only their ids, so it does not).
-fn finished(hub: &Hub, snapshot: &board::Snapshot) -> BTreeMap<TaskId, Finished> {
+pub(crate) fn finished(hub: &Hub, snapshot: &board::Snapshot) -> BTreeMap<TaskId, Finished> {
     let mut out = BTreeMap::new();
     let mut read = |id: &TaskId, text: &str| {
         if let Ok(t) = board::parse(id.clone(), text) {
@@ -55,6 +57,7 @@ fn finished(hub: &Hub, snapshot: &board::Snapshot) -> BTreeMap<TaskId, Finished>
                 id.clone(),
                 Finished {
                     title: t.title,
+                    after: t.after,
                     attempts: t.attempts,
                     max_attempts: t.max_attempts,
                     last,

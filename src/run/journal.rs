@@ -121,6 +121,11 @@ pub struct Entry {
     pub input_tokens: Option<u64>,
     #[serde(default)]
     pub output_tokens: Option<u64>,
+    /// `run_start`: the run's agents, and the program of its agent CLI.
+    #[serde(default)]
+    pub agents: Option<Vec<String>>,
+    #[serde(default)]
+    pub cli: Option<String>,
     /// `run_start`: each agent's role, for those that have one.
     #[serde(default)]
     pub roles: Option<std::collections::BTreeMap<String, String>>,
