@@ -367,7 +367,7 @@ impl Page<'_> {
         let total = n.done.len().max(1) as f64;
         let lanes = n.lanes.len().max(1) as f64;
         let y_done = |k: usize| 6.0 + (plot - 6.0) * (1.0 - k as f64 / total);
-        let y_busy = |k: i64| 6.0 + (plot - 6.0) * (1.0 - k as f64 / lanes);
+        let y_busy = |k: f64| 6.0 + (plot - 6.0) * (1.0 - k / lanes);
         let _ = write!(
             h,
             "<svg id=\"curve\" viewBox=\"0 0 {WIDTH} {CURVE}\" role=\"img\" \
@@ -393,23 +393,36 @@ impl Page<'_> {
             h,
             "<path class=\"curve\" d=\"{d}\"><title>tasks done</title></path>"
         );
-        let mut edges: Vec<(f64, i64)> = n
-            .sessions
-            .iter()
-            .flat_map(|s| [(s.start, 1), (s.start + s.secs, -1)])
-            .collect();
-        edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        let mut busy = 0;
-        let mut d = format!("M{:.1},{:.1}", self.x(n.start), y_busy(0));
-        for (at, step) in edges {
-            busy += step;
-            let _ = write!(d, "H{:.1}V{:.1}", self.x(at), y_busy(busy));
+        // Agents in a session, averaged over buckets of the night: a line
+        // that moves at every session's start and end is noise at 2,000.
+        let buckets = 240usize;
+        let width = n.span().max(1.0) / buckets as f64;
+        let mut busy = vec![0.0f64; buckets];
+        for s in &n.sessions {
+            let (from, to) = (s.start - n.start, s.start + s.secs - n.start);
+            let first = ((from / width).floor().max(0.0) as usize).min(buckets - 1);
+            let last = ((to / width).floor().max(0.0) as usize).min(buckets - 1);
+            for (b, slot) in busy.iter_mut().enumerate().take(last + 1).skip(first) {
+                let (lo, hi) = (b as f64 * width, (b + 1) as f64 * width);
+                *slot += (to.min(hi) - from.max(lo)).max(0.0) / width;
+            }
+        }
+        let mut d = String::new();
+        for (b, avg) in busy.iter().enumerate() {
+            let x = self.x(n.start + b as f64 * width);
+            let c = if b == 0 { 'M' } else { 'L' };
+            let _ = write!(
+                d,
+                "{c}{x:.1},{:.1}H{:.1}",
+                y_busy(*avg),
+                self.x(n.start + (b + 1) as f64 * width)
+            );
         }
         let _ = write!(
             h,
-            "<path class=\"busy\" d=\"{d}\"><title>agents in a session (of {})</title></path></svg>\n\
+            "<path class=\"busy\" d=\"{d}\"><title>agents in a session, on average (of {})</title></path></svg>\n\
              <div class=\"legend\"><span><i class=\"done\"></i>tasks done (0 to {})</span>\
-             <span><i class=\"merge\"></i>agents in a session (dashed; 0 to {})</span></div>\n",
+             <span><i class=\"merge\"></i>agents in a session, on average (dashed; 0 to {})</span></div>\n",
             n.lanes.len(),
             n.done.len(),
             n.lanes.len()

@@ -14,8 +14,13 @@ mod race;
 mod reap;
 mod recovery;
 mod remote;
+mod report;
 mod run;
 mod schedules;
 mod settings;
 mod steer;
+// The generated night the report's browser test loads (shared with
+// `benches/report.rs`).
+#[path = "../../benches/common/night.rs"]
+mod night;
 mod stop;
