@@ -176,6 +176,12 @@ impl Demo<'_> {
         self.farm(&["locks"], true)?;
 
         self.say(
+            "the night as one page: a lane per agent, a bar per session (the merge session\n\
+             # in blue), the tasks-done curve, the critical path (the page is kept with --keep):",
+        );
+        self.farm(&["report"], true)?;
+
+        self.say(
             "claims up close: carol holds `lexer` while a command runs; her farm is the holder",
         );
         self.show(&[

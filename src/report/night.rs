@@ -275,9 +275,11 @@ impl Night {
         };
         let mut lane_of: BTreeMap<String, usize> = BTreeMap::new();
         let mut cli_of: BTreeMap<u32, String> = BTreeMap::new();
-        // Each agent's last task session: a later settle line of the same
-        // task says how it ended.
-        let mut open: BTreeMap<String, usize> = BTreeMap::new();
+        // Each agent's latest session of each task not settled yet: a later
+        // settle line says how it ended. Not only the agent's last session:
+        // an integration beside the loop settles its task after the agent
+        // claimed the next one.
+        let mut open: BTreeMap<(String, String), usize> = BTreeMap::new();
         let mut lane = |night: &mut Night, agent: &str| -> usize {
             *lane_of.entry(agent.to_owned()).or_insert_with(|| {
                 night.lanes.push(agent.to_owned());
@@ -319,7 +321,7 @@ impl Night {
                         (None, None) => String::new(),
                     };
                     if !merge {
-                        open.insert(agent.to_owned(), night.sessions.len());
+                        open.insert((agent.to_owned(), task.clone()), night.sessions.len());
                     }
                     night.sessions.push(Session {
                         lane: l,
@@ -345,9 +347,13 @@ impl Night {
                     if e.event == "done" {
                         night.done.push((at, task.clone()));
                     }
-                    let Some(&i) = open.get(agent) else { continue };
+                    let key = (agent.to_owned(), task.clone());
+                    let Some(&i) = open.get(&key) else { continue };
+                    if e.event != "rescue" {
+                        open.remove(&key);
+                    }
                     let s = &mut night.sessions[i];
-                    if s.task != task || matches!(s.kind, Kind::UsageLimit | Kind::ApiError) {
+                    if matches!(s.kind, Kind::UsageLimit | Kind::ApiError) {
                         continue;
                     }
                     s.kind = match (e.event.as_str(), s.kind) {
@@ -359,9 +365,6 @@ impl Night {
                         ("rescue", Kind::Other) => Kind::Rescued,
                         (_, k) => k,
                     };
-                }
-                "claim" => {
-                    open.remove(agent);
                 }
                 "limit" | "trip" => {
                     let until = e.until.as_deref().map_or(at, secs);
@@ -431,6 +434,8 @@ mod tests {
                 10,
                 r#""agent":"a","event":"session_end","task":"t1","attempt":1,"outcome":"success","class":"success","secs":9.0,"cost_usd":0.5,"input_tokens":10,"output_tokens":2"#,
             ),
+            // t1 is integrated beside the loop: done after the next claim.
+            l(11, r#""agent":"a","event":"claim","task":"t4","attempt":1"#),
             l(11, r#""agent":"a","event":"done","task":"t1""#),
             l(12, r#""agent":"b","event":"claim","task":"t2","attempt":1"#),
             l(
@@ -451,7 +456,6 @@ mod tests {
                 30,
                 r#""agent":"b","event":"limit","task":"t3","until":"2026-12-01T01:00:00.000Z","why":"usage limit""#,
             ),
-            l(31, r#""agent":"a","event":"claim","task":"t4","attempt":1"#),
             l(
                 40,
                 r#""agent":"a","event":"session_end","task":"t4","attempt":1,"outcome":"success","class":"success","secs":9.0"#,
