@@ -18,6 +18,8 @@
 //!   command run in a clone, its report (JUnit, libtest JSON, TAP, lines)
 //!   read into cases and their aggregate, results kept per tree, failing
 //!   tests made tasks.
+//! - [`report`]: `farm report`: the night drawn from the run's journal (lanes,
+//!   outcomes, waits, the critical path, cost) as one HTML page or a trace.
 //! - [`board`]: the task file format, loading a board, the dependency graph,
 //!   every task's state and every edit of a task file.
 //! - [`claims`]: the claim record, liveness, the [`claims::ClaimStore`] trait
@@ -28,8 +30,8 @@
 //! - [`names`], [`error`], [`output`], [`age`]: task ids and agent names, the
 //!   user-facing error, output, ages and durations.
 //!
-//! Layers point one way: `cli` → `commands` → (`config`, `settings`) → (`run`,
-//! `schedule`) → (`board`, `claims`, `git`, `suite`) → (`names`, `error`, `output`,
+//! Layers point one way: `cli` → `commands` → (`config`, `settings`) → `report`
+//! → (`run`, `schedule`) → (`board`, `claims`, `git`, `suite`) → (`names`, `error`, `output`,
 //! `age`). Of the middle layer only `claims` uses `git` (the git store), and
 //! `suite` uses `board` (failing tests become tasks). No
 //! store knows the loop; the board knows nothing of sessions or schedules.

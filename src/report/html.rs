@@ -283,6 +283,9 @@ impl Page<'_> {
         };
         for t in self.ticks() {
             let x = self.x(t);
+            if x > WIDTH - 28.0 {
+                continue; // its label would be cut at the edge
+            }
             let _ = write!(
                 h,
                 "<line class=\"grid\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{top}\" y2=\"{bottom}\"/>\
