@@ -12,6 +12,7 @@ use crate::config::Ctx;
 use crate::error::Error;
 use crate::git::hub::Hub;
 use crate::output::{Style, table};
+use crate::report::night::{Night, Spent};
 use crate::run::journal::{self, Entry};
 
 /// Show the run: its agents (working on what since when, idle, waiting for
@@ -84,30 +85,6 @@ enum Doing {
     },
 }
 
-/// What a group of sessions (an agent's, a task's) cost, as the CLI said.
-#[derive(Debug, Default, Clone, serde::Serialize)]
-struct Spent {
-    sessions: usize,
-    cost_usd: Option<f64>,
-    input_tokens: Option<u64>,
-    output_tokens: Option<u64>,
-}
-
-impl Spent {
-    fn add(&mut self, e: &Entry) {
-        self.sessions += 1;
-        if let Some(usd) = e.cost_usd {
-            *self.cost_usd.get_or_insert(0.0) += usd;
-        }
-        if let Some(n) = e.input_tokens {
-            *self.input_tokens.get_or_insert(0) += n;
-        }
-        if let Some(n) = e.output_tokens {
-            *self.output_tokens.get_or_insert(0) += n;
-        }
-    }
-}
-
 struct Report {
     journal: String,
     /// Runs in the journal's scope: (pid, running, started).
@@ -119,11 +96,12 @@ struct Report {
     claims: Vec<(String, String, Duration)>,
     sessions: Vec<Entry>,
     totals: BTreeMap<&'static str, usize>,
-    /// What the sessions cost, where the CLI said.
-    spent: crate::run::usage::Usage,
-    /// The same by agent and by task.
+    /// What the sessions cost, where the CLI said: in all, and by agent,
+    /// task and agent CLI.
+    spent: Spent,
     by_agent: BTreeMap<String, Spent>,
     by_task: BTreeMap<String, Spent>,
+    by_cli: BTreeMap<String, Spent>,
     now: SystemTime,
 }
 
@@ -178,11 +156,8 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
         .collect();
     let mut totals: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut sessions = Vec::new();
-    let mut spent = crate::run::usage::Usage::default();
-    let (mut by_agent, mut by_task) = (
-        BTreeMap::<String, Spent>::new(),
-        BTreeMap::<String, Spent>::new(),
-    );
+    // Cost and tokens rolled up as the report rolls them up.
+    let rolled = Night::new(&in_scope, Vec::new());
     // The last task each agent claimed, for an agent whose run is over.
     let mut last_task: BTreeMap<String, String> = BTreeMap::new();
     let mut last_claimed: BTreeMap<String, SystemTime> = BTreeMap::new();
@@ -192,25 +167,6 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
         {
             last_task.insert(agent.clone(), task.clone());
             last_claimed.insert(agent.clone(), time(&e.at));
-        }
-        if e.event == "session_end" || e.event == "merge_end" {
-            if let Some(agent) = &e.agent {
-                by_agent.entry(agent.clone()).or_default().add(e);
-            }
-            if let Some(task) = &e.task {
-                by_task.entry(task.clone()).or_default().add(e);
-            }
-            for (total, add) in [
-                (&mut spent.input_tokens, e.input_tokens),
-                (&mut spent.output_tokens, e.output_tokens),
-            ] {
-                if let Some(n) = add {
-                    *total.get_or_insert(0) += n;
-                }
-            }
-            if let Some(usd) = e.cost_usd {
-                *spent.cost_usd.get_or_insert(0.0) += usd;
-            }
         }
         let at = time(&e.at);
         let key = match e.event.as_str() {
@@ -331,9 +287,10 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
         claims,
         sessions,
         totals,
-        spent,
-        by_agent,
-        by_task,
+        spent: rolled.total,
+        by_agent: rolled.by_agent,
+        by_task: rolled.by_task,
+        by_cli: rolled.by_cli,
         now,
     })
 }
@@ -444,7 +401,7 @@ impl Report {
             };
             out.push_str(&format!("{sep}tokens: {i} in, {o} out"));
         }
-        if !self.spent.is_empty() {
+        if self.spent.cost_usd.is_some() || self.spent.input_tokens.is_some() {
             out.push('\n');
         }
         // What each agent's sessions cost, where the CLI said.
@@ -530,6 +487,7 @@ impl Report {
             "output_tokens": self.spent.output_tokens,
             "by_agent": self.by_agent,
             "by_task": self.by_task,
+            "by_cli": self.by_cli,
         })
     }
 }

@@ -1461,11 +1461,25 @@ echo '{"type":"result","subtype":"success","is_error":false,"total_cost_usd":0.2
     assert_eq!(status["input_tokens"], 2000, "{status:#}");
     assert_eq!(status["sessions"][0]["cost_usd"], 0.25, "{status:#}");
     // Rolled up per agent and per task (issue 14, item 6).
+    let by_agent = &status["by_agent"]["box"];
     assert_eq!(
-        status["by_agent"]["box"],
-        serde_json::json!({"sessions": 2, "cost_usd": 0.5, "input_tokens": 2000, "output_tokens": 400}),
+        [
+            &by_agent["sessions"],
+            &by_agent["cost_usd"],
+            &by_agent["input_tokens"],
+            &by_agent["output_tokens"]
+        ],
+        [
+            &serde_json::json!(2),
+            &serde_json::json!(0.5),
+            &serde_json::json!(2000),
+            &serde_json::json!(400)
+        ],
         "{status:#}"
     );
+    assert!(by_agent["secs"].as_f64().unwrap() > 0.0, "{status:#}");
+    // And per agent CLI (the program of --agent: `sh` runs the script).
+    assert_eq!(status["by_cli"]["sh"]["cost_usd"], 0.5, "{status:#}");
     assert_eq!(status["by_task"]["c2"]["cost_usd"], 0.25, "{status:#}");
     // The run is over: its agent is not "idle" (issue 14, item 3).
     assert_eq!(status["agents"][0]["state"], "ended", "{status:#}");
