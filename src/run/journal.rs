@@ -145,6 +145,26 @@ pub fn read(state: &Path) -> std::io::Result<Vec<Entry>> {
         .collect())
 }
 
+/// The process ids of the runs in `entries` that started, did not end, and
+/// whose process is alive.
+pub fn running(entries: &[Entry]) -> Vec<u32> {
+    let mut open = std::collections::BTreeSet::new();
+    for e in entries {
+        match e.event.as_str() {
+            "run_start" => {
+                open.insert(e.pid);
+            }
+            "run_end" => {
+                open.remove(&e.pid);
+            }
+            _ => {}
+        }
+    }
+    open.into_iter()
+        .filter(|pid| crate::claims::host::process_start(*pid).is_some())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -506,6 +506,38 @@ fn farm_stop_drains_every_run_on_the_hub() {
     );
 }
 
+/// Issue 14: `farm stop` with no run said it asked every run to drain and
+/// left `.stop.txt` behind. It now says nothing is running and leaves
+/// nothing; `--force` posts the notice anyway, and a live claim is a run.
+#[test]
+fn farm_stop_with_no_run_says_so_and_leaves_no_notice() {
+    let env = Env::new();
+    hub(&env, &["a"]);
+    let notice = env.hub.join("current_tasks/.stop.txt");
+    let out = farm(&env, ["stop"]).run().success();
+    assert!(
+        out.stdout.contains("no farm run is running on ")
+            && out.stdout.contains("nothing to stop, no notice left"),
+        "{out:#?}"
+    );
+    assert!(out.stderr.contains("farm stop --force"), "{out:#?}");
+    assert!(!notice.exists());
+    farm(&env, ["stop", "--force"])
+        .run()
+        .success()
+        .stdout_has("asked every farm run");
+    assert!(notice.exists());
+    std::fs::remove_file(&notice).unwrap();
+    // A claim held by a live process (farm claim -- sleep) is a run at work.
+    let mut holder = farm(&env, ["claim", "a", "--agent", "box", "--", "sleep", "30"]).spawn();
+    let claim = env.hub.join("current_tasks/a.txt");
+    wait_for(&claim);
+    farm(&env, ["stop"]).run().success().stdout_has("drain");
+    assert!(notice.exists());
+    let _ = holder.kill();
+    let _ = holder.wait();
+}
+
 /// A farm SIGKILLed while an integration went on beside its loop, in the
 /// agent's second clone (`clones/<agent>@2`), left that task's work there
 /// unpushed: the next farm opens that clone at once and pushes the work to
