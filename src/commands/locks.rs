@@ -10,6 +10,7 @@ use crate::claims::record::timestamp;
 use crate::config::Ctx;
 use crate::error::Error;
 use crate::output::{Style, table};
+use crate::settings::Settings;
 
 /// List the claims: task, agent, host, pid, age, heartbeat age and state.
 ///
@@ -27,15 +28,26 @@ pub struct Args {
     #[arg(long)]
     json: bool,
 
-    /// Heartbeat age past which a claim with no live local process is stale.
-    #[arg(long, default_value = "2h", value_parser = parse_duration, value_name = "DURATION")]
-    stale_after: Duration,
+    /// Heartbeat age past which a claim with no live local process is stale
+    /// [default: farm run's: farm.toml's `stale_after`, else 30m].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    stale_after: Option<Duration>,
 }
 
 pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
-    let store = ctx.store()?;
+    let spec = ctx.hub_spec()?;
+    let store = ctx.store_for(&spec)?;
+    // The threshold `farm run` reaps by (it judged at 2h while runs reaped
+    // at 30m): a claim shown alive here must not be reaped by a run.
+    let stale_after = match args.stale_after {
+        Some(d) => d,
+        None => {
+            let settings = Settings::of_hub(&spec, None, &ctx.state_dir(&spec))?;
+            crate::run::config::stale_after(&settings)?
+        }
+    };
     let entries = store.list()?;
-    let judge = judge_now(Some(args.stale_after));
+    let judge = judge_now(Some(stale_after));
     let judged: Vec<(Listed, Verdict)> = entries
         .into_iter()
         .map(|e| {
@@ -58,7 +70,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         let doc = Doc {
             claims,
             location: store.location(),
-            stale_after_secs: args.stale_after.as_secs(),
+            stale_after_secs: stale_after.as_secs(),
             store: store.kind(),
         };
         let text = serde_json::to_string_pretty(&doc)

@@ -20,6 +20,19 @@ use crate::run::presets::{self, Preset};
 use crate::run::session::PromptVia;
 use crate::settings::Settings;
 
+/// A claim's heartbeat older than this is stale, unless `--stale-after` or
+/// farm.toml's `stale_after` say otherwise: `farm run` reaps such claims,
+/// and `farm locks` calls them stale by the same measure.
+pub const STALE_AFTER: &str = "30m";
+
+/// The hub's staleness threshold: farm.toml's `stale_after`, else
+/// [`STALE_AFTER`].
+pub fn stale_after(settings: &Settings) -> Result<Duration, Error> {
+    parse_duration(settings.stale_after.as_deref().unwrap_or(STALE_AFTER)).map_err(|e| {
+        Error::usage(format!("farm.toml `stale_after`: {e}")).hint("a duration: 90s, 10m, 2h, 1d")
+    })
+}
+
 /// `farm run`'s flags (flattened into its command's arguments).
 #[derive(Debug, Clone, clap::Args)]
 pub struct Flags {
@@ -268,7 +281,7 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
         flags.stale_after,
         settings.stale_after.as_deref(),
         "stale_after",
-        "30m",
+        STALE_AFTER,
     )?;
     if timeout.is_zero() || stale_after.is_zero() {
         return Err(Error::usage(

@@ -103,7 +103,7 @@ fn locks_table_is_aligned_and_sorted() {
     insta::assert_snapshot!(text, @r"
     TASK      AGENT  HOST  PID  AGE  HEARTBEAT  STATE    WHY
     broken    -      -     -    0s   -          corrupt  corrupt (not a claim record: key with no value, expected `=`), modified 0s ago
-    lexer     bob    box3  -    5h   3h         stale    heartbeat 3h ago, older than 2h
+    lexer     bob    box3  -    5h   3h         stale    heartbeat 3h ago, older than 30m
     parse-if  alice  box2  -    3h   10m        alive
     ");
 }
@@ -115,7 +115,7 @@ fn locks_json_is_stable_for_scripts() {
     let out = env.farm(["locks", "--json"]).run().success();
     let doc = out.json();
     assert_eq!(doc["store"], "fs");
-    assert_eq!(doc["stale_after_secs"], 7200);
+    assert_eq!(doc["stale_after_secs"], 1800);
     let claim = &doc["claims"][0];
     let mut keys: Vec<_> = claim.as_object().unwrap().keys().cloned().collect();
     keys.sort();

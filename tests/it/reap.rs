@@ -95,6 +95,54 @@ fn a_claim_made_by_hand_lives_until_it_goes_stale() {
         .stdout_has("reaped `manual`");
 }
 
+/// Age the heartbeat of claim `task` (made by hand, no holder process) to
+/// `age` ago.
+fn age_heartbeat(env: &Env, task: &str, age: Duration) {
+    let path = env.claim_path(task);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("heartbeat_at"))
+        .unwrap();
+    let aged = text.replace(
+        line,
+        &format!(
+            "heartbeat_at = \"{}\"",
+            farm::claims::record::timestamp(SystemTime::now() - age)
+        ),
+    );
+    std::fs::write(&path, aged).unwrap();
+    let f = std::fs::File::options().write(true).open(&path).unwrap();
+    f.set_modified(SystemTime::now() - age).unwrap();
+}
+
+/// Issue 14: `farm locks` judged staleness at 2h while `farm run` reaps at
+/// 30m, so a claim a run would reap showed as alive. Both now use the same
+/// threshold: farm.toml's `stale_after`, else 30m.
+#[test]
+fn locks_judge_staleness_as_the_run_does() {
+    let env = Env::git_hub(&[]);
+    env.farm_git(["claim", "manual"]).run().success();
+    age_heartbeat(&env, "manual", Duration::from_secs(45 * 60));
+    let locks = env.farm_git(["locks", "--json"]).run().success().json();
+    assert_eq!(locks["stale_after_secs"], 1800, "{locks:#}");
+    assert_eq!(locks["claims"][0]["state"], "stale", "{locks:#}");
+    // farm.toml says an hour: then it is alive, for locks as for run.
+    std::fs::write(env.hub.join("farm.toml"), "stale_after = \"1h\"\n").unwrap();
+    env.git(["add", "farm.toml"]);
+    env.git(["commit", "-q", "-m", "an hour"]);
+    let locks = env.farm_git(["locks", "--json"]).run().success().json();
+    assert_eq!(locks["stale_after_secs"], 3600, "{locks:#}");
+    assert_eq!(locks["claims"][0]["state"], "alive", "{locks:#}");
+    // The flag wins.
+    let locks = env
+        .farm_git(["locks", "--json", "--stale-after", "40m"])
+        .run()
+        .success()
+        .json();
+    assert_eq!(locks["claims"][0]["state"], "stale", "{locks:#}");
+}
+
 #[test]
 fn corrupt_claims_are_reaped_by_age_only() {
     let env = Env::new();
