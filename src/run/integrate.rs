@@ -247,8 +247,7 @@ pub(super) fn merge_session(turn: Turn<'_>, files: &[String]) -> Result<Merge, E
         "merge_start",
         json!({"task": task.id.as_str(), "conflicts": files.len()}),
     );
-    let started = Instant::now();
-    let (outcome, lost) = supervise(turn, &text, &log, &prompt_file, run.config.timeout)?;
+    let (outcome, lost, ran) = supervise(turn, &text, &log, &prompt_file, run.config.timeout)?;
     let merge = judge_merge(turn, files, &outcome, lost)?;
     let spent = usage::read(&session::agent_output(
         &std::fs::read_to_string(&log).unwrap_or_default(),
@@ -261,7 +260,7 @@ pub(super) fn merge_session(turn: Turn<'_>, files: &[String]) -> Result<Merge, E
             "task": task.id.as_str(),
             "outcome": outcome.to_string(),
             "result": merge.label(),
-            "secs": started.elapsed().as_secs_f64(),
+            "secs": ran.as_secs_f64(),
             "log": log.display().to_string(),
             "cost_usd": spent.cost_usd,
             "input_tokens": spent.input_tokens,

@@ -157,14 +157,10 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
         ],
     );
     let timeout = task.timeout.unwrap_or(run.config.timeout);
-    let started = Instant::now();
-    let (outcome, lost) = supervise(turn, &text, &log, &prompt_file, timeout)?;
+    let (outcome, lost, ran) = supervise(turn, &text, &log, &prompt_file, timeout)?;
     run.say(
         name,
-        &format!(
-            "`{id}`: session {outcome} after {:.1}s",
-            started.elapsed().as_secs_f64()
-        ),
+        &format!("`{id}`: session {outcome} after {:.1}s", ran.as_secs_f64()),
     );
 
     // What the session's end means, from its exit and its log's last lines.
@@ -172,11 +168,11 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
     let class = classify::classify(
         &run.config.patterns,
         &outcome,
-        started.elapsed(),
+        ran,
         &text,
         SystemTime::now(),
     );
-    let unstarted = classify::did_not_start(&outcome, started.elapsed(), &text);
+    let unstarted = classify::did_not_start(&outcome, ran, &text);
     let spent = usage::read(&text);
     run.spend(&spent);
     run.journal.log(
@@ -187,7 +183,7 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
             "attempt": attempt,
             "outcome": outcome.to_string(),
             "class": class.label(),
-            "secs": started.elapsed().as_secs_f64(),
+            "secs": ran.as_secs_f64(),
             "log": log.display().to_string(),
             "cost_usd": spent.cost_usd,
             "input_tokens": spent.input_tokens,
@@ -205,15 +201,17 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
     })
 }
 
-/// Run one session, heartbeating the claim. Returns the outcome and whether
-/// the claim was lost while it ran (the session is then stopped).
+/// Run one session, heartbeating the claim. Returns the outcome, whether
+/// the claim was lost while it ran (the session is then stopped), and how
+/// long the session itself ran — from its start, after its `--stagger` turn
+/// (a wait for the turn was counted as session time).
 pub(super) fn supervise(
     turn: Turn<'_>,
     prompt: &str,
     log: &Path,
     prompt_file: &Path,
     timeout: Duration,
-) -> Result<(Outcome, bool), Error> {
+) -> Result<(Outcome, bool, Duration), Error> {
     // Whatever the session does to the work tree, farm no longer knows it.
     turn.clone.dirty();
     let Turn {
@@ -241,6 +239,7 @@ pub(super) fn supervise(
         ));
     }
     run.stagger_start();
+    let started = Instant::now();
     let spec = session::Spec {
         argv: &run.config.argv,
         wrap: &run.config.wrap,
@@ -283,7 +282,7 @@ pub(super) fn supervise(
             Outcome::Failed { code: 127 }
         }
     };
-    Ok((outcome, lost))
+    Ok((outcome, lost, started.elapsed()))
 }
 
 /// Claim `task` again after its claim was lost, if nobody holds it now:

@@ -1158,7 +1158,9 @@ fn failing_sessions_in_a_row_trip_the_circuit_breaker() {
 }
 
 /// `--stagger`: two agents ready at once start their sessions at least the
-/// stagger apart (a lower bound, which a slow machine only lengthens).
+/// stagger apart (a lower bound, which a slow machine only lengthens); the
+/// wait for its turn is not session time (issue 14: the second session was
+/// journaled as lasting the stagger).
 #[test]
 fn session_starts_are_staggered() {
     let env = Env::git_hub(&[]);
@@ -1173,7 +1175,7 @@ fn session_starts_are_staggered() {
             starts.display()
         ),
     );
-    farm_run(&env, &agent, &["-j", "2", "--stagger", "1s"]).success();
+    farm_run(&env, &agent, &["-j", "2", "--stagger", "4s"]).success();
     let mut times: Vec<u128> = std::fs::read_to_string(&starts)
         .unwrap()
         .lines()
@@ -1181,13 +1183,24 @@ fn session_starts_are_staggered() {
         .collect();
     times.sort();
     assert_eq!(times.len(), 2);
-    // farm spaces the spawns by 1 s; the scripts' own start-up may shift
+    // farm spaces the spawns by 4 s; the scripts' own start-up may shift
     // each `date` by some milliseconds. Unstaggered, they start together.
     assert!(
-        times[1] - times[0] >= 900_000_000,
+        times[1] - times[0] >= 3_900_000_000,
         "started {} ms apart",
         (times[1] - times[0]) / 1_000_000
     );
+    // Each session lasts what its (instant) agent took, far below the 4 s
+    // the second one waited for its turn.
+    let journal = std::fs::read_to_string(env.tmp.path().join("state/journal.jsonl")).unwrap();
+    let secs: Vec<f64> = journal
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["event"] == "session_end")
+        .map(|e| e["secs"].as_f64().unwrap())
+        .collect();
+    assert_eq!(secs.len(), 2);
+    assert!(secs.iter().all(|s| *s < 3.5), "session times {secs:?}");
 }
 
 /// `--agent NAME` expands a preset, here one from the user's own presets
