@@ -77,6 +77,16 @@ enum Doing {
     },
     Idle {
         since: SystemTime,
+        /// What it waits for, when nothing is ready: claims held elsewhere,
+        /// or its fellow agents' tasks that the blocked ones come after.
+        waiting_for: Option<String>,
+    },
+    /// A holder of a claim on the hub that is not one of this run's agents:
+    /// another machine's, another run's, or a claim made by hand.
+    Elsewhere {
+        task: String,
+        since: SystemTime,
+        state: &'static str,
     },
     /// Its run is over (ended, or its process is gone): what it did last.
     Ended {
@@ -93,7 +103,8 @@ struct Report {
     /// Each agent's role, for those that have one.
     roles: BTreeMap<String, String>,
     board: Option<board::Counts>,
-    claims: Vec<(String, String, Duration)>,
+    /// Task, holder (`agent@host`), state, age.
+    claims: Vec<(String, String, &'static str, Duration)>,
     sessions: Vec<Entry>,
     totals: BTreeMap<&'static str, usize>,
     /// What the sessions cost, where the CLI said: in all, and by agent,
@@ -189,6 +200,19 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
         if let Some(k) = key {
             *totals.entry(k).or_default() += 1;
         }
+        // Every agent of a run is listed from its start, even one that
+        // never claimed anything.
+        if e.event == "run_start" {
+            for name in e.agents.iter().flatten() {
+                agents.insert(
+                    name.clone(),
+                    Doing::Idle {
+                        since: at,
+                        waiting_for: None,
+                    },
+                );
+            }
+        }
         let Some(agent) = &e.agent else { continue };
         let doing = match e.event.as_str() {
             "claim" => Doing::Working {
@@ -212,7 +236,10 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
                     e.why.clone().unwrap_or_default()
                 },
             },
-            "session_end" | "done" | "failed" | "rescue" | "lost_race" => Doing::Idle { since: at },
+            "session_end" | "done" | "failed" | "rescue" | "lost_race" => Doing::Idle {
+                since: at,
+                waiting_for: None,
+            },
             _ => continue,
         };
         agents.insert(agent.clone(), doing);
@@ -246,7 +273,10 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
         if let Doing::Waiting { until, .. } = doing
             && *until <= now
         {
-            *doing = Doing::Idle { since: *until };
+            *doing = Doing::Idle {
+                since: *until,
+                waiting_for: None,
+            };
         }
     }
     let sessions = sessions.split_off(sessions.len().saturating_sub(last));
@@ -257,23 +287,73 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
     // each listing is a fetch).
     let listed = store.list()?;
     let holders = crate::claims::holders(&listed);
-    let claims = listed
+    let claims: Vec<(String, String, &'static str, Duration)> = listed
         .into_iter()
         .map(|l| {
             let age = l.record.as_ref().map_or(Duration::ZERO, |c| {
                 now.duration_since(c.claimed_at).unwrap_or_default()
             });
             let v = l.judge(&judge);
-            (l.name.clone(), format!("{} ({})", l.who(), v.state), age)
+            (l.name.clone(), l.who(), v.state.as_str(), age)
         })
         .collect();
     let board = Hub::open(&spec, None).ok().and_then(|hub| {
-        let tmp = tempfile::tempdir().ok()?;
-        let dir = hub.extract_board(tmp.path()).ok()?;
-        let mut snapshot = board::load(&dir).ok()?;
+        let mut snapshot = super::tasks::read_board(&hub).ok()?;
         snapshot.claimed = holders;
         Some(board::counts(&snapshot))
     });
+    // The fleet: holders of claims that are not this run's agents (with a
+    // URL hub, the claims branch holds every machine's).
+    let host = in_scope
+        .iter()
+        .rev()
+        .find(|e| e.event == "run_start")
+        .and_then(|e| e.host.clone())
+        .unwrap_or_else(|| crate::claims::host::Here::current().host.clone());
+    let ours = |who: &str| {
+        who.strip_suffix(&format!("@{host}"))
+            .is_some_and(|name| agents.contains_key(name))
+    };
+    let elsewhere: Vec<&(String, String, &'static str, Duration)> = claims
+        .iter()
+        .filter(|c| !ours(&c.1) && c.2 != "dead")
+        .collect();
+    if live {
+        // An idle agent with nothing ready waits for someone: say whom.
+        let waiting_for = board.as_ref().filter(|c| c.ready == 0).and_then(|c| {
+            let held: Vec<String> = elsewhere
+                .iter()
+                .map(|(task, who, ..)| format!("`{task}` (held by {who})"))
+                .collect();
+            let mine: Vec<String> = claims
+                .iter()
+                .filter(|c| ours(&c.1))
+                .map(|(task, ..)| format!("`{task}`"))
+                .collect();
+            if !held.is_empty() {
+                Some(listing(&held))
+            } else if c.blocked > 0 && !mine.is_empty() {
+                Some(format!("{} (blocked tasks come after)", listing(&mine)))
+            } else {
+                None
+            }
+        });
+        for doing in agents.values_mut() {
+            if let Doing::Idle { waiting_for: w, .. } = doing {
+                w.clone_from(&waiting_for);
+            }
+        }
+    }
+    for (task, who, state, age) in &elsewhere {
+        agents.insert(
+            who.clone(),
+            Doing::Elsewhere {
+                task: task.clone(),
+                since: now.checked_sub(*age).unwrap_or(now),
+                state,
+            },
+        );
+    }
     Ok(Report {
         journal: state.join(journal::FILE).display().to_string(),
         runs: runs
@@ -295,6 +375,71 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
     })
 }
 
+/// A terminal's width: `farm status` keeps every line within it.
+const COLUMNS: usize = 80;
+
+/// `s` cut to `width` characters, an ellipsis marking the cut.
+fn fit(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s.to_owned();
+    }
+    let mut cut: String = s.chars().take(width.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// Every line of `text` cut to [`COLUMNS`].
+fn fitted(text: &str) -> String {
+    text.lines()
+        .map(|l| fit(l.trim_end(), COLUMNS) + "\n")
+        .collect()
+}
+
+/// `text` wrapped at spaces into lines of at most `width` characters, the
+/// ones after the first two shorter (they are indented by two); a word
+/// longer than a line is cut.
+fn wrap_words(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let room = if lines.is_empty() { width } else { width - 2 };
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > room {
+            lines.push(line);
+            line = String::new();
+        }
+        let room = if lines.is_empty() { width } else { width - 2 };
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&fit(word, room));
+    }
+    lines.push(line);
+    lines
+}
+
+/// `text` wrapped at spaces to `width`, continuation lines indented by two.
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    for para in text.split('\n') {
+        for (i, line) in wrap_words(para, width).iter().enumerate() {
+            if i > 0 {
+                out.push_str("  ");
+            }
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// "`a` (held by x), `b` (held by y) and 3 more": the first two of `items`.
+fn listing(items: &[String]) -> String {
+    match items.len() {
+        0..=2 => items.join(", "),
+        n => format!("{} and {} more", items[..2].join(", "), n - 2),
+    }
+}
+
 /// How a listed session ended: its class, or for a merge session what
 /// became of the merge.
 fn outcome(s: &Entry) -> String {
@@ -310,77 +455,158 @@ impl Report {
         Age(self.now.duration_since(t).unwrap_or_default()).to_string()
     }
 
+    /// What an agent is doing, in words.
+    fn doing(&self, doing: &Doing) -> String {
+        match doing {
+            Doing::Working { task, since } => {
+                format!("working on `{task}` for {}", self.ago(*since))
+            }
+            Doing::Merging { task, since } => {
+                format!("merging `{task}` for {}", self.ago(*since))
+            }
+            Doing::Waiting { until, why } => format!(
+                "waiting {} more: {why} (until {})",
+                Age(until.duration_since(self.now).unwrap_or_default()),
+                jiff::Timestamp::try_from(*until)
+                    .map(|t| t
+                        .to_zoned(jiff::tz::TimeZone::system())
+                        .strftime("%H:%M")
+                        .to_string())
+                    .unwrap_or_default()
+            ),
+            Doing::Idle {
+                since,
+                waiting_for: Some(what),
+            } => format!("waiting {} for {what}", self.ago(*since)),
+            Doing::Idle { since, .. } => format!("idle for {}", self.ago(*since)),
+            Doing::Ended { last, at } => match last {
+                Some(task) => format!("run ended {} ago; last on `{task}`", self.ago(*at)),
+                None => format!("run ended {} ago", self.ago(*at)),
+            },
+            Doing::Elsewhere { task, since, state } => {
+                format!(
+                    "holds `{task}` for {} ({state}; not this run)",
+                    self.ago(*since)
+                )
+            }
+        }
+    }
+
+    /// The report for a terminal: every line within [`COLUMNS`], long
+    /// names and reasons cut with an ellipsis.
     fn text(&self) -> String {
         let mut out = String::new();
+        let mut line = |l: String| {
+            out.push_str(&fit(&l, COLUMNS));
+            out.push('\n');
+        };
         if self.runs.is_empty() {
-            out.push_str(&format!("no run in the journal ({})\n", self.journal));
+            line(format!("no run in the journal ({})", self.journal));
         }
         for (pid, alive, at) in &self.runs {
             let state = if *alive { "running" } else { "ended" };
-            out.push_str(&format!(
-                "run pid {pid}: {state}, started {} ago\n",
+            line(format!(
+                "run pid {pid}: {state}, started {} ago",
                 self.ago(*at)
             ));
         }
         if let Some(c) = &self.board {
-            out.push_str(&format!(
-                "board: {} ready, {} claimed, {} blocked, {} done, {} failed, {} stuck, {} invalid\n",
+            line(format!(
+                "board: {} ready, {} claimed, {} blocked, {} done, {} failed, {} stuck, {} invalid",
                 c.ready, c.claimed, c.blocked, c.done, c.failed, c.stuck, c.invalid
             ));
         }
         if !self.agents.is_empty() {
+            // AGENT (and ROLE) columns, then what each does, wrapped under
+            // its column rather than cut: the why is the point of the line.
             let roles = !self.roles.is_empty();
-            out.push_str(if roles {
-                "\nAGENT            ROLE       DOING\n"
+            let name_w = self
+                .agents
+                .keys()
+                .map(|n| n.chars().count())
+                .max()
+                .unwrap_or(0)
+                .clamp(5, 24);
+            let role_w = self
+                .roles
+                .values()
+                .map(|r| r.chars().count())
+                .max()
+                .unwrap_or(0)
+                .clamp(4, 12);
+            let left = name_w + 2 + if roles { role_w + 2 } else { 0 };
+            let head = if roles {
+                format!("{:<name_w$}  {:<role_w$}  DOING", "AGENT", "ROLE")
             } else {
-                "\nAGENT            DOING\n"
-            });
+                format!("{:<name_w$}  DOING", "AGENT")
+            };
+            out.push('\n');
+            out.push_str(&head);
+            out.push('\n');
             for (name, doing) in &self.agents {
-                let what = match doing {
-                    Doing::Working { task, since } => {
-                        format!("working on `{task}` for {}", self.ago(*since))
-                    }
-                    Doing::Merging { task, since } => {
-                        format!("merging `{task}` for {}", self.ago(*since))
-                    }
-                    Doing::Waiting { until, why } => format!(
-                        "waiting ({why}) for {}",
-                        Age(until.duration_since(self.now).unwrap_or_default())
-                    ),
-                    Doing::Idle { since } => format!("idle for {}", self.ago(*since)),
-                    Doing::Ended { last, at } => match last {
-                        Some(task) => {
-                            format!("run ended {} ago; last on `{task}`", self.ago(*at))
-                        }
-                        None => format!("run ended {} ago", self.ago(*at)),
-                    },
-                };
+                let mut first = format!("{:<name_w$}  ", fit(name, name_w));
                 if roles {
                     let role = self.roles.get(name).map_or("-", String::as_str);
-                    out.push_str(&format!("{name:<16} {role:<10} {what}\n"));
-                } else {
-                    out.push_str(&format!("{name:<16} {what}\n"));
+                    first.push_str(&format!("{:<role_w$}  ", fit(role, role_w)));
+                }
+                for (i, part) in wrap_words(&self.doing(doing), COLUMNS - left)
+                    .iter()
+                    .enumerate()
+                {
+                    if i == 0 {
+                        out.push_str(&first);
+                    } else {
+                        out.push_str(&" ".repeat(left + 2));
+                    }
+                    out.push_str(part);
+                    out.push('\n');
                 }
             }
         }
         if !self.claims.is_empty() {
-            out.push_str("\nCLAIM            HELD BY                                AGE\n");
-            for (task, who, age) in &self.claims {
-                out.push_str(&format!("{task:<16} {who:<38} {}\n", Age(*age)));
-            }
+            let rows: Vec<Vec<(String, Option<Style>)>> = self
+                .claims
+                .iter()
+                .map(|(task, who, state, age)| {
+                    vec![
+                        (fit(task, 24), None),
+                        (fit(who, 30), None),
+                        ((*state).to_owned(), None),
+                        (Age(*age).to_string(), None),
+                    ]
+                })
+                .collect();
+            out.push('\n');
+            out.push_str(&fitted(&table(
+                &["CLAIM", "HELD BY", "STATE", "AGE"],
+                &rows,
+                false,
+            )));
         }
         if !self.sessions.is_empty() {
+            let rows: Vec<Vec<(String, Option<Style>)>> = self
+                .sessions
+                .iter()
+                .map(|s| {
+                    vec![
+                        (format!("{} ago", self.ago(time(&s.at))), None),
+                        (fit(s.agent.as_deref().unwrap_or("-"), 16), None),
+                        (fit(s.task.as_deref().unwrap_or("-"), 22), None),
+                        (
+                            Age(Duration::from_secs_f64(s.secs.unwrap_or(0.0).max(0.0)))
+                                .to_string(),
+                            None,
+                        ),
+                        (outcome(s), None),
+                    ]
+                })
+                .collect();
             out.push_str("\nLAST SESSIONS\n");
-            for s in &self.sessions {
-                out.push_str(&format!(
-                    "{:>8} ago  {:<12} {:<14} {:<12} {}\n",
-                    self.ago(time(&s.at)),
-                    s.agent.as_deref().unwrap_or("-"),
-                    s.task.as_deref().unwrap_or("-"),
-                    outcome(s),
-                    Age(Duration::from_secs_f64(s.secs.unwrap_or(0.0).max(0.0)))
-                ));
-            }
+            out.push_str(&fitted(&table(
+                &["ENDED", "AGENT", "TASK", "TOOK", "OUTCOME"],
+                &rows,
+                false,
+            )));
         }
         let totals: Vec<String> = self
             .totals
@@ -388,20 +614,17 @@ impl Report {
             .map(|(k, v)| format!("{v} {k}"))
             .collect();
         if !totals.is_empty() {
-            out.push_str(&format!("\ntotals: {}\n", totals.join(", ")));
+            out.push_str(&wrap(&format!("\ntotals: {}", totals.join(", ")), COLUMNS));
         }
+        let mut spent = Vec::new();
         if let Some(usd) = self.spent.cost_usd {
-            out.push_str(&format!("cost: ${usd:.2}"));
+            spent.push(format!("cost: ${usd:.2}"));
         }
         if let (Some(i), Some(o)) = (self.spent.input_tokens, self.spent.output_tokens) {
-            let sep = if self.spent.cost_usd.is_some() {
-                ", "
-            } else {
-                ""
-            };
-            out.push_str(&format!("{sep}tokens: {i} in, {o} out"));
+            spent.push(format!("tokens: {i} in, {o} out"));
         }
-        if self.spent.cost_usd.is_some() || self.spent.input_tokens.is_some() {
+        if !spent.is_empty() {
+            out.push_str(&fit(&spent.join(", "), COLUMNS));
             out.push('\n');
         }
         // What each agent's sessions cost, where the CLI said.
@@ -416,7 +639,7 @@ impl Report {
                 .map(|(agent, s)| {
                     let n = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
                     vec![
-                        (agent.clone(), None),
+                        (fit(agent, 20), None),
                         (s.sessions.to_string(), None),
                         (
                             s.cost_usd.map_or("-".to_owned(), |c| format!("${c:.2}")),
@@ -428,11 +651,11 @@ impl Report {
                 })
                 .collect();
             out.push('\n');
-            out.push_str(&table(
+            out.push_str(&fitted(&table(
                 &["AGENT", "SESSIONS", "COST", "TOKENS IN", "TOKENS OUT"],
                 &rows,
                 false,
-            ));
+            )));
         }
         out
     }
@@ -455,8 +678,14 @@ impl Report {
                     "agent": name, "role": role, "state": "waiting", "why": why,
                     "until": crate::claims::record::timestamp(*until),
                 }),
-                Doing::Idle { since } => json!({
+                Doing::Idle { since, waiting_for } => json!({
                     "agent": name, "role": role, "state": "idle",
+                    "since": crate::claims::record::timestamp(*since),
+                    "waiting_for": waiting_for,
+                }),
+                Doing::Elsewhere { task, since, state } => json!({
+                    "agent": name, "role": role, "state": "elsewhere", "task": task,
+                    "claim": state,
                     "since": crate::claims::record::timestamp(*since),
                 }),
                 Doing::Ended { last, at } => json!({
@@ -472,8 +701,8 @@ impl Report {
             })).collect::<Vec<_>>(),
             "agents": agents,
             "board": self.board.as_ref().map(|c| json!(c)),
-            "claims": self.claims.iter().map(|(task, who, age)| json!({
-                "task": task, "held_by": who, "age_secs": age.as_secs(),
+            "claims": self.claims.iter().map(|(task, who, state, age)| json!({
+                "task": task, "held_by": who, "state": state, "age_secs": age.as_secs(),
             })).collect::<Vec<_>>(),
             "sessions": self.sessions.iter().map(|s| json!({
                 "at": s.at, "agent": s.agent, "task": s.task, "outcome": s.outcome,
@@ -489,5 +718,27 @@ impl Report {
             "by_task": self.by_task,
             "by_cli": self.by_cli,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_words_are_cut_and_lines_wrap_within_the_width() {
+        let lines = wrap_words(
+            "waiting 3m for `a-very-long-task-name` (held by bob@box2)",
+            20,
+        );
+        assert!(lines.iter().all(|l| l.chars().count() <= 20), "{lines:?}");
+        assert_eq!(lines[0], "waiting 3m for");
+        assert_eq!(lines[1], "`a-very-long-task…");
+        assert_eq!(lines.last().unwrap(), "(held by bob@box2)");
+        assert_eq!(fit("abcdef", 4), "abc…");
+        assert_eq!(fit("abc", 4), "abc");
+        let text = wrap("totals: 1 done, 2 sessions, 3 merge sessions", 20);
+        assert!(text.lines().all(|l| l.chars().count() <= 20), "{text}");
+        assert!(text.lines().skip(1).all(|l| l.starts_with("  ")), "{text}");
     }
 }

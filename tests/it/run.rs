@@ -1316,6 +1316,85 @@ fn status_shows_the_run_while_it_goes_and_after() {
     assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
 }
 
+/// Issue 14: a run whose only task is claimed on another machine said "idle
+/// for 10m01s" without saying for what, showed nothing of that holder, and
+/// its lines reached 109 columns with long names. It now says whose claim
+/// it waits for, lists the holder as not this run's, and fits 80 columns.
+#[test]
+fn status_says_whose_claim_an_idle_agent_waits_for_within_80_columns() {
+    let env = Env::git_hub(&[]);
+    let task = "a-task-with-a-rather-long-identifier-for-the-status-table";
+    add_task(&env, &[task, "-m", "Anything"]);
+    env.plant(
+        &crate::common::record(
+            task,
+            "a-colleague-with-a-long-agent-name",
+            "box2",
+            Duration::from_secs(60),
+            Duration::ZERO,
+        ),
+        std::time::SystemTime::now(),
+    );
+    let agent = env.agent_script("agent.sh", "exit 1\n");
+    let state = env.tmp.path().join("state");
+    let name = "an-agent-name-that-goes-on-and-on";
+    let mut child = env
+        .farm_git(run_args(&env, &agent, &["--name", name, "--watch"]))
+        .spawn();
+    let status = || {
+        env.farm(["status", "--json", "--state-dir", state.to_str().unwrap()])
+            .run()
+            .success()
+            .json()
+    };
+    let start = Instant::now();
+    let json = loop {
+        let json = status();
+        let idle = json["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["state"] == "idle" && a["waiting_for"].is_string());
+        if idle {
+            break json;
+        }
+        assert!(start.elapsed() < LIMIT, "{json:#}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mine = json["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["agent"] == name)
+        .unwrap_or_else(|| panic!("{json:#}"));
+    assert_eq!(
+        mine["waiting_for"],
+        format!("`{task}` (held by a-colleague-with-a-long-agent-name@box2)").as_str(),
+        "{json:#}"
+    );
+    let theirs = json["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["agent"] == "a-colleague-with-a-long-agent-name@box2")
+        .unwrap_or_else(|| panic!("{json:#}"));
+    assert_eq!(theirs["state"], "elsewhere", "{json:#}");
+    assert_eq!(theirs["task"], task, "{json:#}");
+    let text = env
+        .farm(["status", "--state-dir", state.to_str().unwrap()])
+        .run()
+        .success()
+        .stdout;
+    assert!(text.contains("waiting "), "{text}");
+    assert!(text.contains("not this run"), "{text}");
+    assert!(
+        text.lines().all(|l| l.chars().count() <= 80),
+        "a line over 80 columns:\n{text}"
+    );
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = child.wait();
+}
+
 /// `farm doctor` on a healthy setup: every check passes, the agent answers
 /// --version; on a broken one (agent missing, an invalid task file) it
 /// names each failure with its fix and exits 1.
@@ -1502,7 +1581,7 @@ echo '{"type":"result","subtype":"success","is_error":false,"total_cost_usd":0.2
         .run()
         .success()
         .stdout;
-    assert!(text.contains("box              run ended "), "{text}");
+    assert!(text.contains("box    run ended "), "{text}");
     assert!(!text.contains("idle for"), "{text}");
     assert!(
         text.lines()
