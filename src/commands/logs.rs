@@ -15,7 +15,8 @@ Examples:
   farm logs                 the latest session's log
   farm logs parse-if        the latest log of task parse-if
   farm logs vm-2 -f         follow agent vm-2's latest log as it grows
-  farm logs --list          which logs there are, newest last")]
+  farm logs --list          which logs there are, newest last
+  farm logs vm-2 --pretty   stream-json as turns: text, tool calls, results")]
 pub struct Args {
     /// A task id or an agent name.
     #[arg(value_name = "TASK|AGENT")]
@@ -28,6 +29,12 @@ pub struct Args {
     /// List the matching logs (path, size, age) instead of printing one.
     #[arg(long, conflicts_with = "follow")]
     list: bool,
+
+    /// Render the JSON lines of Claude Code, Codex and Gemini CLI as
+    /// turns: what the agent said, one line per tool call and per result,
+    /// API retries, the result (other lines as they are).
+    #[arg(long, conflicts_with = "list")]
+    pretty: bool,
 }
 
 pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
@@ -74,12 +81,34 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     })?;
     let mut stdout = std::io::stdout().lock();
     let mut buf = Vec::new();
+    // With --pretty, whole lines are rendered; a line still being written
+    // waits for its end.
+    let mut turns = crate::run::transcript::Transcript::default();
+    let mut partial = Vec::new();
     loop {
         buf.clear();
         file.read_to_end(&mut buf).map_err(|e| {
             Error::failure(format!("cannot read `{}`: {e}", path.display())).caused_by(e)
         })?;
-        stdout.write_all(&buf)?;
+        if args.pretty {
+            partial.extend_from_slice(&buf);
+            let end = partial.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+            let whole: Vec<u8> = partial.drain(..end).collect();
+            let mut lines: Vec<String> = String::from_utf8_lossy(&whole)
+                .lines()
+                .flat_map(|l| turns.line(l))
+                .collect();
+            if !args.follow {
+                let rest = String::from_utf8_lossy(&partial).into_owned();
+                lines.extend(rest.lines().flat_map(|l| turns.line(l)));
+                lines.extend(turns.finish());
+            }
+            for l in lines {
+                writeln!(stdout, "{l}")?;
+            }
+        } else {
+            stdout.write_all(&buf)?;
+        }
         stdout.flush()?;
         if !args.follow {
             return Ok(());

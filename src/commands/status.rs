@@ -231,7 +231,10 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
             "limit" | "trip" => Doing::Waiting {
                 until: e.until.as_deref().map_or(at, time),
                 why: if e.event == "trip" {
-                    "circuit breaker".to_owned()
+                    match &e.why {
+                        Some(why) => format!("circuit breaker ({why})"),
+                        None => "circuit breaker".to_owned(),
+                    }
                 } else {
                     e.why.clone().unwrap_or_default()
                 },

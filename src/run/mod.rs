@@ -21,5 +21,6 @@ pub mod settle;
 pub mod slot;
 pub mod standing;
 pub mod tally;
+pub mod transcript;
 pub mod turn;
 pub mod usage;
