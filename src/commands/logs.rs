@@ -92,7 +92,10 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         })?;
         if args.pretty {
             partial.extend_from_slice(&buf);
-            let end = partial.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+            let end = partial
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map_or(0, |i| i + 1);
             let whole: Vec<u8> = partial.drain(..end).collect();
             let mut lines: Vec<String> = String::from_utf8_lossy(&whole)
                 .lines()

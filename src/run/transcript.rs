@@ -163,7 +163,8 @@ fn claude(v: &Value) -> Vec<String> {
             "⟳ API retry {} of {}: {} {}",
             v.get("attempt").map_or("?".into(), Value::to_string),
             v.get("max_retries").map_or("?".into(), Value::to_string),
-            v.get("error_status").map_or(String::new(), Value::to_string),
+            v.get("error_status")
+                .map_or(String::new(), Value::to_string),
             str_of(v, "error")
         )],
         ("system", sub) => vec![format!("── {sub}")],
@@ -244,10 +245,15 @@ fn codex(v: &Value) -> Vec<String> {
         ("turn.started", _) => Vec::new(),
         ("turn.completed", _) => vec![format!(
             "── turn: {} tokens in, {} out",
-            v.pointer("/usage/input_tokens").map_or("?".into(), Value::to_string),
-            v.pointer("/usage/output_tokens").map_or("?".into(), Value::to_string)
+            v.pointer("/usage/input_tokens")
+                .map_or("?".into(), Value::to_string),
+            v.pointer("/usage/output_tokens")
+                .map_or("?".into(), Value::to_string)
         )],
-        ("turn.failed", _) => vec![format!("!! turn failed: {}", cut(str_of(&v["error"], "message"), LINE))],
+        ("turn.failed", _) => vec![format!(
+            "!! turn failed: {}",
+            cut(str_of(&v["error"], "message"), LINE)
+        )],
         ("error", _) => vec![format!("!! {}", cut(str_of(v, "message"), LINE))],
         ("item.started", "command_execution") => {
             vec![format!("→ $ {}", cut(str_of(item, "command"), LINE))]
@@ -307,7 +313,11 @@ fn gemini(v: &Value) -> Vec<String> {
                     .unwrap_or("")
                     .to_owned(),
             };
-            vec![format!("← {}{}", if err { "error: " } else { "" }, result(&text))]
+            vec![format!(
+                "← {}{}",
+                if err { "error: " } else { "" },
+                result(&text)
+            )]
         }
         "error" => vec![format!(
             "!! {}",
@@ -321,9 +331,12 @@ fn gemini(v: &Value) -> Vec<String> {
         "result" => vec![format!(
             "── result: {}, {} tokens in, {} out, {} tool calls",
             str_of(v, "status"),
-            v.pointer("/stats/input_tokens").map_or("?".into(), Value::to_string),
-            v.pointer("/stats/output_tokens").map_or("?".into(), Value::to_string),
-            v.pointer("/stats/tool_calls").map_or("?".into(), Value::to_string)
+            v.pointer("/stats/input_tokens")
+                .map_or("?".into(), Value::to_string),
+            v.pointer("/stats/output_tokens")
+                .map_or("?".into(), Value::to_string),
+            v.pointer("/stats/tool_calls")
+                .map_or("?".into(), Value::to_string)
         )],
         _ => Vec::new(),
     }

@@ -1524,6 +1524,55 @@ fn logs_prints_a_tasks_latest_session_log() {
     );
 }
 
+/// `farm logs --pretty`: a session that printed Claude Code's stream-json
+/// reads as turns — its text, one line per tool call and result, the
+/// result — with farm's header and footer kept (issue 14, item 4).
+#[test]
+fn logs_pretty_renders_stream_json_as_turns() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["p1", "-m", "Anything"]);
+    let agent = env.agent_script(
+        "stream.sh",
+        r#"cat <<'EOF'
+{"type":"system","subtype":"init","model":"m1","tools":["Bash"]}
+{"type":"assistant","message":{"content":[{"type":"text","text":"Writing it."},{"type":"tool_use","id":"u1","name":"Bash","input":{"command":"echo x > p1.txt"}}]}}
+{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"u1","content":""}]}}
+{"type":"result","subtype":"success","is_error":false,"num_turns":2,"duration_ms":1500,"total_cost_usd":0.5,"result":"Done."}
+EOF
+echo x > "$FARM_TASK.txt" && git add . && git commit --quiet -m "work on $FARM_TASK"
+"#,
+    );
+    farm_run(&env, &agent, &["--name", "streamer"]).success();
+    let state = env.tmp.path().join("state");
+    let out = env
+        .farm([
+            "logs",
+            "p1",
+            "--pretty",
+            "--state-dir",
+            state.to_str().unwrap(),
+        ])
+        .run()
+        .success();
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(lines[0].starts_with("[farm] session: task p1"), "{out:#?}");
+    assert!(lines[1].starts_with("[farm] "), "the command: {out:#?}");
+    assert_eq!(
+        lines[2..lines.len() - 1],
+        [
+            "── session: m1 (1 tools)",
+            "agent: Writing it.",
+            "→ Bash echo x > p1.txt",
+            "← (no output)",
+            "── result: success, 2 turns, 1.5s, $0.50",
+            "agent: Done.",
+        ],
+        "{out:#?}"
+    );
+    assert!(lines.last().unwrap().starts_with("[farm] ended: success"));
+    assert!(!out.stdout.contains("{\"type\""), "{out:#?}");
+}
+
 /// Where the CLI reports its cost (Claude's `result` event), the journal
 /// keeps it per session, and `farm status` and the run's last line sum it.
 #[test]
