@@ -226,6 +226,13 @@ impl Run {
             .note_styled(tone(what), &format!("{agent}: {what}"));
     }
 
+    /// A line for `-v` only: the steps between the ones a run always says
+    /// (the session's command, why an agent waits, what it rebased onto,
+    /// how long a push took).
+    pub(super) fn detail(&self, agent: &str, what: &str) {
+        self.out.debug(&format!("{agent}: {what}"));
+    }
+
     /// A session on `id` did not start: what that means, given the last
     /// session of the run that did not start either. Two different tasks in
     /// a row is an agent that cannot start (MUST 13: a setup error, not a
@@ -723,6 +730,16 @@ fn turns<'scope, 'env: 'scope>(
                     break;
                 }
                 continue;
+            }
+            if run.out.verbose() {
+                let c = board::counts(&snapshot);
+                run.detail(
+                    name,
+                    &format!(
+                        "nothing to claim ({} ready, {} claimed, {} blocked); waiting for the hub to change",
+                        c.ready, c.claimed, c.blocked
+                    ),
+                );
             }
             run.wait_for_change(&seen);
             continue;

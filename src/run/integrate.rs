@@ -85,8 +85,20 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Error>
             true
         } else {
             *merged = true;
+            run.detail(
+                name,
+                &format!("`{id}`: the rebase onto {upstream} conflicted; merging"),
+            );
             clone.merge(&upstream, branch, id)?
         };
+        run.detail(
+            name,
+            &format!(
+                "`{id}`: {} onto {upstream} at {}",
+                if *merged { "merged" } else { "rebased" },
+                &now[..now.len().min(10)]
+            ),
+        );
         *onto = now;
         Ok(if clean {
             None
@@ -156,8 +168,17 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Error>
             None => None,
         };
         // Fencing: the store publishes only while the claim is still ours.
+        let pushing = Instant::now();
         match publish_branch(run, clone, held, lock.as_ref())? {
             Published::Pushed => {
+                run.detail(
+                    name,
+                    &format!(
+                        "`{id}`: pushed to `{branch}` in {} ms (round {})",
+                        pushing.elapsed().as_millis(),
+                        round + 1
+                    ),
+                );
                 clone.pushed();
                 return Ok(Integrated::Pushed);
             }

@@ -157,6 +157,18 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
         ],
     );
     let timeout = task.timeout.unwrap_or(run.config.timeout);
+    run.detail(
+        name,
+        &format!(
+            "`{id}`: running `{}` in {} ({} bytes of prompt by {}, timeout {}); log {}",
+            run.config.argv.join(" "),
+            clone.dir().display(),
+            text.len(),
+            format!("{:?}", run.config.via).to_lowercase(),
+            crate::age::Age(timeout),
+            log.display()
+        ),
+    );
     let (outcome, lost, ran) = supervise(turn, &text, &log, &prompt_file, timeout)?;
     run.say(
         name,

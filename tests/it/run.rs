@@ -1524,6 +1524,30 @@ fn logs_prints_a_tasks_latest_session_log() {
     );
 }
 
+/// Issue 14: `-v` added almost nothing to a run. It now says each session's
+/// command, clone, prompt size and log, what the work was rebased onto, and
+/// how long each push took; without `-v` none of it.
+#[test]
+fn verbose_run_says_the_steps_between() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["v1", "-m", "Anything"]);
+    let agent = env.agent_script(
+        "agent.sh",
+        "echo x > \"$FARM_TASK.txt\" && git add . && git commit --quiet -m \"work on $FARM_TASK\"\n",
+    );
+    let quiet = farm_run(&env, &agent, &["--name", "box"]).success();
+    assert!(!quiet.stderr.contains("bytes of prompt"), "{quiet:#?}");
+    add_task(&env, &["v2", "-m", "Anything"]);
+    let loud = farm_run(&env, &agent, &["--name", "box", "-v"]).success();
+    for want in [
+        "box: `v2`: running `sh ",
+        "bytes of prompt by arg",
+        "box: `v2`: pushed to `main` in ",
+    ] {
+        assert!(loud.stderr.contains(want), "{want}: {loud:#?}");
+    }
+}
+
 /// `farm logs --pretty`: a session that printed Claude Code's stream-json
 /// reads as turns — its text, one line per tool call and result, the
 /// result — with farm's header and footer kept (issue 14, item 4).
