@@ -262,6 +262,38 @@ fn the_report_of_a_real_run_counts_what_the_run_did() {
     let html = std::fs::read_to_string(&page).unwrap();
     assert_eq!(html.matches("<rect class=\"b done").count(), 3);
 
+    // --open hands the page to $BROWSER.
+    let opened = env.tmp.path().join("opened");
+    let browser = env.tmp.path().join("browser.sh");
+    std::fs::write(&browser, format!("echo \"$1\" > '{}'\n", opened.display())).unwrap();
+    let out = env
+        .farm_git([
+            "report",
+            "--state-dir",
+            state.to_str().unwrap(),
+            "-o",
+            page.to_str().unwrap(),
+            "--open",
+        ])
+        .env("BROWSER", format!("sh {}", browser.display()))
+        .run()
+        .success();
+    assert!(out.stderr.contains("opened "), "{out:#?}");
+    crate::common::wait_for(&opened);
+    let start = std::time::Instant::now();
+    while std::fs::read_to_string(&opened)
+        .unwrap_or_default()
+        .trim()
+        .is_empty()
+    {
+        assert!(start.elapsed() < std::time::Duration::from_secs(10));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&opened).unwrap().trim(),
+        page.to_str().unwrap()
+    );
+
     // Nothing in the journal for that run: a clear error, exit 2.
     let out = env
         .farm_git([
