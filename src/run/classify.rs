@@ -102,9 +102,27 @@ pub fn classify(
     match outcome {
         Outcome::Success if json_error != Some(true) => return Class::Success,
         Outcome::Success | Outcome::Failed { .. } => {}
+        // Its CLI started but the model never said a word: the API hung,
+        // not the task (a stalled API outlasted a short --timeout).
+        Outcome::TimedOut if never_answered(log) => return Class::Transient,
         Outcome::TimedOut | Outcome::Killed { .. } | Outcome::Interrupted => {
             return Class::TaskFailed;
         }
+    }
+    // The CLI's own verdict on its API, where its result states one
+    // (Claude Code: `api_error_status` once it gave up retrying): a 401
+    // after minutes of retries is still a setup error.
+    if let Some(status) = json_api_status(&tail) {
+        return match status {
+            401 | 403 => Class::Fatal(format!(
+                "its API refuses its credentials (HTTP {status}): check its API key or log in again{}",
+                json_result(&tail).map_or(String::new(), |r| format!("; it said {r}"))
+            )),
+            429 => Class::Limited {
+                reset: reset_time(&tail, now),
+            },
+            _ => Class::Transient,
+        };
     }
     let lower = tail.to_lowercase();
     let has = |common: &[&str], own: &[String]| {
@@ -127,6 +145,47 @@ pub fn classify(
         return Class::Transient;
     }
     Class::TaskFailed
+}
+
+/// Whether the CLI's JSON output shows it started a conversation and got
+/// no answer at all: Claude Code's `init` event and no `assistant` event.
+fn never_answered(log: &str) -> bool {
+    let events: Vec<serde_json::Value> = log
+        .lines()
+        .filter(|l| l.trim_start().starts_with('{'))
+        .filter_map(|l| serde_json::from_str(l.trim()).ok())
+        .collect();
+    let kind = |e: &serde_json::Value, t: &str, sub: Option<&str>| {
+        e.get("type").and_then(|v| v.as_str()) == Some(t)
+            && sub.is_none_or(|s| e.get("subtype").and_then(|v| v.as_str()) == Some(s))
+    };
+    events.iter().any(|e| kind(e, "system", Some("init")))
+        && !events.iter().any(|e| kind(e, "assistant", None))
+}
+
+/// What a session means that ended while its CLI retried its API (it ran
+/// out of time, or was stopped for refused credentials), whatever its exit:
+/// the API's trouble, not the task's.
+pub fn retrying(r: crate::run::watch::Retry, log: &str) -> Class {
+    match r.status {
+        401 | 403 => {
+            // The CLI's own word for it, from its last retry event.
+            let said = log
+                .lines()
+                .rev()
+                .filter(|l| crate::run::watch::retry_of(l).is_some())
+                .find_map(|l| serde_json::from_str::<serde_json::Value>(l.trim()).ok())
+                .and_then(|v| v.get("error")?.as_str().map(str::to_owned))
+                .map_or(String::new(), |e| format!(", `{e}`"));
+            Class::Fatal(format!(
+                "its API refuses its credentials (HTTP {}{said}; the CLI would retry it for \
+                 minutes): check its API key or log in again",
+                r.status
+            ))
+        }
+        429 => Class::Limited { reset: None },
+        _ => Class::Transient,
+    }
 }
 
 /// Usage and rate limits as the CLIs word them (lower case).
@@ -190,6 +249,28 @@ fn fatal_line(tail: &str, lower: &str) -> Option<String> {
 fn tail(log: &str, n: usize) -> String {
     let lines: Vec<&str> = log.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// The HTTP status of the API error a failed result states (Claude Code's
+/// `"is_error": true, "api_error_status": 429`).
+fn json_api_status(tail: &str) -> Option<u16> {
+    tail.lines().rev().find_map(|l| {
+        let v: serde_json::Value = serde_json::from_str(l.trim()).ok()?;
+        if v.get("is_error")?.as_bool()? {
+            u16::try_from(v.get("api_error_status")?.as_u64()?).ok()
+        } else {
+            None
+        }
+    })
+}
+
+/// The `result` text of the tail's last JSON result, on one line.
+fn json_result(tail: &str) -> Option<String> {
+    tail.lines().rev().find_map(|l| {
+        let v: serde_json::Value = serde_json::from_str(l.trim()).ok()?;
+        let r = v.get("result")?.as_str()?;
+        Some(r.chars().take(200).collect())
+    })
 }
 
 /// `Some(true)` when a JSON line of the tail says `"is_error": true`.
@@ -586,5 +667,65 @@ mod tests {
             Some(Duration::from_secs(4800))
         );
         assert_eq!(spelled_duration("a while"), None);
+    }
+
+    /// Claude Code 2.1.332's real output (tests/fixtures/claude-2.1.332).
+    #[test]
+    fn claude_codes_real_api_failures_are_classified() {
+        let p = Patterns::default();
+        let now = SystemTime::now();
+        let gave_up_429 =
+            include_str!("../../tests/fixtures/claude-2.1.332/retried-429-gave-up.jsonl");
+        let gave_up_401 =
+            include_str!("../../tests/fixtures/claude-2.1.332/retried-401-gave-up.jsonl");
+        let retried =
+            include_str!("../../tests/fixtures/claude-2.1.332/retried-429-then-success.jsonl");
+        let success =
+            include_str!("../../tests/fixtures/claude-2.1.332/bash-tool-call-success.jsonl");
+        let failed = Outcome::Failed { code: 1 };
+        let long = Duration::from_secs(185);
+        assert_eq!(
+            super::classify(&p, &failed, long, gave_up_429, now),
+            Class::Limited { reset: None }
+        );
+        match super::classify(&p, &failed, long, gave_up_401, now) {
+            Class::Fatal(why) => {
+                assert!(why.contains("HTTP 401"), "{why}");
+                assert!(why.contains("Invalid API key"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let short = Duration::from_secs(4);
+        assert_eq!(
+            super::classify(&p, &Outcome::Success, short, retried, now),
+            Class::Success
+        );
+        assert_eq!(
+            super::classify(&p, &Outcome::Success, short, success, now),
+            Class::Success
+        );
+        // Killed by the timeout while retrying: the watch's verdict.
+        let last = gave_up_429
+            .lines()
+            .rev()
+            .find_map(crate::run::watch::retry_of)
+            .unwrap();
+        assert_eq!(retrying(last, gave_up_429), Class::Limited { reset: None });
+        let last = gave_up_401
+            .lines()
+            .rev()
+            .find_map(crate::run::watch::retry_of)
+            .unwrap();
+        assert!(matches!(retrying(last, gave_up_401), Class::Fatal(_)));
+        // Killed by the timeout before the model said anything: the API.
+        let init = gave_up_429.lines().next().unwrap();
+        assert_eq!(
+            super::classify(&p, &Outcome::TimedOut, long, init, now),
+            Class::Transient
+        );
+        assert_eq!(
+            super::classify(&p, &Outcome::TimedOut, long, success, now),
+            Class::TaskFailed
+        );
     }
 }

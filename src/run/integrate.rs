@@ -14,7 +14,7 @@ use crate::run::gate::{self, Passed, Verdict};
 use crate::run::progress;
 use crate::run::prompt;
 use crate::run::session::{self, Outcome};
-use crate::run::turn::{Turn, supervise};
+use crate::run::turn::{Supervised, Turn, supervise};
 use crate::run::usage;
 
 /// Fetch–integrate–push rounds before giving the work to a rescue branch.
@@ -268,7 +268,9 @@ pub(super) fn merge_session(turn: Turn<'_>, files: &[String]) -> Result<Merge, E
         "merge_start",
         json!({"task": task.id.as_str(), "conflicts": files.len()}),
     );
-    let (outcome, lost, ran) = supervise(turn, &text, &log, &prompt_file, run.config.timeout)?;
+    let Supervised {
+        outcome, lost, ran, ..
+    } = supervise(turn, &text, &log, &prompt_file, run.config.timeout)?;
     let merge = judge_merge(turn, files, &outcome, lost)?;
     let spent = usage::read(&session::agent_output(
         &std::fs::read_to_string(&log).unwrap_or_default(),

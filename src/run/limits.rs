@@ -30,6 +30,9 @@ struct State {
     until: Option<SystemTime>,
     /// Limits and errors in a row with no other session between.
     strikes: u32,
+    /// Sessions whose CLI is retrying a limit or an overload right now
+    /// (`watch.rs`): no new session starts meanwhile.
+    retrying: usize,
 }
 
 impl Limits {
@@ -63,6 +66,21 @@ impl Limits {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).strikes = 0;
     }
 
+    /// A session's CLI began (`true`) or stopped (`false`) retrying.
+    pub fn retrying(&self, on: bool) {
+        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if on {
+            s.retrying += 1;
+        } else {
+            s.retrying = s.retrying.saturating_sub(1);
+        }
+    }
+
+    /// Whether some session's CLI is retrying its API now.
+    pub fn any_retrying(&self) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).retrying > 0
+    }
+
     /// Until when loops must wait, if they must.
     pub fn until(&self, now: SystemTime) -> Option<SystemTime> {
         let s = self.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -72,6 +90,14 @@ impl Limits {
     /// Wait while the limit holds, in steps of at most a second, as long as
     /// `go_on` says. `say` gets one line when the wait begins.
     pub fn wait(&self, say: &dyn Fn(&str), go_on: &dyn Fn() -> bool) {
+        // Another session's CLI retrying its API: the same account, the
+        // same limit; wait for it to get through or give up.
+        if self.any_retrying() {
+            say("waiting: the agent CLI is retrying its API in another session");
+            while go_on() && self.any_retrying() {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
         let Some(until) = self.until(SystemTime::now()) else {
             return;
         };

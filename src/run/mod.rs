@@ -24,3 +24,4 @@ pub mod tally;
 pub mod transcript;
 pub mod turn;
 pub mod usage;
+pub mod watch;

@@ -390,6 +390,8 @@ pub(super) enum Step {
 /// agent CLI's own state (limits, API errors, setup); only then the task's.
 pub(super) fn next_step(outcome: &Outcome, class: Class) -> Step {
     match (outcome, class) {
+        // Also a session farm stopped itself, for refused credentials.
+        (_, Class::Fatal(why)) => Step::Fatal(why),
         (Outcome::Interrupted, _) => Step::Stopped,
         (_, Class::Limited { reset }) => Step::Limited {
             reset,
@@ -399,7 +401,6 @@ pub(super) fn next_step(outcome: &Outcome, class: Class) -> Step {
             reset: None,
             transient: true,
         },
-        (_, Class::Fatal(why)) => Step::Fatal(why),
         (Outcome::Success, Class::Success) => Step::Integrate,
         (Outcome::Success, _) => Step::Fail {
             rescue: "the session reported an error".into(),

@@ -22,6 +22,7 @@ use crate::run::session::{self, Outcome, Tick};
 use crate::run::settle::Ran;
 use crate::run::slot::Slot;
 use crate::run::usage::{self};
+use crate::run::watch::{LogWatch, Retry};
 
 /// What one turn of an agent's loop carries: the run, the clone the task's
 /// session runs in, the agent's name, the claimed task, its claim, and the
@@ -169,7 +170,12 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
             log.display()
         ),
     );
-    let (outcome, lost, ran) = supervise(turn, &text, &log, &prompt_file, timeout)?;
+    let Supervised {
+        outcome,
+        lost,
+        ran,
+        retrying,
+    } = supervise(turn, &text, &log, &prompt_file, timeout)?;
     run.say(
         name,
         &format!("`{id}`: session {outcome} after {:.1}s", ran.as_secs_f64()),
@@ -177,13 +183,16 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
 
     // What the session's end means, from its exit and its log's last lines.
     let text = session::agent_output(&std::fs::read_to_string(&log).unwrap_or_default());
-    let class = classify::classify(
-        &run.config.patterns,
-        &outcome,
-        ran,
-        &text,
-        SystemTime::now(),
-    );
+    let class = match retrying {
+        Some(r) => classify::retrying(r, &text),
+        None => classify::classify(
+            &run.config.patterns,
+            &outcome,
+            ran,
+            &text,
+            SystemTime::now(),
+        ),
+    };
     let unstarted = classify::did_not_start(&outcome, ran, &text);
     let spent = usage::read(&text);
     run.spend(&spent);
@@ -213,17 +222,15 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
     })
 }
 
-/// Run one session, heartbeating the claim. Returns the outcome, whether
-/// the claim was lost while it ran (the session is then stopped), and how
-/// long the session itself ran — from its start, after its `--stagger` turn
-/// (a wait for the turn was counted as session time).
+/// Run one session, heartbeating the claim and watching its log for the
+/// CLI retrying its API (see [`Supervised`]).
 pub(super) fn supervise(
     turn: Turn<'_>,
     prompt: &str,
     log: &Path,
     prompt_file: &Path,
     timeout: Duration,
-) -> Result<(Outcome, bool, Duration), Error> {
+) -> Result<Supervised, Error> {
     // Whatever the session does to the work tree, farm no longer knows it.
     turn.clone.dirty();
     let Turn {
@@ -267,9 +274,28 @@ pub(super) fn supervise(
     };
     let mut lost = false;
     let mut last_beat = Instant::now();
+    // The CLI retrying its API: the other agents hold off while it does;
+    // refused credentials end the session at once.
+    let mut watch = LogWatch::new(log);
+    let mut refused = None;
     let outcome = session::run(&spec, || {
         if run.stop.killing() {
             return Tick::Stop;
+        }
+        let was = watch.retrying.is_some_and(|r| !r.refused());
+        if watch.poll() {
+            match watch.retrying {
+                Some(r) if r.refused() => {
+                    if was {
+                        run.limits.retrying(false);
+                    }
+                    refused = Some(r);
+                    return Tick::Stop;
+                }
+                Some(_) if !was => run.limits.retrying(true),
+                None if was => run.limits.retrying(false),
+                _ => {}
+            }
         }
         if last_beat.elapsed() >= run.config.heartbeat {
             last_beat = Instant::now();
@@ -294,7 +320,28 @@ pub(super) fn supervise(
             Outcome::Failed { code: 127 }
         }
     };
-    Ok((outcome, lost, started.elapsed()))
+    if refused.is_none() && watch.retrying.is_some() {
+        run.limits.retrying(false);
+    }
+    Ok(Supervised {
+        outcome,
+        lost,
+        ran: started.elapsed(),
+        retrying: refused.or(watch.retrying),
+    })
+}
+
+/// How a supervised session ended.
+pub(super) struct Supervised {
+    pub(super) outcome: Outcome,
+    /// The claim was lost while it ran (it was then stopped).
+    pub(super) lost: bool,
+    /// How long the session itself ran, from its start after its
+    /// `--stagger` turn (a wait for the turn was counted as session time).
+    pub(super) ran: Duration,
+    /// The CLI was retrying its API when the session ended (or was stopped
+    /// for refused credentials): what its end means, whatever its exit.
+    pub(super) retrying: Option<Retry>,
 }
 
 /// Claim `task` again after its claim was lost, if nobody holds it now:

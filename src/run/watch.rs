@@ -1,0 +1,173 @@
+//! A session's log read while it grows, for what cannot wait for its end:
+//! the agent CLI retrying its API. Real CLIs retry on their own, for
+//! minutes — Claude Code 2.1.332 prints an `api_retry` event per attempt,
+//! ten attempts over about three minutes, on a 429, a 529 and even a 401 —
+//! so a session that fails on its API looks busy until it gives up.
+//!
+//! While a CLI retries a limit or an overload, the run starts no new
+//! session on it (the agents share its account: `limits.rs`); a 401 or 403
+//! is a setup error no retry mends, and the session is stopped at once.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The CLI retrying its API, on what HTTP status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retry {
+    pub status: u16,
+    pub attempt: u32,
+}
+
+impl Retry {
+    /// A status no retry mends: the credentials are refused.
+    pub fn refused(self) -> bool {
+        matches!(self.status, 401 | 403)
+    }
+}
+
+/// A retry event of the CLI's JSON output, if `line` is one. Claude Code:
+/// `{"type":"system","subtype":"api_retry","attempt":N,"error_status":429,…}`.
+pub fn retry_of(line: &str) -> Option<Retry> {
+    let line = line.trim();
+    if !line.starts_with('{') || !line.contains("api_retry") {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(line).ok()?;
+    if v.get("subtype")?.as_str()? != "api_retry" {
+        return None;
+    }
+    Some(Retry {
+        status: u16::try_from(v.get("error_status")?.as_u64()?).ok()?,
+        attempt: v
+            .get("attempt")
+            .and_then(serde_json::Value::as_u64)
+            .and_then(|a| u32::try_from(a).ok())
+            .unwrap_or(0),
+    })
+}
+
+/// How often the log is read: often enough to stop a refused session in
+/// well under a second, rarely enough to cost nothing.
+const EVERY: Duration = Duration::from_millis(250);
+
+/// A log being read as it grows.
+pub struct LogWatch {
+    path: PathBuf,
+    offset: u64,
+    partial: String,
+    last: Option<Instant>,
+    /// The CLI's retry in progress: its last JSON line was a retry.
+    pub retrying: Option<Retry>,
+}
+
+impl LogWatch {
+    pub fn new(path: &Path) -> LogWatch {
+        LogWatch {
+            path: path.to_owned(),
+            offset: 0,
+            partial: String::new(),
+            last: None,
+            retrying: None,
+        }
+    }
+
+    /// Read what was appended since the last look (at most every
+    /// [`EVERY`]); whether the retry state changed.
+    pub fn poll(&mut self) -> bool {
+        if self.last.is_some_and(|t| t.elapsed() < EVERY) {
+            return false;
+        }
+        self.last = Some(Instant::now());
+        let Ok(mut file) = std::fs::File::open(&self.path) else {
+            return false;
+        };
+        if file.seek(SeekFrom::Start(self.offset)).is_err() {
+            return false;
+        }
+        let mut new = Vec::new();
+        let Ok(n) = file.read_to_end(&mut new) else {
+            return false;
+        };
+        self.offset += n as u64;
+        self.partial.push_str(&String::from_utf8_lossy(&new));
+        let before = self.retrying;
+        let end = self.partial.rfind('\n').map_or(0, |i| i + 1);
+        for line in self.partial[..end].lines() {
+            if let Some(r) = retry_of(line) {
+                self.retrying = Some(r);
+            } else if line.trim_start().starts_with('{') {
+                // Any other event of the CLI: the retry is over.
+                self.retrying = None;
+            }
+        }
+        self.partial.drain(..end);
+        before != self.retrying
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn claude_retries_are_read_from_its_real_output() {
+        let real =
+            include_str!("../../tests/fixtures/claude-2.1.332/retried-429-then-success.jsonl");
+        let retries: Vec<Retry> = real.lines().filter_map(retry_of).collect();
+        assert_eq!(
+            retries,
+            [
+                Retry {
+                    status: 429,
+                    attempt: 1
+                },
+                Retry {
+                    status: 429,
+                    attempt: 2
+                }
+            ]
+        );
+        assert!(!retries[0].refused());
+        assert!(
+            Retry {
+                status: 401,
+                attempt: 1
+            }
+            .refused()
+        );
+        assert_eq!(retry_of("api_retry but not JSON"), None);
+    }
+
+    #[test]
+    fn a_growing_log_says_when_a_retry_starts_and_ends() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("s.log");
+        let mut f = std::fs::File::create(&path).unwrap();
+        let mut w = LogWatch::new(&path);
+        w.last = None;
+        writeln!(f, "[farm] session: header").unwrap();
+        write!(
+            f,
+            "{{\"type\":\"system\",\"subtype\":\"api_retry\",\"attempt\":1,"
+        )
+        .unwrap();
+        assert!(!w.poll());
+        writeln!(f, "\"error_status\":529}}").unwrap();
+        w.last = None;
+        assert!(w.poll());
+        assert_eq!(w.retrying.map(|r| r.status), Some(529));
+        writeln!(f, "{{\"type\":\"assistant\"}}").unwrap();
+        w.last = None;
+        assert!(w.poll());
+        assert_eq!(w.retrying, None);
+        // Not read again before EVERY has passed.
+        writeln!(
+            f,
+            "{{\"type\":\"system\",\"subtype\":\"api_retry\",\"error_status\":429}}"
+        )
+        .unwrap();
+        assert!(!w.poll());
+    }
+}

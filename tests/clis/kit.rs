@@ -1,0 +1,182 @@
+//! What every real-CLI test needs: the CLI installed (once, into a cache
+//! directory), the scripted model server, a hub whose tasks carry scripts.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub use crate::common::{Env, Output};
+
+/// Where CLIs are installed, kept between runs (CI's second run downloads
+/// nothing): `$FARM_CLI_CACHE`, else `~/.cache/farm/clis`.
+pub fn cache() -> PathBuf {
+    std::env::var_os("FARM_CLI_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into()))
+                .join(".cache/farm/clis")
+        })
+}
+
+/// The bin directory of npm package `package@version` installed in the
+/// cache (installed now if it is not), or `None` when the registry cannot
+/// be reached — said, and a failure where `FARM_REQUIRE_CLIS=1`.
+pub fn npm(package: &str, version: &str, bin: &str) -> Option<PathBuf> {
+    let prefix = cache().join("npm").join(format!(
+        "{}@{version}",
+        package.trim_start_matches('@').replace('/', "+")
+    ));
+    let dir = prefix.join("node_modules/.bin");
+    if dir.join(bin).exists() {
+        return Some(dir);
+    }
+    std::fs::create_dir_all(&prefix).unwrap();
+    let out = Command::new("npm")
+        .args(["install", "--no-audit", "--no-fund", "--prefix"])
+        .arg(&prefix)
+        .arg(format!("{package}@{version}"))
+        .output();
+    match out {
+        Ok(o) if o.status.success() && dir.join(bin).exists() => Some(dir),
+        other => {
+            let why = match other {
+                Ok(o) => String::from_utf8_lossy(&o.stderr).into_owned(),
+                Err(e) => format!("cannot run npm: {e}"),
+            };
+            assert!(
+                std::env::var("FARM_REQUIRE_CLIS").as_deref() != Ok("1"),
+                "cannot install {package}@{version} and FARM_REQUIRE_CLIS=1: {why}"
+            );
+            eprintln!("skipped: cannot install {package}@{version} from the npm registry: {why}");
+            None
+        }
+    }
+}
+
+/// The scripted model server, on a port of its own; killed when dropped.
+pub struct Server {
+    child: Child,
+    pub url: String,
+    pub log: PathBuf,
+}
+
+impl Server {
+    pub fn start(dir: &Path) -> Server {
+        let port_file = dir.join("model.port");
+        let log = dir.join("model.log");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clis/model_server.py");
+        let child = Command::new("python3")
+            .arg(script)
+            .arg("--port-file")
+            .arg(&port_file)
+            .arg("--log")
+            .arg(&log)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("python3 runs the model server");
+        let start = Instant::now();
+        while !port_file.exists() {
+            assert!(start.elapsed() < Duration::from_secs(10), "no model server");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let port = std::fs::read_to_string(&port_file).unwrap();
+        Server {
+            child,
+            url: format!("http://127.0.0.1:{}", port.trim()),
+            log,
+        }
+    }
+
+    /// The requests it answered, one JSON object each.
+    pub fn requests(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A task's description with its script for the model server.
+pub fn scripted(say: &str, steps: &serde_json::Value) -> String {
+    format!("{say}\n\n<!-- farm-model-script {steps} -->\n")
+}
+
+/// Add task `id` whose model does `steps`.
+pub fn add_task(env: &Env, id: &str, steps: &serde_json::Value) {
+    env.farm_git([
+        "task",
+        "add",
+        id,
+        &format!("--message={}", scripted("Do what the script says.", steps)),
+    ])
+    .run()
+    .success();
+}
+
+/// The model's steps for a task done by one commit of the CLI's shell tool.
+pub fn commit_steps(id: &str) -> serde_json::Value {
+    serde_json::json!([
+        {"bash": format!("echo {id} > {id}.txt && git add {id}.txt && git commit -q -m '{id}: by the agent CLI'")},
+        {"say": format!("Committed {id}.")}
+    ])
+}
+
+/// The subjects of the commits on the hub's `main`, first parent first.
+pub fn subjects(env: &Env) -> Vec<String> {
+    env.git(["log", "--format=%s", "main"])
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Tasks in `<dir>` on `main` (none when it does not exist).
+pub fn board(env: &Env, dir: &str) -> Vec<String> {
+    let (_, listed, _) = env.git_output(["ls-tree", "--name-only", &format!("main:{dir}")]);
+    listed
+        .lines()
+        .filter(|l| l.ends_with(".md") && *l != "README.md")
+        .map(|l| l.trim_end_matches(".md").to_owned())
+        .collect()
+}
+
+/// `farm run ARGS` with the CLI's bin directory first on PATH and its
+/// environment `vars`, within `limit`.
+pub fn farm_run(
+    env: &Env,
+    bin: &Path,
+    vars: &[(&str, String)],
+    args: &[&str],
+    limit: Duration,
+) -> Output {
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let state = env.tmp.path().join("state");
+    let mut all = vec!["run", "--state-dir", state.to_str().unwrap()];
+    all.extend(args);
+    let mut farm = env.farm_git(all).env("PATH", path);
+    for (k, v) in vars {
+        farm = farm.env(k, v);
+    }
+    farm.run_within(limit)
+}
+
+/// The journal's lines of `event`.
+pub fn journal(env: &Env, event: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(env.tmp.path().join("state/journal.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == event)
+        .collect()
+}

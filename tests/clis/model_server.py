@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""A scripted model server on loopback for farm's real-CLI tests.
+
+It speaks the Anthropic Messages API (POST /v1/messages, streamed as SSE
+the way the real API streams) well enough for Claude Code to run against it.
+
+A task's description carries the script, as a JSON list inside
+`<!-- farm-model-script ... -->`. The model's n-th turn in a conversation
+plays step n (the count of assistant messages so far):
+
+    {"bash": "COMMAND"}                 call the CLI's shell tool
+    {"say": "TEXT"}                     answer and end the turn
+    {"fail": 429, "times": N, "retry_after": S}
+                                        answer this HTTP error N times first
+                                        (then go on with the next step)
+    {"stall": S}                        send nothing for S seconds
+
+Requests without a script (the CLI's own side requests: titles, quota
+probes) get a short plain answer. Every request is logged, one JSON line,
+to the file named by --log.
+
+Usage: model_server.py --port-file FILE --log FILE
+(the port it listens on, on 127.0.0.1, is written to FILE).
+"""
+
+import argparse
+import json
+import re
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+SCRIPT = re.compile(r"<!--\s*farm-model-script\s*(\[.*?\])\s*-->", re.S)
+LOCK = threading.Lock()
+FAILED = {}  # (script text, step) -> failures answered so far
+LOG = None
+
+
+def log(entry):
+    with LOCK:
+        LOG.write(json.dumps(entry) + "\n")
+        LOG.flush()
+
+
+def texts(message):
+    content = message.get("content")
+    if isinstance(content, str):
+        yield content
+    elif isinstance(content, list):
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text":
+                yield part.get("text", "")
+
+
+def find_script(messages):
+    for m in messages:
+        if m.get("role") != "user":
+            continue
+        for t in texts(m):
+            found = SCRIPT.search(t)
+            if found:
+                return found.group(1)
+    return None
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def body(self):
+        n = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(n) if n else b""
+        try:
+            return json.loads(raw or b"{}")
+        except ValueError:
+            return {}
+
+    def send_json(self, status, doc, headers=()):
+        data = json.dumps(doc).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        log({"method": "GET", "path": self.path})
+        self.send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": "no such route"}})
+
+    def do_HEAD(self):
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def do_POST(self):
+        req = self.body()
+        path = self.path.split("?")[0]
+        messages = req.get("messages") or []
+        script_text = find_script(messages)
+        step = sum(1 for m in messages if m.get("role") == "assistant")
+        log({"method": "POST", "path": path, "model": req.get("model"),
+             "stream": req.get("stream", False), "scripted": script_text is not None,
+             "step": step, "tools": len(req.get("tools") or [])})
+        if path.endswith("/count_tokens"):
+            return self.send_json(200, {"input_tokens": 100})
+        if not path.endswith("/v1/messages"):
+            return self.send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": path}})
+        if script_text is None:
+            return self.answer(req, [("text", "OK.")], "end_turn")
+        steps = json.loads(script_text)
+        # Failures at this step are answered first, then the step after them.
+        i = 0
+        turn = 0
+        while i < len(steps):
+            s = steps[i]
+            if "fail" in s or "stall" in s:
+                if turn == step:
+                    key = (script_text, i)
+                    with LOCK:
+                        done = FAILED.get(key, 0)
+                        if "stall" in s or done < s.get("times", 1):
+                            FAILED[key] = done + 1
+                            return self.fail(s)
+                i += 1
+                continue
+            if turn == step:
+                break
+            turn += 1
+            i += 1
+        if i >= len(steps):
+            return self.answer(req, [("text", "Nothing more to do.")], "end_turn")
+        s = steps[i]
+        if "bash" in s:
+            return self.answer(req, [("tool_use", "Bash", {"command": s["bash"], "description": "scripted"})], "tool_use")
+        return self.answer(req, [("text", s.get("say", "Done."))], "end_turn")
+
+    def fail(self, s):
+        if "stall" in s:
+            time.sleep(s["stall"])
+            return self.send_json(500, {"type": "error", "error": {"type": "api_error", "message": "stalled"}})
+        status = s["fail"]
+        kinds = {429: "rate_limit_error", 529: "overloaded_error", 503: "overloaded_error",
+                 401: "authentication_error", 500: "api_error"}
+        headers = []
+        if "retry_after" in s:
+            headers.append(("retry-after", str(s["retry_after"])))
+        message = {401: "invalid x-api-key", 429: "Number of requests has exceeded your rate limit"}.get(status, "Overloaded")
+        self.send_json(status, {"type": "error", "error": {"type": kinds.get(status, "api_error"), "message": message}}, headers)
+
+    def answer(self, req, blocks, stop):
+        model = req.get("model", "claude-scripted")
+        msg_id = "msg_%d" % int(time.time() * 1e6)
+        if not req.get("stream"):
+            content = []
+            for b in blocks:
+                if b[0] == "text":
+                    content.append({"type": "text", "text": b[1]})
+                else:
+                    content.append({"type": "tool_use", "id": "toolu_%s" % msg_id, "name": b[1], "input": b[2]})
+            return self.send_json(200, {"id": msg_id, "type": "message", "role": "assistant", "model": model,
+                                        "content": content, "stop_reason": stop, "stop_sequence": None,
+                                        "usage": {"input_tokens": 100, "output_tokens": 20}})
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("connection", "close")
+        self.end_headers()
+
+        def event(name, data):
+            self.wfile.write(("event: %s\ndata: %s\n\n" % (name, json.dumps(data))).encode())
+            self.wfile.flush()
+
+        event("message_start", {"type": "message_start", "message": {
+            "id": msg_id, "type": "message", "role": "assistant", "model": model, "content": [],
+            "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 100, "output_tokens": 1}}})
+        for i, b in enumerate(blocks):
+            if b[0] == "text":
+                event("content_block_start", {"type": "content_block_start", "index": i,
+                                              "content_block": {"type": "text", "text": ""}})
+                event("content_block_delta", {"type": "content_block_delta", "index": i,
+                                              "delta": {"type": "text_delta", "text": b[1]}})
+            else:
+                event("content_block_start", {"type": "content_block_start", "index": i, "content_block": {
+                    "type": "tool_use", "id": "toolu_%s_%d" % (msg_id, i), "name": b[1], "input": {}}})
+                event("content_block_delta", {"type": "content_block_delta", "index": i,
+                                              "delta": {"type": "input_json_delta", "partial_json": json.dumps(b[2])}})
+            event("content_block_stop", {"type": "content_block_stop", "index": i})
+        event("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                                "usage": {"output_tokens": 20}})
+        event("message_stop", {"type": "message_stop"})
+        self.close_connection = True
+
+
+def main():
+    global LOG
+    p = argparse.ArgumentParser()
+    p.add_argument("--port-file", required=True)
+    p.add_argument("--log", required=True)
+    a = p.parse_args()
+    LOG = open(a.log, "a")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    with open(a.port_file + ".tmp", "w") as f:
+        f.write(str(server.server_address[1]))
+    import os
+    os.replace(a.port_file + ".tmp", a.port_file)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
