@@ -148,19 +148,29 @@ pub fn classify(
 }
 
 /// Whether the CLI's JSON output shows it started a conversation and got
-/// no answer at all: Claude Code's `init` event and no `assistant` event.
+/// no answer at all: Claude Code's `init` event and no `assistant` event;
+/// Codex's `turn.started` and no item but errors.
 fn never_answered(log: &str) -> bool {
     let events: Vec<serde_json::Value> = log
         .lines()
         .filter(|l| l.trim_start().starts_with('{'))
         .filter_map(|l| serde_json::from_str(l.trim()).ok())
         .collect();
-    let kind = |e: &serde_json::Value, t: &str, sub: Option<&str>| {
-        e.get("type").and_then(|v| v.as_str()) == Some(t)
-            && sub.is_none_or(|s| e.get("subtype").and_then(|v| v.as_str()) == Some(s))
+    let field = |e: &serde_json::Value, path: &str| {
+        e.pointer(path)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_owned()
     };
-    events.iter().any(|e| kind(e, "system", Some("init")))
-        && !events.iter().any(|e| kind(e, "assistant", None))
+    let started = events.iter().any(|e| {
+        (field(e, "/type") == "system" && field(e, "/subtype") == "init")
+            || field(e, "/type") == "turn.started"
+    });
+    let answered = events.iter().any(|e| {
+        let kind = field(e, "/type");
+        kind == "assistant" || (kind.starts_with("item.") && field(e, "/item/type") != "error")
+    });
+    started && !answered
 }
 
 /// What a session means that ended while its CLI retried its API (it ran
@@ -217,12 +227,16 @@ const TRANSIENT: [&str; 11] = [
 ];
 
 /// Setup errors: (pattern in lower case, what to tell the user).
-const FATAL: [(&str, &str); 10] = [
+const FATAL: [(&str, &str); 11] = [
     ("invalid api key", "the agent CLI's API key is invalid"),
     ("api key not valid", "the agent CLI's API key is invalid"),
     ("please run /login", "the agent CLI is not logged in"),
     ("not logged in", "the agent CLI is not logged in"),
     ("authentication_error", "the agent CLI cannot authenticate"),
+    (
+        "401 unauthorized",
+        "the agent CLI's API refuses its credentials (401)",
+    ),
     ("model not found", "the agent CLI's model does not exist"),
     ("unknown model", "the agent CLI's model does not exist"),
     ("unknown option", "the agent CLI rejects its arguments"),
@@ -667,6 +681,25 @@ mod tests {
             Some(Duration::from_secs(4800))
         );
         assert_eq!(spelled_duration("a while"), None);
+    }
+
+    /// Codex 0.171.0's real output (tests/fixtures/codex-0.171.0).
+    #[test]
+    fn codexs_real_api_failures_are_classified() {
+        let p = Patterns::default();
+        let now = SystemTime::now();
+        let failed = Outcome::Failed { code: 1 };
+        let gave_up_429 = include_str!("../../tests/fixtures/codex-0.171.0/429-gave-up.jsonl");
+        let gave_up_401 =
+            include_str!("../../tests/fixtures/codex-0.171.0/401-retried-gave-up.jsonl");
+        assert_eq!(
+            super::classify(&p, &failed, Duration::from_secs(1), gave_up_429, now),
+            Class::Limited { reset: None }
+        );
+        match super::classify(&p, &failed, Duration::from_secs(8), gave_up_401, now) {
+            Class::Fatal(why) => assert!(why.contains("401 Unauthorized"), "{why}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     /// Claude Code 2.1.332's real output (tests/fixtures/claude-2.1.332).

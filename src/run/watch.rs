@@ -26,14 +26,20 @@ impl Retry {
     }
 }
 
-/// A retry event of the CLI's JSON output, if `line` is one. Claude Code:
-/// `{"type":"system","subtype":"api_retry","attempt":N,"error_status":429,…}`.
+/// A retry event of the CLI's JSON output, if `line` is one:
+/// - Claude Code: `{"type":"system","subtype":"api_retry","attempt":N,"error_status":429,…}`;
+/// - Codex: `{"type":"error","message":"Reconnecting... 2/5 (unexpected status 401 Unauthorized: …)"}`.
 pub fn retry_of(line: &str) -> Option<Retry> {
     let line = line.trim();
-    if !line.starts_with('{') || !line.contains("api_retry") {
+    if !line.starts_with('{') || !(line.contains("api_retry") || line.contains("Reconnecting")) {
         return None;
     }
     let v: serde_json::Value = serde_json::from_str(line).ok()?;
+    if let Some(message) = v.get("message").and_then(serde_json::Value::as_str)
+        && v.get("type")?.as_str()? == "error"
+    {
+        return codex_retry(message);
+    }
     if v.get("subtype")?.as_str()? != "api_retry" {
         return None;
     }
@@ -45,6 +51,18 @@ pub fn retry_of(line: &str) -> Option<Retry> {
             .and_then(|a| u32::try_from(a).ok())
             .unwrap_or(0),
     })
+}
+
+/// Codex's "Reconnecting... 2/5 (unexpected status 401 Unauthorized: …)":
+/// the attempt and the HTTP status, when it names one.
+fn codex_retry(message: &str) -> Option<Retry> {
+    let rest = message.strip_prefix("Reconnecting... ")?;
+    let attempt = rest.split('/').next()?.parse().ok()?;
+    let status = rest
+        .split_once("status ")
+        .and_then(|(_, s)| s.get(..3))
+        .and_then(|s| s.parse().ok())?;
+    Some(Retry { status, attempt })
 }
 
 /// How often the log is read: often enough to stop a refused session in
@@ -138,6 +156,28 @@ mod tests {
             .refused()
         );
         assert_eq!(retry_of("api_retry but not JSON"), None);
+    }
+
+    #[test]
+    fn codex_reconnects_are_read_from_its_real_output() {
+        let real = include_str!("../../tests/fixtures/codex-0.171.0/401-retried-gave-up.jsonl");
+        let retries: Vec<Retry> = real.lines().filter_map(retry_of).collect();
+        assert_eq!(retries.len(), 5);
+        assert_eq!(
+            retries[0],
+            Retry {
+                status: 401,
+                attempt: 1
+            }
+        );
+        assert!(retries.iter().all(|r| r.refused()));
+        // A reconnect that names no status (the network) is no API verdict.
+        assert_eq!(
+            retry_of(
+                r#"{"type":"error","message":"Reconnecting... 2/5 (stream disconnected before completion: error sending request)"}"#
+            ),
+            None
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! `FARM_REQUIRE_CLIS=1` (CI), where that is a failure.
 
 mod claude;
+mod codex;
 #[path = "../it/common.rs"]
 #[allow(dead_code)]
 mod common;

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """A scripted model server on loopback for farm's real-CLI tests.
 
-It speaks the Anthropic Messages API (POST /v1/messages, streamed as SSE
-the way the real API streams) well enough for Claude Code to run against it.
+It speaks, streamed as SSE the way the real APIs stream, well enough for the
+CLIs to run against it:
+- the Anthropic Messages API (POST /v1/messages): Claude Code;
+- the OpenAI Responses API (POST /v1/responses): Codex.
 
 A task's description carries the script, as a JSON list inside
 `<!-- farm-model-script ... -->`. The model's n-th turn in a conversation
@@ -35,6 +37,7 @@ SCRIPT = re.compile(r"<!--\s*farm-model-script\s*(\[.*?\])\s*-->", re.S)
 LOCK = threading.Lock()
 FAILED = {}  # (script text, step) -> failures answered so far
 LOG = None
+DUMP = None
 
 
 def log(entry):
@@ -53,19 +56,45 @@ def texts(message):
                 yield part.get("text", "")
 
 
+def texts_of(item):
+    """The text parts of a message in either API (Messages: text, string
+    content; Responses: input_text)."""
+    content = item.get("content")
+    if isinstance(content, str):
+        yield content
+    elif isinstance(content, list):
+        for part in content:
+            if isinstance(part, dict) and part.get("type") in ("text", "input_text"):
+                yield part.get("text", "")
+
+
 def find_script(messages):
     for m in messages:
         if m.get("role") != "user":
             continue
-        for t in texts(m):
+        for t in texts_of(m):
             found = SCRIPT.search(t)
             if found:
                 return found.group(1)
     return None
 
 
+def model_turns(messages):
+    """How many turns the model has had in this conversation: Messages'
+    assistant messages; Responses' function calls and assistant messages,
+    a call and the message beside it counting once per response."""
+    n = 0
+    for m in messages:
+        if m.get("role") == "assistant" and m.get("type") in (None, "message"):
+            n += 1
+        elif m.get("type") == "function_call":
+            n += 1
+    return n
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    openai = False  # this request speaks the Responses API
 
     def log_message(self, *args):
         pass
@@ -100,18 +129,25 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         req = self.body()
         path = self.path.split("?")[0]
-        messages = req.get("messages") or []
+        responses = path.endswith("/responses")
+        messages = (req.get("input") if responses else req.get("messages")) or []
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
         script_text = find_script(messages)
-        step = sum(1 for m in messages if m.get("role") == "assistant")
+        step = model_turns(messages)
         log({"method": "POST", "path": path, "model": req.get("model"),
              "stream": req.get("stream", False), "scripted": script_text is not None,
              "step": step, "tools": len(req.get("tools") or [])})
+        if DUMP:
+            with LOCK, open(DUMP, "a") as f:
+                f.write(json.dumps({"path": path, "body": req}) + "\n")
         if path.endswith("/count_tokens"):
             return self.send_json(200, {"input_tokens": 100})
-        if not path.endswith("/v1/messages"):
+        if not (path.endswith("/v1/messages") or responses):
             return self.send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": path}})
+        self.openai = responses
         if script_text is None:
-            return self.answer(req, [("text", "OK.")], "end_turn")
+            return self.reply(req, [("text", "OK.")], "end_turn")
         steps = json.loads(script_text)
         # Failures at this step are answered first, then the step after them.
         i = 0
@@ -133,11 +169,19 @@ class Handler(BaseHTTPRequestHandler):
             turn += 1
             i += 1
         if i >= len(steps):
-            return self.answer(req, [("text", "Nothing more to do.")], "end_turn")
+            return self.reply(req, [("text", "Nothing more to do.")], "end_turn")
         s = steps[i]
         if "bash" in s:
-            return self.answer(req, [("tool_use", "Bash", {"command": s["bash"], "description": "scripted"})], "tool_use")
-        return self.answer(req, [("text", s.get("say", "Done."))], "end_turn")
+            return self.reply(req, [("tool_use", None, s["bash"])], "tool_use")
+        return self.reply(req, [("text", s.get("say", "Done."))], "end_turn")
+
+    def reply(self, req, blocks, stop):
+        """Answer in the request's API, a shell command in its shell tool."""
+        if self.openai:
+            return self.respond(req, blocks)
+        blocks = [b if b[0] == "text" else ("tool_use", "Bash", {"command": b[2], "description": "scripted"})
+                  for b in blocks]
+        return self.answer(req, blocks, stop)
 
     def fail(self, s):
         if "stall" in s:
@@ -150,7 +194,22 @@ class Handler(BaseHTTPRequestHandler):
         if "retry_after" in s:
             headers.append(("retry-after", str(s["retry_after"])))
         message = {401: "invalid x-api-key", 429: "Number of requests has exceeded your rate limit"}.get(status, "Overloaded")
+        if self.openai:
+            codes = {401: "invalid_api_key", 429: "rate_limit_exceeded"}
+            return self.send_json(status, {"error": {"message": message, "type": codes.get(status, "server_error"),
+                                                     "code": codes.get(status, "server_error"), "param": None}}, headers)
         self.send_json(status, {"type": "error", "error": {"type": kinds.get(status, "api_error"), "message": message}}, headers)
+
+    def respond(self, req, blocks):
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("connection", "close")
+        self.end_headers()
+        for name, data in respond_events(req, blocks):
+            self.wfile.write(("event: %s\ndata: %s\n\n" % (name, json.dumps(data))).encode())
+            self.wfile.flush()
+        self.close_connection = True
 
     def answer(self, req, blocks, stop):
         model = req.get("model", "claude-scripted")
@@ -196,13 +255,49 @@ class Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
 
+def respond_events(req, blocks):
+    """The Responses API's stream for `blocks`: (event, data) pairs."""
+    rid = "resp_%d" % int(time.time() * 1e6)
+    tools = {t.get("name") for t in req.get("tools") or [] if isinstance(t, dict)}
+    output = []
+    events = [("response.created", {"type": "response.created", "response": {
+        "id": rid, "object": "response", "status": "in_progress", "model": req.get("model"), "output": []}})]
+    for i, b in enumerate(blocks):
+        if b[0] == "text":
+            item = {"type": "message", "id": "msg_%s_%d" % (rid, i), "role": "assistant", "status": "completed",
+                    "content": [{"type": "output_text", "text": b[1], "annotations": []}]}
+            events.append(("response.output_item.added", {"type": "response.output_item.added", "output_index": i,
+                                                          "item": dict(item, status="in_progress", content=[])}))
+            events.append(("response.output_text.delta", {"type": "response.output_text.delta", "item_id": item["id"],
+                                                          "output_index": i, "content_index": 0, "delta": b[1]}))
+        else:
+            if "exec_command" in tools:
+                name, args = "exec_command", {"cmd": b[2]}
+            else:
+                name, args = "shell", {"command": ["bash", "-lc", b[2]]}
+            item = {"type": "function_call", "id": "fc_%s_%d" % (rid, i), "call_id": "call_%s_%d" % (rid, i),
+                    "name": name, "arguments": json.dumps(args), "status": "completed"}
+            events.append(("response.output_item.added", {"type": "response.output_item.added", "output_index": i,
+                                                          "item": dict(item, status="in_progress", arguments="")}))
+        events.append(("response.output_item.done", {"type": "response.output_item.done", "output_index": i, "item": item}))
+        output.append(item)
+    events.append(("response.completed", {"type": "response.completed", "response": {
+        "id": rid, "object": "response", "status": "completed", "model": req.get("model"), "output": output,
+        "usage": {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 20,
+                  "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 120}}}))
+    return events
+
+
 def main():
     global LOG
     p = argparse.ArgumentParser()
     p.add_argument("--port-file", required=True)
     p.add_argument("--log", required=True)
+    p.add_argument("--dump", help="append every request body to this file")
     a = p.parse_args()
     LOG = open(a.log, "a")
+    global DUMP
+    DUMP = a.dump
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     with open(a.port_file + ".tmp", "w") as f:
