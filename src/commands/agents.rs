@@ -10,6 +10,10 @@ use crate::run::session::which;
 
 /// List the agent presets: `farm run --agent NAME` runs NAME's command.
 ///
+/// VERIFIED is the CLI version farm's CI last drove for real, end to end,
+/// against a scripted model server (see the README's "Real agent CLIs");
+/// "unverified" presets come from their CLI's documentation only.
+///
 /// Built in (presets/agents.toml in farm's source), and extended or
 /// overridden by your own `~/.config/farm/agents.toml` (or
 /// `$XDG_CONFIG_HOME/farm/agents.toml`), one table per preset:
@@ -22,7 +26,7 @@ Examples:
   farm run --agent claude -j 4
   farm agents --json | jq -r '.agents[] | select(.installed) | .name'")]
 pub struct Args {
-    /// Print JSON: {user_file, agents: [{name, command, prompt_via, unattended, about, source, origin, installed}]}.
+    /// Print JSON: {user_file, agents: [{name, command, prompt_via, unattended, about, source, origin, installed, verified}]}.
     #[arg(long)]
     json: bool,
 }
@@ -48,6 +52,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
                     "source": p.source,
                     "origin": origin.as_str(),
                     "installed": installed(&p.command),
+                    "verified": (!p.verified.is_empty()).then_some(&p.verified),
                 })
             })
             .collect();
@@ -70,12 +75,24 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
                 (name.clone(), None),
                 (found.to_owned(), Some(style)),
                 (format!("{:?}", p.prompt_via).to_lowercase(), None),
+                if p.verified.is_empty() {
+                    ("unverified".to_owned(), Some(Style::Dim))
+                } else {
+                    (p.verified.clone(), None)
+                },
                 (origin.as_str().to_owned(), None),
                 (p.command.clone(), None),
             ]
         })
         .collect();
-    let header = ["AGENT", "INSTALLED", "PROMPT", "FROM", "COMMAND"];
+    let header = [
+        "AGENT",
+        "INSTALLED",
+        "PROMPT",
+        "VERIFIED",
+        "FROM",
+        "COMMAND",
+    ];
     ctx.out.data(&table(&header, &rows, ctx.out.color_stdout))?;
     if let Some(path) = presets::user_file() {
         ctx.out

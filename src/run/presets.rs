@@ -33,6 +33,10 @@ pub struct Preset {
     /// Where the flags are documented.
     #[serde(default)]
     pub source: String,
+    /// The CLI version farm's CI last ran this preset against, end to end
+    /// (tests/clis/); empty: unverified.
+    #[serde(default)]
+    pub verified: String,
     /// The environment variable that moves the CLI's config directory, for
     /// `farm run --config-per-agent`.
     #[serde(default)]

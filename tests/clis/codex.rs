@@ -142,3 +142,9 @@ fn a_stalled_api_killed_by_the_timeout_is_no_failed_attempt() {
     let text = env.git(["show", "main:tasks/z1.md"]);
     assert!(!text.contains("## Attempt"), "{text}");
 }
+
+/// The preset says which version these tests verified: this one.
+#[test]
+fn the_preset_names_the_version_verified_here() {
+    assert_eq!(kit::verified("codex").as_deref(), Some(VERSION));
+}

@@ -180,3 +180,15 @@ pub fn journal(env: &Env, event: &str) -> Vec<serde_json::Value> {
         .filter(|e| e["event"] == event)
         .collect()
 }
+
+/// The version `farm agents --json` says preset `name` was verified with.
+pub fn verified(name: &str) -> Option<String> {
+    let env = Env::new();
+    let doc = env.farm(["agents", "--json"]).run().success().json();
+    doc["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == name)
+        .and_then(|a| a["verified"].as_str().map(str::to_owned))
+}
