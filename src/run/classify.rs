@@ -149,7 +149,8 @@ pub fn classify(
 
 /// Whether the CLI's JSON output shows it started a conversation and got
 /// no answer at all: Claude Code's `init` event and no `assistant` event;
-/// Codex's `turn.started` and no item but errors.
+/// Codex's `turn.started` and no item but errors; Gemini CLI's `init` and
+/// no `tool_use` nor assistant `message`.
 fn never_answered(log: &str) -> bool {
     let events: Vec<serde_json::Value> = log
         .lines()
@@ -165,10 +166,14 @@ fn never_answered(log: &str) -> bool {
     let started = events.iter().any(|e| {
         (field(e, "/type") == "system" && field(e, "/subtype") == "init")
             || field(e, "/type") == "turn.started"
+            || field(e, "/type") == "init"
     });
     let answered = events.iter().any(|e| {
         let kind = field(e, "/type");
-        kind == "assistant" || (kind.starts_with("item.") && field(e, "/item/type") != "error")
+        kind == "assistant"
+            || kind == "tool_use"
+            || (kind == "message" && field(e, "/role") == "assistant")
+            || (kind.starts_with("item.") && field(e, "/item/type") != "error")
     });
     started && !answered
 }
@@ -227,7 +232,7 @@ const TRANSIENT: [&str; 11] = [
 ];
 
 /// Setup errors: (pattern in lower case, what to tell the user).
-const FATAL: [(&str, &str); 11] = [
+const FATAL: [(&str, &str); 12] = [
     ("invalid api key", "the agent CLI's API key is invalid"),
     ("api key not valid", "the agent CLI's API key is invalid"),
     ("please run /login", "the agent CLI is not logged in"),
@@ -236,6 +241,10 @@ const FATAL: [(&str, &str); 11] = [
     (
         "401 unauthorized",
         "the agent CLI's API refuses its credentials (401)",
+    ),
+    (
+        "unauthenticated",
+        "the agent CLI's API refuses its credentials",
     ),
     ("model not found", "the agent CLI's model does not exist"),
     ("unknown model", "the agent CLI's model does not exist"),
@@ -681,6 +690,41 @@ mod tests {
             Some(Duration::from_secs(4800))
         );
         assert_eq!(spelled_duration("a while"), None);
+    }
+
+    /// Gemini CLI 0.61.0's real output (tests/fixtures/gemini-cli-0.61.0).
+    #[test]
+    fn gemini_clis_real_output_is_classified() {
+        let p = Patterns::default();
+        let now = SystemTime::now();
+        let refused = include_str!("../../tests/fixtures/gemini-cli-0.61.0/401-refused.jsonl");
+        let retried =
+            include_str!("../../tests/fixtures/gemini-cli-0.61.0/429-twice-retried-silently.jsonl");
+        let failed = Outcome::Failed { code: 1 };
+        assert!(matches!(
+            super::classify(&p, &failed, Duration::from_secs(17), refused, now),
+            Class::Fatal(_)
+        ));
+        assert_eq!(
+            super::classify(&p, &Outcome::Success, Duration::from_secs(17), retried, now),
+            Class::Success
+        );
+        // Killed before the model said anything: the API, not the task.
+        let started: String = retried.lines().take(2).collect::<Vec<_>>().join("\n");
+        assert_eq!(
+            super::classify(
+                &p,
+                &Outcome::TimedOut,
+                Duration::from_secs(9),
+                &started,
+                now
+            ),
+            Class::Transient
+        );
+        assert_eq!(
+            super::classify(&p, &Outcome::TimedOut, Duration::from_secs(9), retried, now),
+            Class::TaskFailed
+        );
     }
 
     /// Codex 0.171.0's real output (tests/fixtures/codex-0.171.0).

@@ -28,13 +28,27 @@ impl Retry {
 
 /// A retry event of the CLI's JSON output, if `line` is one:
 /// - Claude Code: `{"type":"system","subtype":"api_retry","attempt":N,"error_status":429,…}`;
-/// - Codex: `{"type":"error","message":"Reconnecting... 2/5 (unexpected status 401 Unauthorized: …)"}`.
+/// - Codex: `{"type":"error","message":"Reconnecting... 2/5 (unexpected status 401 Unauthorized: …)"}`;
+/// - Gemini CLI, which does not retry a 401 but lingers seconds after
+///   saying so: `{"type":"result","status":"error","error":{"message":"[API Error: {…\"code\":401…}]"}}`.
 pub fn retry_of(line: &str) -> Option<Retry> {
     let line = line.trim();
-    if !line.starts_with('{') || !(line.contains("api_retry") || line.contains("Reconnecting")) {
+    if !line.starts_with('{')
+        || !(line.contains("api_retry")
+            || line.contains("Reconnecting")
+            || line.contains("API Error"))
+    {
         return None;
     }
     let v: serde_json::Value = serde_json::from_str(line).ok()?;
+    if v.get("type")?.as_str()? == "result" {
+        let message = v.pointer("/error/message")?.as_str()?;
+        let status = message
+            .split_once("\"code\":")
+            .and_then(|(_, s)| s.get(..3))
+            .and_then(|s| s.parse().ok())?;
+        return Some(Retry { status, attempt: 1 }).filter(|r| r.refused());
+    }
     if let Some(message) = v.get("message").and_then(serde_json::Value::as_str)
         && v.get("type")?.as_str()? == "error"
     {
@@ -156,6 +170,22 @@ mod tests {
             .refused()
         );
         assert_eq!(retry_of("api_retry but not JSON"), None);
+    }
+
+    #[test]
+    fn gemini_clis_refusal_is_read_from_its_real_output() {
+        let real = include_str!("../../tests/fixtures/gemini-cli-0.61.0/401-refused.jsonl");
+        let seen: Vec<Retry> = real.lines().filter_map(retry_of).collect();
+        assert_eq!(
+            seen,
+            [Retry {
+                status: 401,
+                attempt: 1
+            }]
+        );
+        let fine =
+            include_str!("../../tests/fixtures/gemini-cli-0.61.0/429-twice-retried-silently.jsonl");
+        assert!(fine.lines().all(|l| retry_of(l).is_none()));
     }
 
     #[test]

@@ -13,4 +13,5 @@ mod codex;
 #[path = "../it/common.rs"]
 #[allow(dead_code)]
 mod common;
+mod gemini;
 mod kit;

@@ -4,7 +4,9 @@
 It speaks, streamed as SSE the way the real APIs stream, well enough for the
 CLIs to run against it:
 - the Anthropic Messages API (POST /v1/messages): Claude Code;
-- the OpenAI Responses API (POST /v1/responses): Codex.
+- the OpenAI Responses API (POST /v1/responses): Codex;
+- the Gemini API (POST .../models/M:streamGenerateContent?alt=sse and
+  :generateContent): Gemini CLI.
 
 A task's description carries the script, as a JSON list inside
 `<!-- farm-model-script ... -->`. The model's n-th turn in a conversation
@@ -17,8 +19,8 @@ plays step n (the count of assistant messages so far):
                                         (then go on with the next step)
     {"stall": S}                        send nothing for S seconds
 
-Requests without a script (the CLI's own side requests: titles, quota
-probes) get a short plain answer. Every request is logged, one JSON line,
+Requests without a script, or without tools (the CLI's own side requests:
+titles, quota probes, Gemini CLI's model router), get a short plain answer. Every request is logged, one JSON line,
 to the file named by --log.
 
 Usage: model_server.py --port-file FILE --log FILE
@@ -57,8 +59,13 @@ def texts(message):
 
 
 def texts_of(item):
-    """The text parts of a message in either API (Messages: text, string
-    content; Responses: input_text)."""
+    """The text parts of a message in any of the APIs (Messages: text,
+    string content; Responses: input_text; Gemini: parts with text)."""
+    if isinstance(item.get("parts"), list):
+        for part in item["parts"]:
+            if isinstance(part, dict) and "text" in part:
+                yield part["text"]
+        return
     content = item.get("content")
     if isinstance(content, str):
         yield content
@@ -85,7 +92,9 @@ def model_turns(messages):
     a call and the message beside it counting once per response."""
     n = 0
     for m in messages:
-        if m.get("role") == "assistant" and m.get("type") in (None, "message"):
+        if m.get("role") == "model":
+            n += 1
+        elif m.get("role") == "assistant" and m.get("type") in (None, "message"):
             n += 1
         elif m.get("type") == "function_call":
             n += 1
@@ -95,6 +104,8 @@ def model_turns(messages):
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     openai = False  # this request speaks the Responses API
+    gemini = False  # ... the Gemini API
+    streaming = False
 
     def log_message(self, *args):
         pass
@@ -130,7 +141,11 @@ class Handler(BaseHTTPRequestHandler):
         req = self.body()
         path = self.path.split("?")[0]
         responses = path.endswith("/responses")
-        messages = (req.get("input") if responses else req.get("messages")) or []
+        gemini = ":generateContent" in path or ":streamGenerateContent" in path
+        if gemini:
+            messages = req.get("contents") or []
+        else:
+            messages = (req.get("input") if responses else req.get("messages")) or []
         if isinstance(messages, str):
             messages = [{"role": "user", "content": messages}]
         script_text = find_script(messages)
@@ -143,11 +158,17 @@ class Handler(BaseHTTPRequestHandler):
                 f.write(json.dumps({"path": path, "body": req}) + "\n")
         if path.endswith("/count_tokens"):
             return self.send_json(200, {"input_tokens": 100})
-        if not (path.endswith("/v1/messages") or responses):
+        self.gemini = gemini
+        self.streaming = ":streamGenerateContent" in path
+        if not (path.endswith("/v1/messages") or responses or gemini):
             return self.send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": path}})
         self.openai = responses
-        if script_text is None:
-            return self.reply(req, [("text", "OK.")], "end_turn")
+        # The CLI's own side requests (Gemini CLI's model router, titles):
+        # no tools, so no script; JSON when JSON is asked for.
+        side = script_text is None or (gemini and not req.get("tools"))
+        if side:
+            wants_json = (req.get("generationConfig") or {}).get("responseMimeType") == "application/json"
+            return self.reply(req, [("text", "{}" if wants_json else "OK.")], "end_turn")
         steps = json.loads(script_text)
         # Failures at this step are answered first, then the step after them.
         i = 0
@@ -177,6 +198,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def reply(self, req, blocks, stop):
         """Answer in the request's API, a shell command in its shell tool."""
+        if self.gemini:
+            return self.generate(req, blocks)
         if self.openai:
             return self.respond(req, blocks)
         blocks = [b if b[0] == "text" else ("tool_use", "Bash", {"command": b[2], "description": "scripted"})
@@ -194,11 +217,42 @@ class Handler(BaseHTTPRequestHandler):
         if "retry_after" in s:
             headers.append(("retry-after", str(s["retry_after"])))
         message = {401: "invalid x-api-key", 429: "Number of requests has exceeded your rate limit"}.get(status, "Overloaded")
+        if self.gemini:
+            statuses = {401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 429: "RESOURCE_EXHAUSTED",
+                        503: "UNAVAILABLE"}
+            return self.send_json(status, {"error": {"code": status, "message": message,
+                                                     "status": statuses.get(status, "INTERNAL")}}, headers)
         if self.openai:
             codes = {401: "invalid_api_key", 429: "rate_limit_exceeded"}
             return self.send_json(status, {"error": {"message": message, "type": codes.get(status, "server_error"),
                                                      "code": codes.get(status, "server_error"), "param": None}}, headers)
         self.send_json(status, {"type": "error", "error": {"type": kinds.get(status, "api_error"), "message": message}}, headers)
+
+    def generate(self, req, blocks):
+        """The Gemini API's answer: one chunk, streamed as SSE when asked."""
+        names = set()
+        for t in req.get("tools") or []:
+            for f in t.get("functionDeclarations") or []:
+                names.add(f.get("name"))
+        parts = []
+        for b in blocks:
+            if b[0] == "text":
+                parts.append({"text": b[1]})
+            else:
+                name = "run_shell_command" if "run_shell_command" in names or not names else sorted(names)[0]
+                parts.append({"functionCall": {"name": name, "args": {"command": b[2]}}})
+        chunk = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+                 "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 20, "totalTokenCount": 120},
+                 "modelVersion": req.get("model", "gemini-scripted")}
+        if not self.streaming:
+            return self.send_json(200, chunk)
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("connection", "close")
+        self.end_headers()
+        self.wfile.write(("data: %s\r\n\r\n" % json.dumps(chunk)).encode())
+        self.wfile.flush()
+        self.close_connection = True
 
     def respond(self, req, blocks):
         self.send_response(200)
