@@ -232,7 +232,7 @@ const TRANSIENT: [&str; 11] = [
 ];
 
 /// Setup errors: (pattern in lower case, what to tell the user).
-const FATAL: [(&str, &str); 12] = [
+const FATAL: [(&str, &str); 13] = [
     ("invalid api key", "the agent CLI's API key is invalid"),
     ("api key not valid", "the agent CLI's API key is invalid"),
     ("please run /login", "the agent CLI is not logged in"),
@@ -245,6 +245,10 @@ const FATAL: [(&str, &str); 12] = [
     (
         "unauthenticated",
         "the agent CLI's API refuses its credentials",
+    ),
+    (
+        "\"statuscode\":401",
+        "the agent CLI's API refuses its credentials (401)",
     ),
     ("model not found", "the agent CLI's model does not exist"),
     ("unknown model", "the agent CLI's model does not exist"),
@@ -724,6 +728,25 @@ mod tests {
         assert_eq!(
             super::classify(&p, &Outcome::TimedOut, Duration::from_secs(9), retried, now),
             Class::TaskFailed
+        );
+    }
+
+    /// opencode 1.18.33's real output (tests/fixtures/opencode-1.18.33).
+    #[test]
+    fn opencodes_real_output_is_classified() {
+        let p = Patterns::default();
+        let now = SystemTime::now();
+        let refused = include_str!("../../tests/fixtures/opencode-1.18.33/401-refused.jsonl");
+        let retried =
+            include_str!("../../tests/fixtures/opencode-1.18.33/429-twice-retried-silently.jsonl");
+        let failed = Outcome::Failed { code: 1 };
+        assert!(matches!(
+            super::classify(&p, &failed, Duration::from_secs(15), refused, now),
+            Class::Fatal(_)
+        ));
+        assert_eq!(
+            super::classify(&p, &Outcome::Success, Duration::from_secs(21), retried, now),
+            Class::Success
         );
     }
 

@@ -30,17 +30,26 @@ impl Retry {
 /// - Claude Code: `{"type":"system","subtype":"api_retry","attempt":N,"error_status":429,…}`;
 /// - Codex: `{"type":"error","message":"Reconnecting... 2/5 (unexpected status 401 Unauthorized: …)"}`;
 /// - Gemini CLI, which does not retry a 401 but lingers seconds after
-///   saying so: `{"type":"result","status":"error","error":{"message":"[API Error: {…\"code\":401…}]"}}`.
+///   saying so: `{"type":"result","status":"error","error":{"message":"[API Error: {…\"code\":401…}]"}}`;
+/// - opencode, likewise: `{"type":"error","error":{"name":"APIError","data":{"statusCode":401,…}}}`.
 pub fn retry_of(line: &str) -> Option<Retry> {
     let line = line.trim();
     if !line.starts_with('{')
         || !(line.contains("api_retry")
             || line.contains("Reconnecting")
-            || line.contains("API Error"))
+            || line.contains("API Error")
+            || line.contains("APIError"))
     {
         return None;
     }
     let v: serde_json::Value = serde_json::from_str(line).ok()?;
+    if let Some(status) = v
+        .pointer("/error/data/statusCode")
+        .and_then(serde_json::Value::as_u64)
+    {
+        let status = u16::try_from(status).ok()?;
+        return Some(Retry { status, attempt: 1 }).filter(|r| r.refused());
+    }
     if v.get("type")?.as_str()? == "result" {
         let message = v.pointer("/error/message")?.as_str()?;
         let status = message
@@ -185,6 +194,16 @@ mod tests {
         );
         let fine =
             include_str!("../../tests/fixtures/gemini-cli-0.61.0/429-twice-retried-silently.jsonl");
+        assert!(fine.lines().all(|l| retry_of(l).is_none()));
+    }
+
+    #[test]
+    fn opencodes_refusal_is_read_from_its_real_output() {
+        let real = include_str!("../../tests/fixtures/opencode-1.18.33/401-refused.jsonl");
+        let seen: Vec<Retry> = real.lines().filter_map(retry_of).collect();
+        assert_eq!(seen.iter().map(|r| r.status).collect::<Vec<_>>(), [401]);
+        let fine =
+            include_str!("../../tests/fixtures/opencode-1.18.33/429-twice-retried-silently.jsonl");
         assert!(fine.lines().all(|l| retry_of(l).is_none()));
     }
 

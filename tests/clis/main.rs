@@ -15,3 +15,4 @@ mod codex;
 mod common;
 mod gemini;
 mod kit;
+mod opencode;

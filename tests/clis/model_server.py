@@ -165,7 +165,7 @@ class Handler(BaseHTTPRequestHandler):
         self.openai = responses
         # The CLI's own side requests (Gemini CLI's model router, titles):
         # no tools, so no script; JSON when JSON is asked for.
-        side = script_text is None or (gemini and not req.get("tools"))
+        side = script_text is None or not req.get("tools")
         if side:
             wants_json = (req.get("generationConfig") or {}).get("responseMimeType") == "application/json"
             return self.reply(req, [("text", "{}" if wants_json else "OK.")], "end_turn")
