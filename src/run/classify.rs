@@ -232,7 +232,7 @@ const TRANSIENT: [&str; 11] = [
 ];
 
 /// Setup errors: (pattern in lower case, what to tell the user).
-const FATAL: [(&str, &str); 13] = [
+const FATAL: [(&str, &str); 14] = [
     ("invalid api key", "the agent CLI's API key is invalid"),
     ("api key not valid", "the agent CLI's API key is invalid"),
     ("please run /login", "the agent CLI is not logged in"),
@@ -245,6 +245,10 @@ const FATAL: [(&str, &str); 13] = [
     (
         "unauthenticated",
         "the agent CLI's API refuses its credentials",
+    ),
+    (
+        "api error: 401",
+        "the agent CLI's API refuses its credentials (401)",
     ),
     (
         "\"statuscode\":401",
@@ -728,6 +732,25 @@ mod tests {
         assert_eq!(
             super::classify(&p, &Outcome::TimedOut, Duration::from_secs(9), retried, now),
             Class::TaskFailed
+        );
+    }
+
+    /// Qwen Code 0.24.4's real output (tests/fixtures/qwen-code-0.24.4).
+    #[test]
+    fn qwen_codes_real_output_is_classified() {
+        let p = Patterns::default();
+        let now = SystemTime::now();
+        let refused = include_str!("../../tests/fixtures/qwen-code-0.24.4/401-refused.jsonl");
+        let retried =
+            include_str!("../../tests/fixtures/qwen-code-0.24.4/429-twice-retried-silently.jsonl");
+        let failed = Outcome::Failed { code: 1 };
+        assert!(matches!(
+            super::classify(&p, &failed, Duration::from_secs(8), refused, now),
+            Class::Fatal(_)
+        ));
+        assert_eq!(
+            super::classify(&p, &Outcome::Success, Duration::from_secs(9), retried, now),
+            Class::Success
         );
     }
 

@@ -31,6 +31,7 @@ impl Retry {
 /// - Codex: `{"type":"error","message":"Reconnecting... 2/5 (unexpected status 401 Unauthorized: …)"}`;
 /// - Gemini CLI, which does not retry a 401 but lingers seconds after
 ///   saying so: `{"type":"result","status":"error","error":{"message":"[API Error: {…\"code\":401…}]"}}`;
+/// - Qwen Code, likewise: a `result` with `"error":{"message":"[API Error: 401 …]"}`;
 /// - opencode, likewise: `{"type":"error","error":{"name":"APIError","data":{"statusCode":401,…}}}`.
 pub fn retry_of(line: &str) -> Option<Retry> {
     let line = line.trim();
@@ -51,11 +52,15 @@ pub fn retry_of(line: &str) -> Option<Retry> {
         return Some(Retry { status, attempt: 1 }).filter(|r| r.refused());
     }
     if v.get("type")?.as_str()? == "result" {
+        // Gemini CLI quotes the API's JSON (`"code":401`); Qwen Code says
+        // `[API Error: 401 invalid x-api-key]`.
         let message = v.pointer("/error/message")?.as_str()?;
-        let status = message
-            .split_once("\"code\":")
-            .and_then(|(_, s)| s.get(..3))
-            .and_then(|s| s.parse().ok())?;
+        let status = ["\"code\":", "API Error: "].iter().find_map(|at| {
+            message
+                .split_once(at)
+                .and_then(|(_, s)| s.get(..3))
+                .and_then(|s| s.parse().ok())
+        })?;
         return Some(Retry { status, attempt: 1 }).filter(|r| r.refused());
     }
     if let Some(message) = v.get("message").and_then(serde_json::Value::as_str)
@@ -194,6 +199,16 @@ mod tests {
         );
         let fine =
             include_str!("../../tests/fixtures/gemini-cli-0.61.0/429-twice-retried-silently.jsonl");
+        assert!(fine.lines().all(|l| retry_of(l).is_none()));
+    }
+
+    #[test]
+    fn qwen_codes_refusal_is_read_from_its_real_output() {
+        let real = include_str!("../../tests/fixtures/qwen-code-0.24.4/401-refused.jsonl");
+        let seen: Vec<Retry> = real.lines().filter_map(retry_of).collect();
+        assert_eq!(seen.iter().map(|r| r.status).collect::<Vec<_>>(), [401]);
+        let fine =
+            include_str!("../../tests/fixtures/qwen-code-0.24.4/429-twice-retried-silently.jsonl");
         assert!(fine.lines().all(|l| retry_of(l).is_none()));
     }
 

@@ -16,3 +16,4 @@ mod common;
 mod gemini;
 mod kit;
 mod opencode;
+mod qwen;

@@ -6,7 +6,8 @@ CLIs to run against it:
 - the Anthropic Messages API (POST /v1/messages): Claude Code;
 - the OpenAI Responses API (POST /v1/responses): Codex;
 - the Gemini API (POST .../models/M:streamGenerateContent?alt=sse and
-  :generateContent): Gemini CLI.
+  :generateContent): Gemini CLI;
+- the OpenAI Chat Completions API (POST /v1/chat/completions): qwen-code.
 
 A task's description carries the script, as a JSON list inside
 `<!-- farm-model-script ... -->`. The model's n-th turn in a conversation
@@ -105,6 +106,7 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     openai = False  # this request speaks the Responses API
     gemini = False  # ... the Gemini API
+    chat = False  # ... the Chat Completions API
     streaming = False
 
     def log_message(self, *args):
@@ -141,6 +143,7 @@ class Handler(BaseHTTPRequestHandler):
         req = self.body()
         path = self.path.split("?")[0]
         responses = path.endswith("/responses")
+        chat = path.endswith("/chat/completions")
         gemini = ":generateContent" in path or ":streamGenerateContent" in path
         if gemini:
             messages = req.get("contents") or []
@@ -159,8 +162,9 @@ class Handler(BaseHTTPRequestHandler):
         if path.endswith("/count_tokens"):
             return self.send_json(200, {"input_tokens": 100})
         self.gemini = gemini
+        self.chat = chat
         self.streaming = ":streamGenerateContent" in path
-        if not (path.endswith("/v1/messages") or responses or gemini):
+        if not (path.endswith("/v1/messages") or responses or gemini or chat):
             return self.send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": path}})
         self.openai = responses
         # The CLI's own side requests (Gemini CLI's model router, titles):
@@ -200,6 +204,8 @@ class Handler(BaseHTTPRequestHandler):
         """Answer in the request's API, a shell command in its shell tool."""
         if self.gemini:
             return self.generate(req, blocks)
+        if self.chat:
+            return self.complete(req, blocks)
         if self.openai:
             return self.respond(req, blocks)
         blocks = [b if b[0] == "text" else ("tool_use", "Bash", {"command": b[2], "description": "scripted"})
@@ -222,11 +228,52 @@ class Handler(BaseHTTPRequestHandler):
                         503: "UNAVAILABLE"}
             return self.send_json(status, {"error": {"code": status, "message": message,
                                                      "status": statuses.get(status, "INTERNAL")}}, headers)
-        if self.openai:
+        if self.openai or self.chat:
             codes = {401: "invalid_api_key", 429: "rate_limit_exceeded"}
             return self.send_json(status, {"error": {"message": message, "type": codes.get(status, "server_error"),
                                                      "code": codes.get(status, "server_error"), "param": None}}, headers)
         self.send_json(status, {"type": "error", "error": {"type": kinds.get(status, "api_error"), "message": message}}, headers)
+
+    def complete(self, req, blocks):
+        """The Chat Completions answer, streamed as chunks when asked."""
+        names = [t.get("function", {}).get("name") for t in req.get("tools") or []]
+        shell = next((n for n in ("run_shell_command", "bash", "shell", "Bash") if n in names), names[0] if names else "shell")
+        cid = "chatcmpl_%d" % int(time.time() * 1e6)
+        text = "".join(b[1] for b in blocks if b[0] == "text")
+        calls = [{"index": i, "id": "call_%s_%d" % (cid, i), "type": "function",
+                  "function": {"name": shell, "arguments": json.dumps({"command": b[2]})}}
+                 for i, b in enumerate(b for b in blocks if b[0] != "text")]
+        finish = "tool_calls" if calls else "stop"
+        usage = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+        model = req.get("model", "scripted")
+        if not req.get("stream"):
+            message = {"role": "assistant", "content": text or None}
+            if calls:
+                message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in calls]
+            return self.send_json(200, {"id": cid, "object": "chat.completion", "created": int(time.time()),
+                                        "model": model, "choices": [{"index": 0, "message": message,
+                                                                     "finish_reason": finish}], "usage": usage})
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("connection", "close")
+        self.end_headers()
+
+        def chunk(delta, finish_reason=None, with_usage=False):
+            data = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+            if with_usage:
+                data["usage"] = usage
+            self.wfile.write(("data: %s\n\n" % json.dumps(data)).encode())
+            self.wfile.flush()
+
+        if text:
+            chunk({"role": "assistant", "content": text})
+        if calls:
+            chunk({"role": "assistant", "tool_calls": calls})
+        chunk({}, finish, True)
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.close_connection = True
 
     def generate(self, req, blocks):
         """The Gemini API's answer: one chunk, streamed as SSE when asked."""
