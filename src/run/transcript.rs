@@ -1,6 +1,7 @@
 //! A session log read as turns, for `farm logs --pretty`: the JSON lines of
-//! Claude Code (`--output-format stream-json`), Codex (`exec --json`) and
-//! Gemini CLI (`--output-format stream-json`) become what the agent said,
+//! Claude Code and Qwen Code (`--output-format stream-json`), Codex (`exec
+//! --json`), Gemini CLI (`--output-format stream-json`) and opencode (`run
+//! --format json`) become what the agent said,
 //! one line per tool call and per tool result, retries and the result;
 //! every other line (farm's `[farm]` header and footer, plain text) is kept
 //! as it is.
@@ -8,7 +9,8 @@
 //! The three dialects are told apart by their event types, which do not
 //! overlap: Claude's `assistant`/`user`/`result`/`system`, Codex's dotted
 //! `thread.*`/`turn.*`/`item.*`, Gemini's `init`/`message`/`tool_use`/
-//! `tool_result` (Gemini's `result` carries `stats`, Claude's does not).
+//! `tool_result` (Gemini's `result` carries `stats`, Claude's does not);
+//! opencode's events carry a `part` (or a `sessionID`).
 
 use serde_json::Value;
 
@@ -135,6 +137,9 @@ impl Transcript {
         }
         let mut out = self.finish();
         out.extend(match kind {
+            _ if v.get("part").is_some() || v.get("sessionID").is_some() => opencode(&v),
+            // Qwen Code's partial-message events: the whole message follows.
+            "stream_event" => Vec::new(),
             "system" | "assistant" | "user" => claude(&v),
             "result" if v.get("stats").is_some() => gemini(&v),
             "result" => claude(&v),
@@ -291,6 +296,48 @@ fn codex(v: &Value) -> Vec<String> {
     }
 }
 
+fn opencode(v: &Value) -> Vec<String> {
+    let part = v.get("part").unwrap_or(&Value::Null);
+    match str_of(v, "type") {
+        "text" => said("agent", str_of(part, "text")),
+        "tool_use" => {
+            let state = part.get("state").unwrap_or(&Value::Null);
+            let mut out = vec![format!(
+                "→ {} {}",
+                str_of(part, "tool"),
+                args(state.get("input").unwrap_or(&Value::Null))
+            )];
+            match str_of(state, "status") {
+                "completed" => out.push(format!("← {}", result(str_of(state, "output")))),
+                "error" => out.push(format!("← error: {}", result(str_of(state, "error")))),
+                _ => {}
+            }
+            out
+        }
+        "step_finish" => vec![format!(
+            "── step: {}, {} tokens in, {} out",
+            str_of(part, "reason"),
+            part.pointer("/tokens/input")
+                .map_or("?".into(), Value::to_string),
+            part.pointer("/tokens/output")
+                .map_or("?".into(), Value::to_string)
+        )],
+        "error" => vec![format!(
+            "!! {}: {}",
+            v.pointer("/error/name")
+                .and_then(Value::as_str)
+                .unwrap_or("error"),
+            cut(
+                v.pointer("/error/data/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default(),
+                LINE
+            )
+        )],
+        _ => Vec::new(),
+    }
+}
+
 fn gemini(v: &Value) -> Vec<String> {
     match str_of(v, "type") {
         "init" => vec![format!("── session: {}", str_of(v, "model"))],
@@ -419,6 +466,36 @@ agent: Gave up
 ── result: success, 7 tokens in, 2 out, 1 tool calls
 "
         );
+    }
+
+    #[test]
+    fn opencode_json_reads_as_turns() {
+        let log = concat!(
+            r#"{"type":"step_start","timestamp":1,"sessionID":"s","part":{"type":"step-start"}}"#,
+            "\n",
+            r#"{"type":"tool_use","timestamp":2,"sessionID":"s","part":{"type":"tool","tool":"bash","state":{"status":"completed","input":{"command":"ls"},"output":"a\nb\n"}}}"#,
+            "\n",
+            r#"{"type":"text","timestamp":3,"sessionID":"s","part":{"type":"text","text":"Listed."}}"#,
+            "\n",
+            r#"{"type":"step_finish","timestamp":4,"sessionID":"s","part":{"reason":"stop","tokens":{"input":100,"output":20}}}"#,
+            "\n",
+        );
+        assert_eq!(
+            pretty(log),
+            "→ bash ls\n← a (+1 line)\nagent: Listed.\n── step: stop, 100 tokens in, 20 out\n"
+        );
+        let refused = include_str!("../../tests/fixtures/opencode-1.18.33/401-refused.jsonl");
+        assert_eq!(pretty(refused), "!! APIError: invalid x-api-key\n");
+    }
+
+    #[test]
+    fn qwen_codes_stream_events_are_left_out() {
+        let real =
+            include_str!("../../tests/fixtures/qwen-code-0.24.4/429-twice-retried-silently.jsonl");
+        let text = pretty(real);
+        assert!(!text.contains("stream_event"), "{text}");
+        assert!(text.contains("agent: Done after retries."), "{text}");
+        assert!(text.starts_with("── session: qwen-scripted"), "{text}");
     }
 
     #[test]
