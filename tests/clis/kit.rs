@@ -192,3 +192,114 @@ pub fn verified(name: &str) -> Option<String> {
         .find(|a| a["name"] == name)
         .and_then(|a| a["verified"].as_str().map(str::to_owned))
 }
+
+/// One agent CLI under test: farm's preset for it, where it is installed,
+/// and how it is pointed at the model server.
+pub struct Cli {
+    pub preset: &'static str,
+    pub bin: PathBuf,
+    /// Its environment against a server; files it needs are written under
+    /// the test's HOME (`env.tmp`).
+    pub setup: fn(&Env, &Server) -> Vec<(&'static str, String)>,
+}
+
+/// How long a run of these tests may take.
+pub const LIMIT: Duration = Duration::from_secs(240);
+
+/// A hub, the server, and `farm run --agent PRESET ARGS` on `tasks` (id,
+/// steps) with the CLI set up; the run's output.
+pub fn run(cli: &Cli, tasks: &[(&str, serde_json::Value)], args: &[&str]) -> (Env, Server, Output) {
+    let env = Env::git_hub(&[]);
+    let server = Server::start(env.tmp.path());
+    for (id, steps) in tasks {
+        add_task(&env, id, steps);
+    }
+    let vars = (cli.setup)(&env, &server);
+    let mut all = vec!["--agent", cli.preset];
+    all.extend(args);
+    let out = farm_run(&env, &cli.bin, &vars, &all, LIMIT);
+    (env, server, out)
+}
+
+/// Whether the task file on `main` records an attempt.
+fn attempted(env: &Env, path: &str) -> bool {
+    env.git(["show", &format!("main:{path}")])
+        .contains("## Attempt")
+}
+
+/// Case 1: `-j 2` does four tasks, each a commit on main made by the CLI's
+/// own shell tool call.
+pub fn four_tasks(cli: &Cli, ids: [&str; 4]) -> (Env, Server, Output) {
+    let tasks: Vec<_> = ids.iter().map(|id| (*id, commit_steps(id))).collect();
+    let (env, server, out) = run(cli, &tasks, &["-j", "2"]);
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    let mut done = board(&env, "tasks/done");
+    done.sort();
+    assert_eq!(done, ids, "{out:#?}");
+    let subjects = subjects(&env);
+    for id in ids {
+        assert!(
+            subjects.contains(&format!("{id}: by the agent CLI")),
+            "{id}: {subjects:?}"
+        );
+    }
+    let ends = journal(&env, "session_end");
+    assert_eq!(ends.len(), 4, "{ends:?}");
+    assert!(ends.iter().all(|e| e["class"] == "success"), "{ends:?}");
+    (env, server, out)
+}
+
+/// Case 2: the API answers 429 `times` times before the task's steps; the
+/// run finishes with the task done and no attempt burned.
+pub fn limited_for_a_while(
+    cli: &Cli,
+    id: &str,
+    times: u32,
+    extra: &[(&str, serde_json::Value)],
+    args: &[&str],
+) -> (Env, Server, Output) {
+    let mut steps = vec![serde_json::json!({"fail": 429, "times": times})];
+    steps.extend(commit_steps(id).as_array().unwrap().iter().cloned());
+    let mut tasks = vec![(id, serde_json::json!(steps))];
+    tasks.extend(extra.iter().cloned());
+    let (env, server, out) = run(cli, &tasks, args);
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert!(
+        board(&env, "tasks/done").contains(&id.to_owned()),
+        "{out:#?}"
+    );
+    assert!(!attempted(&env, &format!("tasks/done/{id}.md")), "{out:#?}");
+    (env, server, out)
+}
+
+/// Case 3: the API answers 401 every time: the run stops (exit 1, as for
+/// every setup error) with one message naming the fix; no task failed and
+/// no attempt counted.
+pub fn refused(cli: &Cli, id: &str) -> Output {
+    let steps = serde_json::json!([{"fail": 401, "times": 1000}, {"say": "never"}]);
+    let (env, _server, out) = run(cli, &[(id, steps)], &[]);
+    assert_eq!(out.code, Some(1), "{out:#?}");
+    let errors: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{out:#?}");
+    assert!(errors[0].contains("HTTP 401"), "{out:#?}");
+    assert!(out.stderr.contains("hint: "), "{out:#?}");
+    assert_eq!(board(&env, "tasks/failed"), Vec::<String>::new());
+    assert!(!attempted(&env, &format!("tasks/{id}.md")), "{out:#?}");
+    out
+}
+
+/// Case 4: a stalled API and `--timeout 8s`: the session is killed, and it
+/// is the API's trouble, not a failed attempt.
+pub fn stalled(cli: &Cli, id: &str) {
+    let steps = serde_json::json!([{"stall": 120}]);
+    let (env, _server, out) = run(cli, &[(id, steps)], &["--timeout", "8s", "--once"]);
+    let ends = journal(&env, "session_end");
+    assert_eq!(ends.len(), 1, "{out:#?}");
+    assert_eq!(ends[0]["outcome"], "timed out", "{ends:?}");
+    assert_eq!(ends[0]["class"], "api error", "{ends:?}");
+    assert!(!attempted(&env, &format!("tasks/{id}.md")), "{out:#?}");
+}

@@ -1316,6 +1316,59 @@ fn status_shows_the_run_while_it_goes_and_after() {
     assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
 }
 
+/// Issue 14: an agent in a merge session showed as idle. The journal of a
+/// live run (this test's own process stands for it) whose agent started a
+/// merge session: `farm status` says it is merging, and for what.
+#[test]
+fn status_shows_an_agent_in_a_merge_session_as_merging() {
+    let env = Env::git_hub(&[]);
+    let state = env.tmp.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let pid = std::process::id();
+    let at = |secs_ago: u64| {
+        farm::claims::record::timestamp(
+            std::time::SystemTime::now() - Duration::from_secs(secs_ago),
+        )
+    };
+    let lines = [
+        format!(
+            r#"{{"at":"{}","pid":{pid},"event":"run_start","agents":["m-1"]}}"#,
+            at(60)
+        ),
+        format!(
+            r#"{{"at":"{}","pid":{pid},"agent":"m-1","event":"claim","task":"t1","attempt":1}}"#,
+            at(50)
+        ),
+        format!(
+            r#"{{"at":"{}","pid":{pid},"agent":"m-1","event":"session_end","task":"t1","attempt":1,"outcome":"success","class":"success","secs":20.0}}"#,
+            at(30)
+        ),
+        format!(
+            r#"{{"at":"{}","pid":{pid},"agent":"m-1","event":"conflict","task":"t1","files":["a"]}}"#,
+            at(29)
+        ),
+        format!(
+            r#"{{"at":"{}","pid":{pid},"agent":"m-1","event":"merge_start","task":"t1","conflicts":1}}"#,
+            at(28)
+        ),
+    ];
+    std::fs::write(state.join("journal.jsonl"), lines.join("\n") + "\n").unwrap();
+    let status = env
+        .farm(["status", "--json", "--state-dir", state.to_str().unwrap()])
+        .run()
+        .success()
+        .json();
+    assert_eq!(status["runs"][0]["running"], true, "{status:#}");
+    assert_eq!(status["agents"][0]["state"], "merging", "{status:#}");
+    assert_eq!(status["agents"][0]["task"], "t1", "{status:#}");
+    let text = env
+        .farm(["status", "--state-dir", state.to_str().unwrap()])
+        .run()
+        .success()
+        .stdout;
+    assert!(text.contains("merging `t1` for "), "{text}");
+}
+
 /// Issue 14: a run whose only task is claimed on another machine said "idle
 /// for 10m01s" without saying for what, showed nothing of that holder, and
 /// its lines reached 109 columns with long names. It now says whose claim
