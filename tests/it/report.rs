@@ -102,6 +102,13 @@ fn load(browser: &Path, page: &Path, work: &Path, screenshot: Option<&Path>) -> 
     }
 }
 
+/// `farm report --state-dir STATE ARGS...`.
+fn report(env: &Env, state: &Path, args: &[&str]) -> crate::common::Farm {
+    let mut all = vec!["report", "--state-dir", state.to_str().unwrap()];
+    all.extend(args);
+    env.farm_git(all)
+}
+
 #[test]
 fn a_sixteen_agent_night_of_2000_sessions_renders_every_bar_in_chromium() {
     let Some(browser) = chromium() else { return };
@@ -112,20 +119,20 @@ fn a_sixteen_agent_night_of_2000_sessions_renders_every_bar_in_chromium() {
     std::fs::write(state.join("journal.jsonl"), &made.journal).unwrap();
     let page = env.tmp.path().join("night.html");
     let trace = env.tmp.path().join("night.json");
-    let summary = env
-        .farm_git([
-            "report",
-            "--state-dir",
-            state.to_str().unwrap(),
+    let summary = report(
+        &env,
+        &state,
+        &[
             "-o",
             page.to_str().unwrap(),
             "--trace",
             trace.to_str().unwrap(),
             "--json",
-        ])
-        .run()
-        .success()
-        .json();
+        ],
+    )
+    .run()
+    .success()
+    .json();
     assert_eq!(summary["total"]["sessions"], 2000, "{summary:#}");
     assert_eq!(summary["lanes"].as_array().unwrap().len(), 16);
 
@@ -236,15 +243,7 @@ fn the_report_of_a_real_run_counts_what_the_run_did() {
     crate::run::farm_run(&env, &agent, &["-j", "2"]).success();
     let state = env.tmp.path().join("state");
     let page = env.tmp.path().join("r.html");
-    let summary = env
-        .farm_git([
-            "report",
-            "--state-dir",
-            state.to_str().unwrap(),
-            "-o",
-            page.to_str().unwrap(),
-            "--json",
-        ])
+    let summary = report(&env, &state, &["-o", page.to_str().unwrap(), "--json"])
         .run()
         .success()
         .json();
@@ -266,15 +265,7 @@ fn the_report_of_a_real_run_counts_what_the_run_did() {
     let opened = env.tmp.path().join("opened");
     let browser = env.tmp.path().join("browser.sh");
     std::fs::write(&browser, format!("echo \"$1\" > '{}'\n", opened.display())).unwrap();
-    let out = env
-        .farm_git([
-            "report",
-            "--state-dir",
-            state.to_str().unwrap(),
-            "-o",
-            page.to_str().unwrap(),
-            "--open",
-        ])
+    let out = report(&env, &state, &["-o", page.to_str().unwrap(), "--open"])
         .env("BROWSER", format!("sh {}", browser.display()))
         .run()
         .success();
@@ -295,16 +286,7 @@ fn the_report_of_a_real_run_counts_what_the_run_did() {
     );
 
     // Nothing in the journal for that run: a clear error, exit 2.
-    let out = env
-        .farm_git([
-            "report",
-            "--state-dir",
-            state.to_str().unwrap(),
-            "--run",
-            "1",
-        ])
-        .run()
-        .code(2);
+    let out = report(&env, &state, &["--run", "1"]).run().code(2);
     assert!(
         out.stderr.contains("no run of pid 1 in the journal"),
         "{out:#?}"
