@@ -183,9 +183,12 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
 
     // What the session's end means, from its exit and its log's last lines.
     let text = session::agent_output(&std::fs::read_to_string(&log).unwrap_or_default());
+    // A session that ended while its CLI retried (timed out, or stopped for
+    // refused credentials) is the API's; one that got through is judged as
+    // usual.
     let class = match retrying {
-        Some(r) => classify::retrying(r, &text),
-        None => classify::classify(
+        Some(r) if outcome != Outcome::Success => classify::retrying(r, &text),
+        _ => classify::classify(
             &run.config.patterns,
             &outcome,
             ran,
@@ -320,7 +323,9 @@ pub(super) fn supervise(
             Outcome::Failed { code: 127 }
         }
     };
-    if refused.is_none() && watch.retrying.is_some() {
+    let counted = refused.is_none() && watch.retrying.is_some();
+    watch.finish();
+    if counted {
         run.limits.retrying(false);
     }
     Ok(Supervised {

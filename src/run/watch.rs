@@ -124,21 +124,33 @@ impl LogWatch {
         if self.last.is_some_and(|t| t.elapsed() < EVERY) {
             return false;
         }
+        self.read(false)
+    }
+
+    /// Read the rest of the log now, the session being over: a CLI that
+    /// got through its retries just before it exited is not retrying.
+    pub fn finish(&mut self) {
+        self.read(true);
+    }
+
+    /// Read what is new; `all`: take a last line without its newline too.
+    fn read(&mut self, all: bool) -> bool {
         self.last = Some(Instant::now());
-        let Ok(mut file) = std::fs::File::open(&self.path) else {
-            return false;
-        };
-        if file.seek(SeekFrom::Start(self.offset)).is_err() {
-            return false;
+        if let Ok(mut file) = std::fs::File::open(&self.path)
+            && file.seek(SeekFrom::Start(self.offset)).is_ok()
+        {
+            let mut new = Vec::new();
+            if let Ok(n) = file.read_to_end(&mut new) {
+                self.offset += n as u64;
+                self.partial.push_str(&String::from_utf8_lossy(&new));
+            }
         }
-        let mut new = Vec::new();
-        let Ok(n) = file.read_to_end(&mut new) else {
-            return false;
-        };
-        self.offset += n as u64;
-        self.partial.push_str(&String::from_utf8_lossy(&new));
         let before = self.retrying;
-        let end = self.partial.rfind('\n').map_or(0, |i| i + 1);
+        let end = if all {
+            self.partial.len()
+        } else {
+            self.partial.rfind('\n').map_or(0, |i| i + 1)
+        };
         for line in self.partial[..end].lines() {
             if let Some(r) = retry_of(line) {
                 self.retrying = Some(r);
@@ -266,12 +278,17 @@ mod tests {
         w.last = None;
         assert!(w.poll());
         assert_eq!(w.retrying, None);
-        // Not read again before EVERY has passed.
+        // Not read again before EVERY has passed...
         writeln!(
             f,
             "{{\"type\":\"system\",\"subtype\":\"api_retry\",\"error_status\":429}}"
         )
         .unwrap();
         assert!(!w.poll());
+        // ... but at the session's end the rest is read at once, even a
+        // last line with no newline: the retry is over.
+        write!(f, "{{\"type\":\"result\"}}").unwrap();
+        w.finish();
+        assert_eq!(w.retrying, None);
     }
 }
