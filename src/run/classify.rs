@@ -700,6 +700,44 @@ mod tests {
         assert_eq!(spelled_duration("a while"), None);
     }
 
+    /// What four real CLIs printed before a stalled API's model said
+    /// anything, killed by a timeout: the API's trouble, not the task's.
+    #[test]
+    fn real_clis_killed_before_the_first_answer_are_an_api_error() {
+        let p = Patterns::default();
+        let now = SystemTime::now();
+        let stalled = [
+            include_str!("../../tests/fixtures/claude-2.1.332/stalled-killed-at-8s.jsonl"),
+            include_str!("../../tests/fixtures/codex-0.171.0/stalled-killed-at-8s.jsonl"),
+            include_str!("../../tests/fixtures/gemini-cli-0.61.0/stalled-killed-at-8s.jsonl"),
+            include_str!("../../tests/fixtures/qwen-code-0.24.4/stalled-killed-at-8s.jsonl"),
+        ];
+        for log in stalled {
+            assert_eq!(
+                super::classify(&p, &Outcome::TimedOut, Duration::from_secs(8), log, now),
+                Class::Transient,
+                "{log}"
+            );
+        }
+        // Once the model answered, a timeout is the task's.
+        let answered =
+            include_str!("../../tests/fixtures/codex-0.171.0/shell-tool-call-success.jsonl");
+        assert_eq!(
+            super::classify(
+                &p,
+                &Outcome::TimedOut,
+                Duration::from_secs(8),
+                answered,
+                now
+            ),
+            Class::TaskFailed
+        );
+        assert_eq!(
+            super::classify(&p, &Outcome::Success, Duration::from_secs(2), answered, now),
+            Class::Success
+        );
+    }
+
     /// Gemini CLI 0.61.0's real output (tests/fixtures/gemini-cli-0.61.0).
     #[test]
     fn gemini_clis_real_output_is_classified() {
