@@ -74,7 +74,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
             vec![
                 (name.clone(), None),
                 (found.to_owned(), Some(style)),
-                (format!("{:?}", p.prompt_via).to_lowercase(), None),
+                (p.prompt_via.as_str().to_owned(), None),
                 if p.verified.is_empty() {
                     ("unverified".to_owned(), Some(Style::Dim))
                 } else {

@@ -31,6 +31,17 @@ pub enum PromptVia {
     File,
 }
 
+impl PromptVia {
+    /// Its name, as `--prompt-via` and farm.toml spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PromptVia::Arg => "arg",
+            PromptVia::Stdin => "stdin",
+            PromptVia::File => "file",
+        }
+    }
+}
+
 /// How a session ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {

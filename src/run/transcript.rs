@@ -109,6 +109,11 @@ fn said(who: &str, text: &str) -> Vec<String> {
     out
 }
 
+/// The value at JSON pointer `at` of `v` as text, `?` when it is missing.
+fn shown(v: &Value, at: &str) -> String {
+    v.pointer(at).map_or("?".into(), Value::to_string)
+}
+
 fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
     v.get(key).and_then(Value::as_str).unwrap_or("")
 }
@@ -166,8 +171,8 @@ fn claude(v: &Value) -> Vec<String> {
         )],
         ("system", "api_retry") => vec![format!(
             "⟳ API retry {} of {}: {} {}",
-            v.get("attempt").map_or("?".into(), Value::to_string),
-            v.get("max_retries").map_or("?".into(), Value::to_string),
+            shown(v, "/attempt"),
+            shown(v, "/max_retries"),
             v.get("error_status")
                 .map_or(String::new(), Value::to_string),
             str_of(v, "error")
@@ -250,10 +255,8 @@ fn codex(v: &Value) -> Vec<String> {
         ("turn.started", _) => Vec::new(),
         ("turn.completed", _) => vec![format!(
             "── turn: {} tokens in, {} out",
-            v.pointer("/usage/input_tokens")
-                .map_or("?".into(), Value::to_string),
-            v.pointer("/usage/output_tokens")
-                .map_or("?".into(), Value::to_string)
+            shown(v, "/usage/input_tokens"),
+            shown(v, "/usage/output_tokens")
         )],
         ("turn.failed", _) => vec![format!(
             "!! turn failed: {}",
@@ -270,7 +273,7 @@ fn codex(v: &Value) -> Vec<String> {
         }
         ("item.completed", "command_execution") => vec![format!(
             "← exit {}: {}",
-            item.get("exit_code").map_or("?".into(), Value::to_string),
+            shown(item, "/exit_code"),
             result(str_of(item, "aggregated_output"))
         )],
         ("item.completed", "file_change") => {
@@ -317,10 +320,8 @@ fn opencode(v: &Value) -> Vec<String> {
         "step_finish" => vec![format!(
             "── step: {}, {} tokens in, {} out",
             str_of(part, "reason"),
-            part.pointer("/tokens/input")
-                .map_or("?".into(), Value::to_string),
-            part.pointer("/tokens/output")
-                .map_or("?".into(), Value::to_string)
+            shown(part, "/tokens/input"),
+            shown(part, "/tokens/output")
         )],
         "error" => vec![format!(
             "!! {}: {}",
@@ -378,12 +379,9 @@ fn gemini(v: &Value) -> Vec<String> {
         "result" => vec![format!(
             "── result: {}, {} tokens in, {} out, {} tool calls",
             str_of(v, "status"),
-            v.pointer("/stats/input_tokens")
-                .map_or("?".into(), Value::to_string),
-            v.pointer("/stats/output_tokens")
-                .map_or("?".into(), Value::to_string),
-            v.pointer("/stats/tool_calls")
-                .map_or("?".into(), Value::to_string)
+            shown(v, "/stats/input_tokens"),
+            shown(v, "/stats/output_tokens"),
+            shown(v, "/stats/tool_calls")
         )],
         _ => Vec::new(),
     }

@@ -165,7 +165,7 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
             run.config.argv.join(" "),
             clone.dir().display(),
             text.len(),
-            format!("{:?}", run.config.via).to_lowercase(),
+            run.config.via.as_str(),
             crate::age::Age(timeout),
             log.display()
         ),
