@@ -198,40 +198,42 @@ mod tests {
         assert_eq!(retry_of("api_retry but not JSON"), None);
     }
 
+    /// Gemini CLI, Qwen Code and opencode say a 401 once, at once, and
+    /// retry a 429 silently: one refusal read, nothing from the retries.
     #[test]
-    fn gemini_clis_refusal_is_read_from_its_real_output() {
-        let real = include_str!("../../tests/fixtures/gemini-cli-0.61.0/401-refused.jsonl");
-        let seen: Vec<Retry> = real.lines().filter_map(retry_of).collect();
-        assert_eq!(
-            seen,
-            [Retry {
-                status: 401,
-                attempt: 1
-            }]
-        );
-        let fine =
-            include_str!("../../tests/fixtures/gemini-cli-0.61.0/429-twice-retried-silently.jsonl");
-        assert!(fine.lines().all(|l| retry_of(l).is_none()));
-    }
-
-    #[test]
-    fn qwen_codes_refusal_is_read_from_its_real_output() {
-        let real = include_str!("../../tests/fixtures/qwen-code-0.24.4/401-refused.jsonl");
-        let seen: Vec<Retry> = real.lines().filter_map(retry_of).collect();
-        assert_eq!(seen.iter().map(|r| r.status).collect::<Vec<_>>(), [401]);
-        let fine =
-            include_str!("../../tests/fixtures/qwen-code-0.24.4/429-twice-retried-silently.jsonl");
-        assert!(fine.lines().all(|l| retry_of(l).is_none()));
-    }
-
-    #[test]
-    fn opencodes_refusal_is_read_from_its_real_output() {
-        let real = include_str!("../../tests/fixtures/opencode-1.18.33/401-refused.jsonl");
-        let seen: Vec<Retry> = real.lines().filter_map(retry_of).collect();
-        assert_eq!(seen.iter().map(|r| r.status).collect::<Vec<_>>(), [401]);
-        let fine =
-            include_str!("../../tests/fixtures/opencode-1.18.33/429-twice-retried-silently.jsonl");
-        assert!(fine.lines().all(|l| retry_of(l).is_none()));
+    fn refusals_said_once_are_read_from_real_output() {
+        let cases = [
+            (
+                include_str!("../../tests/fixtures/gemini-cli-0.61.0/401-refused.jsonl"),
+                include_str!(
+                    "../../tests/fixtures/gemini-cli-0.61.0/429-twice-retried-silently.jsonl"
+                ),
+            ),
+            (
+                include_str!("../../tests/fixtures/qwen-code-0.24.4/401-refused.jsonl"),
+                include_str!(
+                    "../../tests/fixtures/qwen-code-0.24.4/429-twice-retried-silently.jsonl"
+                ),
+            ),
+            (
+                include_str!("../../tests/fixtures/opencode-1.18.33/401-refused.jsonl"),
+                include_str!(
+                    "../../tests/fixtures/opencode-1.18.33/429-twice-retried-silently.jsonl"
+                ),
+            ),
+        ];
+        for (refused, retried) in cases {
+            let seen: Vec<Retry> = refused.lines().filter_map(retry_of).collect();
+            assert_eq!(
+                seen,
+                [Retry {
+                    status: 401,
+                    attempt: 1
+                }],
+                "{refused}"
+            );
+            assert!(retried.lines().all(|l| retry_of(l).is_none()), "{retried}");
+        }
     }
 
     #[test]
