@@ -31,6 +31,24 @@ pub(crate) fn run_args(env: &Env, agent: &str, args: &[&str]) -> Vec<String> {
     all
 }
 
+/// `farm status --json` on the state dir of [`run_args`].
+pub(crate) fn status_json(env: &Env) -> serde_json::Value {
+    let state = env.tmp.path().join("state");
+    env.farm_git(["status", "--json", "--state-dir", state.to_str().unwrap()])
+        .run()
+        .success()
+        .json()
+}
+
+/// `farm status` on the state dir of [`run_args`], as text.
+pub(crate) fn status_text(env: &Env) -> String {
+    let state = env.tmp.path().join("state");
+    env.farm_git(["status", "--state-dir", state.to_str().unwrap()])
+        .run()
+        .success()
+        .stdout
+}
+
 /// The directory the fake agents log to, outside the repository.
 pub(crate) fn logs(env: &Env) -> PathBuf {
     let dir = env.tmp.path().join("logs");
@@ -649,12 +667,7 @@ echo "$FARM_TASK $(git rev-parse HEAD)" >> "$L/commits.log"
     );
     // The merge session is a session of its own, with what became of the
     // merge: its agent exited 1, and the merge is unresolved.
-    let state = env.tmp.path().join("state");
-    let status = env
-        .farm_git(["status", "--json", "--state-dir", state.to_str().unwrap()])
-        .run()
-        .success()
-        .json();
+    let status = status_json(&env);
     let merges: Vec<&serde_json::Value> = status["sessions"]
         .as_array()
         .unwrap()
@@ -665,11 +678,7 @@ echo "$FARM_TASK $(git rev-parse HEAD)" >> "$L/commits.log"
     assert_eq!(merges[0]["task"], loser.as_str(), "{status:#}");
     assert_eq!(merges[0]["result"], "unresolved", "{status:#}");
     assert_eq!(status["totals"]["merge sessions"], 1, "{status:#}");
-    let text_status = env
-        .farm_git(["status", "--state-dir", state.to_str().unwrap()])
-        .run()
-        .success()
-        .stdout;
+    let text_status = status_text(&env);
     assert!(text_status.contains("merge unresolved"), "{text_status}");
     let branches = rescue_branches(&env, loser);
     assert_eq!(branches.len(), 1, "{branches:?}");
@@ -1279,13 +1288,7 @@ fn status_shows_the_run_while_it_goes_and_after() {
             go.display()
         ),
     );
-    let state = env.tmp.path().join("state");
-    let status = || {
-        env.farm(["status", "--json", "--state-dir", state.to_str().unwrap()])
-            .run()
-            .success()
-            .json()
-    };
+    let status = || status_json(&env);
     let child = env
         .farm_git(run_args(&env, &agent, &["--name", "solo"]))
         .spawn();
@@ -1307,11 +1310,7 @@ fn status_shows_the_run_while_it_goes_and_after() {
     assert_eq!(after["sessions"][1]["class"], "success", "{after:#}");
     // Not "idle": its run is over (issue 14).
     assert_eq!(after["agents"][0]["state"], "ended", "{after:#}");
-    let text = env
-        .farm(["status", "--state-dir", state.to_str().unwrap()])
-        .run()
-        .success()
-        .stdout;
+    let text = status_text(&env);
     assert!(text.contains("2 done") && text.contains("solo"), "{text}");
     assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
 }
@@ -1353,19 +1352,11 @@ fn status_shows_an_agent_in_a_merge_session_as_merging() {
         ),
     ];
     std::fs::write(state.join("journal.jsonl"), lines.join("\n") + "\n").unwrap();
-    let status = env
-        .farm(["status", "--json", "--state-dir", state.to_str().unwrap()])
-        .run()
-        .success()
-        .json();
+    let status = status_json(&env);
     assert_eq!(status["runs"][0]["running"], true, "{status:#}");
     assert_eq!(status["agents"][0]["state"], "merging", "{status:#}");
     assert_eq!(status["agents"][0]["task"], "t1", "{status:#}");
-    let text = env
-        .farm(["status", "--state-dir", state.to_str().unwrap()])
-        .run()
-        .success()
-        .stdout;
+    let text = status_text(&env);
     assert!(text.contains("merging `t1` for "), "{text}");
 }
 
@@ -1389,17 +1380,11 @@ fn status_says_whose_claim_an_idle_agent_waits_for_within_80_columns() {
         std::time::SystemTime::now(),
     );
     let agent = env.agent_script("agent.sh", "exit 1\n");
-    let state = env.tmp.path().join("state");
     let name = "an-agent-name-that-goes-on-and-on";
     let mut child = env
         .farm_git(run_args(&env, &agent, &["--name", name, "--watch"]))
         .spawn();
-    let status = || {
-        env.farm(["status", "--json", "--state-dir", state.to_str().unwrap()])
-            .run()
-            .success()
-            .json()
-    };
+    let status = || status_json(&env);
     let start = Instant::now();
     let json = loop {
         let json = status();
@@ -1433,11 +1418,7 @@ fn status_says_whose_claim_an_idle_agent_waits_for_within_80_columns() {
         .unwrap_or_else(|| panic!("{json:#}"));
     assert_eq!(theirs["state"], "elsewhere", "{json:#}");
     assert_eq!(theirs["task"], task, "{json:#}");
-    let text = env
-        .farm(["status", "--state-dir", state.to_str().unwrap()])
-        .run()
-        .success()
-        .stdout;
+    let text = status_text(&env);
     assert!(text.contains("waiting "), "{text}");
     assert!(text.contains("not this run"), "{text}");
     assert!(
@@ -1669,12 +1650,7 @@ echo '{"type":"result","subtype":"success","is_error":false,"total_cost_usd":0.2
         out.stderr.contains("$0.50, 2000 tokens in, 400 out"),
         "{out:#?}"
     );
-    let state = env.tmp.path().join("state");
-    let status = env
-        .farm(["status", "--json", "--state-dir", state.to_str().unwrap()])
-        .run()
-        .success()
-        .json();
+    let status = status_json(&env);
     assert_eq!(status["cost_usd"], 0.5, "{status:#}");
     assert_eq!(status["input_tokens"], 2000, "{status:#}");
     assert_eq!(status["sessions"][0]["cost_usd"], 0.25, "{status:#}");
@@ -1702,11 +1678,7 @@ echo '{"type":"result","subtype":"success","is_error":false,"total_cost_usd":0.2
     // The run is over: its agent is not "idle" (issue 14, item 3).
     assert_eq!(status["agents"][0]["state"], "ended", "{status:#}");
     assert_eq!(status["agents"][0]["last_task"], "c2", "{status:#}");
-    let text = env
-        .farm(["status", "--state-dir", state.to_str().unwrap()])
-        .run()
-        .success()
-        .stdout;
+    let text = status_text(&env);
     assert!(text.contains("box    run ended "), "{text}");
     assert!(!text.contains("idle for"), "{text}");
     assert!(
