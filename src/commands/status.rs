@@ -12,7 +12,7 @@ use crate::config::Ctx;
 use crate::error::Error;
 use crate::git::hub::Hub;
 use crate::output::{Style, table};
-use crate::report::night::{Night, Spent};
+use crate::report::night::{self, Spent};
 use crate::run::journal::{self, Entry};
 
 /// Show the run: its agents (working on what since when, idle, waiting for
@@ -168,7 +168,7 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
     let mut totals: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut sessions = Vec::new();
     // Cost and tokens rolled up as the report rolls them up.
-    let rolled = Night::new(&in_scope, Vec::new());
+    let rolled = night::rollup(&in_scope);
     // The last task each agent claimed, for an agent whose run is over.
     let mut last_task: BTreeMap<String, String> = BTreeMap::new();
     let mut last_claimed: BTreeMap<String, SystemTime> = BTreeMap::new();

@@ -139,18 +139,85 @@ pub struct Spent {
 
 impl Spent {
     pub fn add(&mut self, s: &Session) {
+        self.count(s.secs, s.cost_usd, s.input_tokens, s.output_tokens);
+    }
+
+    /// Count one session of `secs` that cost what its CLI said.
+    fn count(&mut self, secs: f64, usd: Option<f64>, input: Option<u64>, output: Option<u64>) {
         self.sessions += 1;
-        self.secs += s.secs;
-        if let Some(usd) = s.cost_usd {
+        self.secs += secs;
+        if let Some(usd) = usd {
             *self.cost_usd.get_or_insert(0.0) += usd;
         }
-        if let Some(n) = s.input_tokens {
+        if let Some(n) = input {
             *self.input_tokens.get_or_insert(0) += n;
         }
-        if let Some(n) = s.output_tokens {
+        if let Some(n) = output {
             *self.output_tokens.get_or_insert(0) += n;
         }
     }
+}
+
+/// What the sessions of some journal lines cost: in all, and by agent, task
+/// and agent CLI (the program of `--agent`, for runs that said it).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Rollup {
+    pub total: Spent,
+    pub by_agent: BTreeMap<String, Spent>,
+    pub by_task: BTreeMap<String, Spent>,
+    pub by_cli: BTreeMap<String, Spent>,
+}
+
+/// Roll up the sessions (`session_end`, `merge_end`) of `lines`, oldest
+/// first; a run's `run_start` names its CLI. Nothing else of the night is
+/// built: `farm status` on 10,000 sessions spent 40 of its 110 ms building
+/// the whole night for these sums.
+pub fn rollup(lines: &[&Entry]) -> Rollup {
+    fn count(map: &mut BTreeMap<String, Spent>, key: &str, e: &Entry) {
+        // Look up before inserting: most keys (agents, CLIs) repeat, and an
+        // owned key for each lookup was the cost.
+        let spent = match map.get_mut(key) {
+            Some(s) => s,
+            None => map.entry(key.to_owned()).or_default(),
+        };
+        spent.count(
+            e.secs.unwrap_or(0.0).max(0.0),
+            e.cost_usd,
+            e.input_tokens,
+            e.output_tokens,
+        );
+    }
+    let mut r = Rollup::default();
+    let mut cli_of: BTreeMap<u32, &str> = BTreeMap::new();
+    for e in lines {
+        match e.event.as_str() {
+            "run_start" => {
+                if let Some(cli) = &e.cli {
+                    cli_of.insert(e.pid, cli);
+                }
+            }
+            "session_end" | "merge_end" => {
+                let Some(agent) = e.agent.as_deref() else {
+                    continue;
+                };
+                r.total.count(
+                    e.secs.unwrap_or(0.0).max(0.0),
+                    e.cost_usd,
+                    e.input_tokens,
+                    e.output_tokens,
+                );
+                count(&mut r.by_agent, agent, e);
+                count(&mut r.by_task, e.task.as_deref().unwrap_or_default(), e);
+                count(
+                    &mut r.by_cli,
+                    cli_of.get(&e.pid).copied().unwrap_or("unknown"),
+                    e,
+                );
+            }
+            _ => {}
+        }
+    }
+    r
 }
 
 /// The night.
@@ -274,7 +341,6 @@ impl Night {
             ..Night::default()
         };
         let mut lane_of: BTreeMap<String, usize> = BTreeMap::new();
-        let mut cli_of: BTreeMap<u32, String> = BTreeMap::new();
         // Each agent's latest session of each task not settled yet: a later
         // settle line says how it ended. Not only the agent's last session:
         // an integration beside the loop settles its task after the agent
@@ -293,9 +359,6 @@ impl Night {
             if e.event == "run_start" {
                 for a in e.agents.iter().flatten() {
                     lane(&mut night, a);
-                }
-                if let Some(cli) = &e.cli {
-                    cli_of.insert(e.pid, cli.clone());
                 }
                 continue;
             }
@@ -336,12 +399,6 @@ impl Night {
                         input_tokens: e.input_tokens,
                         output_tokens: e.output_tokens,
                     });
-                    let s = night.sessions.last().expect("just pushed");
-                    night.total.add(s);
-                    night.by_agent.entry(agent.to_owned()).or_default().add(s);
-                    night.by_task.entry(s.task.clone()).or_default().add(s);
-                    let cli = cli_of.get(&e.pid).map_or("unknown", String::as_str);
-                    night.by_cli.entry(cli.to_owned()).or_default().add(s);
                 }
                 "done" | "failed" | "rescue" => {
                     if e.event == "done" {
@@ -383,6 +440,14 @@ impl Night {
                 _ => {}
             }
         }
+        let Rollup {
+            total,
+            by_agent,
+            by_task,
+            by_cli,
+        } = rollup(lines);
+        (night.total, night.by_agent, night.by_task, night.by_cli) =
+            (total, by_agent, by_task, by_cli);
         // A wait is cut where its run ended: an agent waits no more once
         // its run is over.
         let end = night.end;
