@@ -23,6 +23,10 @@ use crate::git::workdir::{GIT_ONLY, Workdir, git_true};
 use crate::output::Out;
 use crate::run::session;
 
+/// How long a clone's lock is tried before it is judged held by another run.
+const LOCK_PATIENCE: Duration = Duration::from_secs(2);
+
+/// Lock the clone at `dir` for agent `name`: one loop uses a clone.
 fn lock_clone(dir: &Path, name: &str) -> Result<std::fs::File, Error> {
     let parent = dir.parent().unwrap_or(dir);
     std::fs::create_dir_all(parent)
@@ -36,7 +40,19 @@ fn lock_clone(dir: &Path, name: &str) -> Result<std::fs::File, Error> {
         .write(true)
         .open(&path)
         .map_err(|e| Error::failure(format!("cannot open `{}`: {e}", path.display())))?;
-    match file.try_lock() {
+    // A lock held a moment longer by a process that is exiting (a chaos
+    // round saw the clone reopened after its git was SIGKILLed refused with
+    // no holder left in /proc/locks a moment later): try again for a while
+    // before calling it another run's.
+    let tried = std::time::Instant::now();
+    let mut result = file.try_lock();
+    while matches!(result, Err(std::fs::TryLockError::WouldBlock))
+        && tried.elapsed() < LOCK_PATIENCE
+    {
+        std::thread::sleep(Duration::from_millis(20));
+        result = file.try_lock();
+    }
+    match result {
         Ok(()) => Ok(file),
         Err(std::fs::TryLockError::WouldBlock) => {
             // Who holds it, as the kernel says: another run (its pid), or
