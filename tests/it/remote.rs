@@ -221,7 +221,23 @@ fn assert_all_succeeded(outs: &[Output]) {
     let failed: Vec<usize> = (0..outs.len())
         .filter(|&i| outs[i].code != Some(0))
         .collect();
-    assert!(failed.is_empty(), "runs {failed:?} failed: {outs:#?}");
+    // The failed runs' codes and their last lines first: CI keeps only the
+    // head of a long failure message.
+    let tails: String = failed
+        .iter()
+        .map(|&i| {
+            let lines: Vec<&str> = outs[i].stderr.lines().collect();
+            let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+            format!(
+                "--- run [{i}] exited {:?}; its last lines:\n{tail}\n",
+                outs[i].code
+            )
+        })
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "runs {failed:?} failed:\n{tails}--- every run, whole: {outs:#?}"
+    );
 }
 
 // --- a. many machines race for one task ----------------------------------------

@@ -847,15 +847,23 @@ fn roles_claim_only_what_their_filter_allows_and_rearm_standing_work() {
     add("doc-extra", None);
     add("q1", Some("quality"));
     let logs = crate::run::logs(&env);
-    // Code takes a while, so that the roles run out of their own work
-    // before the board is settled; every session logs who did what, and
-    // the first words of its prompt.
+    // Code waits until the quality and docs roles have run out of their
+    // own work and armed their standing tasks (at most a minute; then the
+    // asserts below say what is missing): a fixed sleep was not always
+    // long enough on a loaded machine. Every session logs who did what,
+    // and the first words of its prompt.
     let agent = env.agent_script(
         "roles.sh",
         &format!(
             r#"set -eu
-case "$FARM_TASK" in c*) sleep 1;; esac
-echo "$FARM_AGENT $FARM_TASK $(echo "$1" | head -c 14)" >> '{}/sessions.log'
+L='{}/sessions.log'
+case "$FARM_TASK" in c*)
+  for i in $(seq 600); do
+    grep -q ' standing-quality-2 ' "$L" 2>/dev/null && grep -q ' standing-docs-1 ' "$L" && break
+    sleep 0.1
+  done;;
+esac
+echo "$FARM_AGENT $FARM_TASK $(echo "$1" | head -c 14)" >> "$L"
 echo "$FARM_TASK" > "work-$FARM_TASK.txt"
 git add -A
 git commit -qm "$FARM_TASK"
