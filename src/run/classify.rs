@@ -150,7 +150,9 @@ pub fn classify(
 /// Whether the CLI's JSON output shows it started a conversation and got
 /// no answer at all: Claude Code's `init` event and no `assistant` event;
 /// Codex's `turn.started` and no item but errors; Gemini CLI's `init` and
-/// no `tool_use` nor assistant `message`.
+/// no `tool_use` nor assistant `message`; opencode's log line for its
+/// model's request (`message=stream … small=false`, with `--print-logs`)
+/// and no `step_start`, which it prints as the model begins to answer.
 fn never_answered(log: &str) -> bool {
     let events: Vec<serde_json::Value> = log
         .lines()
@@ -167,11 +169,15 @@ fn never_answered(log: &str) -> bool {
         (field(e, "/type") == "system" && field(e, "/subtype") == "init")
             || field(e, "/type") == "turn.started"
             || field(e, "/type") == "init"
+    }) || log.lines().any(|l| {
+        l.starts_with("timestamp=") && l.contains(" message=stream ") && l.contains(" small=false ")
     });
     let answered = events.iter().any(|e| {
         let kind = field(e, "/type");
         kind == "assistant"
             || kind == "tool_use"
+            || kind == "step_start"
+            || kind == "text"
             || (kind == "message" && field(e, "/role") == "assistant")
             || (kind.starts_with("item.") && field(e, "/item/type") != "error")
     });
@@ -700,7 +706,7 @@ mod tests {
         assert_eq!(spelled_duration("a while"), None);
     }
 
-    /// What four real CLIs printed before a stalled API's model said
+    /// What five real CLIs printed before a stalled API's model said
     /// anything, killed by a timeout: the API's trouble, not the task's.
     #[test]
     fn real_clis_killed_before_the_first_answer_are_an_api_error() {
@@ -711,6 +717,7 @@ mod tests {
             include_str!("../../tests/fixtures/codex-0.171.0/stalled-killed-at-8s.jsonl"),
             include_str!("../../tests/fixtures/gemini-cli-0.61.0/stalled-killed-at-8s.jsonl"),
             include_str!("../../tests/fixtures/qwen-code-0.24.4/stalled-killed-at-8s.jsonl"),
+            include_str!("../../tests/fixtures/opencode-1.18.33/stalled-killed-at-40s.log"),
         ];
         for log in stalled {
             assert_eq!(
@@ -771,6 +778,45 @@ mod tests {
             super::classify(&p, &Outcome::TimedOut, Duration::from_secs(9), retried, now),
             Class::TaskFailed
         );
+    }
+
+    /// opencode 1.18.33's real output with its log lines (what the preset
+    /// prints since `--print-logs`): a session that timed out is the API's
+    /// only when opencode sent its model's request and had no answer.
+    #[test]
+    fn opencodes_logged_output_is_classified() {
+        let p = Patterns::default();
+        let now = SystemTime::now();
+        let success =
+            include_str!("../../tests/fixtures/opencode-1.18.33/shell-tool-call-success.log");
+        let retried =
+            include_str!("../../tests/fixtures/opencode-1.18.33/429-twice-retried-logged.log");
+        let stalled =
+            include_str!("../../tests/fixtures/opencode-1.18.33/stalled-killed-at-40s.log");
+        let timed_out =
+            |log: &str| super::classify(&p, &Outcome::TimedOut, Duration::from_secs(40), log, now);
+        assert_eq!(
+            super::classify(&p, &Outcome::Success, Duration::from_secs(9), success, now),
+            Class::Success
+        );
+        assert_eq!(
+            super::classify(&p, &Outcome::Success, Duration::from_secs(16), retried, now),
+            Class::Success
+        );
+        assert_eq!(timed_out(stalled), Class::Transient);
+        // Answered, then out of time: the task's (as is the 429 run, once
+        // answered).
+        assert_eq!(timed_out(retried), Class::TaskFailed);
+        assert_eq!(timed_out(success), Class::TaskFailed);
+        // Started up but never sent its model's request (the side request
+        // for a title is not it): nothing says the API is to blame.
+        let before: String = stalled
+            .lines()
+            .take_while(|l| !l.contains("small=false"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(before.contains("small=true"), "{before}");
+        assert_eq!(timed_out(&before), Class::TaskFailed);
     }
 
     /// Qwen Code 0.24.4's real output (tests/fixtures/qwen-code-0.24.4).

@@ -3,8 +3,9 @@
 //! --json`), Gemini CLI (`--output-format stream-json`) and opencode (`run
 //! --format json`) become what the agent said,
 //! one line per tool call and per tool result, retries and the result;
-//! every other line (farm's `[farm]` header and footer, plain text) is kept
-//! as it is.
+//! opencode's log lines (its preset's `--print-logs`) only where they warn
+//! or err; every other line (farm's `[farm]` header and footer, plain
+//! text) is kept as it is.
 //!
 //! The three dialects are told apart by their event types, which do not
 //! overlap: Claude's `assistant`/`user`/`result`/`system`, Codex's dotted
@@ -128,7 +129,10 @@ impl Transcript {
             .flatten();
         let Some(v) = parsed else {
             let mut out = self.finish();
-            out.push(line.to_owned());
+            match opencode_log(line) {
+                Some(shown) => out.extend(shown),
+                None => out.push(line.to_owned()),
+            }
             return out;
         };
         let kind = str_of(&v, "type");
@@ -297,6 +301,67 @@ fn codex(v: &Value) -> Vec<String> {
         ("item.completed", other) => vec![format!("── {other}")],
         (other, _) => vec![format!("── {other}")],
     }
+}
+
+/// opencode's log lines (`timestamp=… level=INFO … message=…`, its
+/// preset's `--print-logs`), if `line` is one: its warnings and errors on
+/// one line each, with their error; the INFO lines, forty a session, left
+/// out.
+fn opencode_log(line: &str) -> Option<Vec<String>> {
+    if !line.starts_with("timestamp=") {
+        return None;
+    }
+    let fields = logfmt(line);
+    let field = |key: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.as_str())
+    };
+    let level = field("level")?;
+    if level == "INFO" || level == "DEBUG" {
+        return Some(Vec::new());
+    }
+    let mut said = format!("!! {}", field("message").unwrap_or_default());
+    if let Some(why) = field("error.error")
+        .or_else(|| field("error"))
+        .or_else(|| field("cause"))
+    {
+        said.push_str(": ");
+        said.push_str(why);
+    }
+    Some(vec![cut(&said, LINE)])
+}
+
+/// The `key=value` and `key="quoted \"value\""` pairs of a logfmt line.
+fn logfmt(line: &str) -> Vec<(&str, String)> {
+    let mut pairs = Vec::new();
+    let mut rest = line.trim();
+    while let Some((key, after)) = rest.split_once('=') {
+        let key = key.trim();
+        let (value, next) = if let Some(quoted) = after.strip_prefix('"') {
+            let mut value = String::new();
+            let mut chars = quoted.char_indices();
+            let mut end = quoted.len();
+            while let Some((i, c)) = chars.next() {
+                match c {
+                    '\\' => value.extend(chars.next().map(|(_, c)| c)),
+                    '"' => {
+                        end = i + 1;
+                        break;
+                    }
+                    c => value.push(c),
+                }
+            }
+            (value, &quoted[end..])
+        } else {
+            let end = after.find(' ').unwrap_or(after.len());
+            (after[..end].to_owned(), &after[end..])
+        };
+        pairs.push((key, value));
+        rest = next.trim_start();
+    }
+    pairs
 }
 
 fn opencode(v: &Value) -> Vec<String> {
@@ -484,6 +549,37 @@ agent: Gave up
         );
         let refused = include_str!("../../tests/fixtures/opencode-1.18.33/401-refused.jsonl");
         assert_eq!(pretty(refused), "!! APIError: invalid x-api-key\n");
+    }
+
+    /// The preset's log lines: INFO left out, errors one line each.
+    #[test]
+    fn opencodes_log_lines_show_only_its_errors() {
+        let real =
+            include_str!("../../tests/fixtures/opencode-1.18.33/429-twice-retried-logged.log");
+        let text = pretty(real);
+        assert!(!text.contains("level=INFO"), "{text}");
+        assert_eq!(
+            text.matches(
+                "!! stream error: AI_APICallError: Number of requests has exceeded your rate limit"
+            )
+            .count(),
+            2,
+            "{text}"
+        );
+        assert!(
+            text.contains("!! Failed to fetch models.dev: Cause("),
+            "{text}"
+        );
+        assert!(text.contains("→ bash echo hi > a.txt"), "{text}");
+        assert_eq!(
+            logfmt(r#"a=1 b="x \"y\" z" c="" d=e=f"#),
+            [
+                ("a", "1".to_owned()),
+                ("b", "x \"y\" z".to_owned()),
+                ("c", String::new()),
+                ("d", "e=f".to_owned())
+            ]
+        );
     }
 
     #[test]

@@ -32,9 +32,14 @@ impl Retry {
 /// - Gemini CLI, which does not retry a 401 but lingers seconds after
 ///   saying so: `{"type":"result","status":"error","error":{"message":"[API Error: {…\"code\":401…}]"}}`;
 /// - Qwen Code, likewise: a `result` with `"error":{"message":"[API Error: 401 …]"}`;
-/// - opencode, likewise: `{"type":"error","error":{"name":"APIError","data":{"statusCode":401,…}}}`.
+/// - opencode, likewise: `{"type":"error","error":{"name":"APIError","data":{"statusCode":401,…}}}`;
+///   its retries of a limit or an overload show only in its log lines
+///   (`--print-logs`, see [`opencode_retry`]).
 pub fn retry_of(line: &str) -> Option<Retry> {
     let line = line.trim();
+    if line.starts_with("timestamp=") {
+        return opencode_retry(line);
+    }
     if !line.starts_with('{')
         || !(line.contains("api_retry")
             || line.contains("Reconnecting")
@@ -91,6 +96,27 @@ fn codex_retry(message: &str) -> Option<Retry> {
         .and_then(|(_, s)| s.get(..3))
         .and_then(|s| s.parse().ok())?;
     Some(Retry { status, attempt })
+}
+
+/// opencode's log line for a failed request of the session's own model
+/// (not of its side requests, `small=true`), which it then retries with no
+/// event of its JSON output:
+/// `timestamp=… level=ERROR … message="stream error" … small=false … error.error="AI_APICallError: Number of requests has exceeded your rate limit"`.
+/// The line names no HTTP status, only the API's message: a rate limit is
+/// a 429, an overload a 529; other errors are not read as retries.
+fn opencode_retry(line: &str) -> Option<Retry> {
+    if !line.contains("message=\"stream error\"") || !line.contains(" small=false ") {
+        return None;
+    }
+    let error = line.split_once(" error.error=")?.1.to_lowercase();
+    let status = if error.contains("rate limit") || error.contains("rate_limit") {
+        429
+    } else if error.contains("overloaded") {
+        529
+    } else {
+        return None;
+    };
+    Some(Retry { status, attempt: 0 })
 }
 
 /// How often the log is read: often enough to stop a refused session in
@@ -234,6 +260,64 @@ mod tests {
             );
             assert!(retried.lines().all(|l| retry_of(l).is_none()), "{retried}");
         }
+    }
+
+    /// opencode retries a 429 with no JSON event, but its log lines say
+    /// so: a retry per 429, over at the model's first answer.
+    #[test]
+    fn opencodes_retries_are_read_from_its_log_lines() {
+        let real =
+            include_str!("../../tests/fixtures/opencode-1.18.33/429-twice-retried-logged.log");
+        let retries: Vec<Retry> = real.lines().filter_map(retry_of).collect();
+        assert_eq!(
+            retries,
+            [Retry {
+                status: 429,
+                attempt: 0
+            }; 2]
+        );
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("s.log");
+        let upto = |needle: &str| {
+            let i = real.find(needle).unwrap();
+            real[..i].rfind('\n').map_or("", |n| &real[..=n]).to_owned()
+        };
+        let mut w = LogWatch::new(&path);
+        // After the second 429, before the answer: retrying.
+        let second = real
+            .match_indices("message=\"stream error\"")
+            .nth(1)
+            .unwrap()
+            .0;
+        let line_end = second + real[second..].find('\n').unwrap() + 1;
+        std::fs::write(&path, &real[..line_end]).unwrap();
+        w.poll();
+        assert_eq!(w.retrying.map(|r| r.status), Some(429));
+        // At the model's first answer (`step_start`): over.
+        std::fs::write(&path, upto("\"type\":\"tool_use\"")).unwrap();
+        w.finish();
+        assert_eq!(w.retrying, None);
+        // A failed side request (titles: `small=true`), or an error that
+        // is neither a limit nor an overload, is no retry of the model's.
+        let side = real
+            .lines()
+            .find(|l| l.contains("message=\"stream error\""))
+            .unwrap()
+            .replace(" small=false ", " small=true ");
+        assert_eq!(retry_of(&side), None);
+        assert_eq!(
+            retry_of(
+                r#"timestamp=X level=ERROR message="stream error" small=false agent=build error.error="AI_APICallError: Overloaded""#
+            )
+            .map(|r| r.status),
+            Some(529)
+        );
+        assert_eq!(
+            retry_of(
+                r#"timestamp=X level=ERROR message="stream error" small=false agent=build error.error="AI_APICallError: stalled""#
+            ),
+            None
+        );
     }
 
     #[test]

@@ -86,7 +86,7 @@ fn a_401_stops_the_run_with_the_fix_and_fails_no_task() {
 #[test]
 fn a_stalled_or_retrying_api_killed_by_the_timeout_is_no_failed_attempt() {
     let Some(cli) = claude() else { return };
-    kit::stalled(&cli, "s1");
+    kit::stalled(&cli, "s1", "8s");
     let steps = json!([{"fail": 429, "times": 1000}, {"say": "never"}]);
     let (env, _server, out) = kit::run(&cli, &[("l1", steps)], &["--timeout", "8s", "--once"]);
     let ends = kit::journal(&env, "session_end");

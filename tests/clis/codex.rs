@@ -67,7 +67,7 @@ fn a_401_stops_the_run_with_the_fix_and_fails_no_task() {
 #[test]
 fn a_stalled_api_killed_by_the_timeout_is_no_failed_attempt() {
     let Some(cli) = codex() else { return };
-    kit::stalled(&cli, "z1");
+    kit::stalled(&cli, "z1", "8s");
 }
 
 /// The preset says which version these tests verified: this one.

@@ -292,11 +292,12 @@ pub fn refused(cli: &Cli, id: &str) -> Output {
     out
 }
 
-/// Case 4: a stalled API and `--timeout 8s`: the session is killed, and it
-/// is the API's trouble, not a failed attempt.
-pub fn stalled(cli: &Cli, id: &str) {
+/// Case 4: a stalled API and a short `--timeout` (longer than the CLI
+/// takes to send its first request): the session is killed, and it is the
+/// API's trouble, not a failed attempt.
+pub fn stalled(cli: &Cli, id: &str, timeout: &str) {
     let steps = serde_json::json!([{"stall": 120}]);
-    let (env, _server, out) = run(cli, &[(id, steps)], &["--timeout", "8s", "--once"]);
+    let (env, _server, out) = run(cli, &[(id, steps)], &["--timeout", timeout, "--once"]);
     let ends = journal(&env, "session_end");
     assert_eq!(ends.len(), 1, "{out:#?}");
     assert_eq!(ends[0]["outcome"], "timed out", "{ends:?}");

@@ -184,9 +184,13 @@ class Handler(BaseHTTPRequestHandler):
                     key = (script_text, i)
                     with LOCK:
                         done = FAILED.get(key, 0)
-                        if "stall" in s or done < s.get("times", 1):
+                        failing = "stall" in s or done < s.get("times", 1)
+                        if failing:
                             FAILED[key] = done + 1
-                            return self.fail(s)
+                    # Answered outside the lock: a stall must not hold up
+                    # the other sessions' requests.
+                    if failing:
+                        return self.fail(s)
                 i += 1
                 continue
             if turn == step:

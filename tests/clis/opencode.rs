@@ -43,12 +43,27 @@ fn four_tasks_each_committed_by_opencodes_own_tool_call() {
     kit::four_tasks(&cli, ["o1", "o2", "o3", "o4"]);
 }
 
-/// opencode retries 429s silently (21 s for two).
+/// opencode retries 429s with no JSON event, but its log lines (the
+/// preset's `--print-logs`) say so: the other agent, done with its task,
+/// starts no session while it retries.
 #[test]
-fn a_429_for_a_while_burns_no_attempt_and_the_run_finishes() {
+fn a_429_for_a_while_burns_no_attempt_and_holds_the_other_agent() {
     let Some(cli) = opencode() else { return };
-    let (env, _server, out) = kit::limited_for_a_while(&cli, "p1", 2, &[], &[]);
-    assert_eq!(kit::journal(&env, "claim").len(), 1, "{out:#?}");
+    let others = [
+        ("p2", kit::commit_steps("p2")),
+        ("p3", kit::commit_steps("p3")),
+    ];
+    let (env, _server, out) = kit::limited_for_a_while(&cli, "p1", 3, &others, &["-j", "2"]);
+    let claims: Vec<_> = kit::journal(&env, "claim")
+        .into_iter()
+        .filter(|c| c["task"] == "p1")
+        .collect();
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    assert!(
+        out.stderr
+            .contains("waiting: the agent CLI is retrying its API in another session"),
+        "{out:#?}"
+    );
 }
 
 /// opencode reports a 401 at once (`APIError`, not retryable) and lingers:
@@ -59,8 +74,14 @@ fn a_401_stops_the_run_with_the_fix_and_fails_no_task() {
     kit::refused(&cli, "n1");
 }
 
-// No stall case: opencode prints nothing until the model's first answer, so
-// a stalled API cannot be told from a long task yet (see the README).
+/// Its log line says the model's request went out, and no JSON event
+/// follows: an API error. The timeout is longer than for the other CLIs:
+/// opencode takes 7–15 s offline to send its first request.
+#[test]
+fn a_stalled_api_killed_by_the_timeout_is_no_failed_attempt() {
+    let Some(cli) = opencode() else { return };
+    kit::stalled(&cli, "q1", "40s");
+}
 
 /// The preset says which version these tests verified: this one.
 #[test]
