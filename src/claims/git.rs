@@ -359,6 +359,14 @@ impl GitStore {
             .check(["merge-base", "--is-ancestor", commit, tip])?)
     }
 
+    /// Did `mine`, a commit of ours reported rejected, land after all,
+    /// with `task`'s record as it left it still on the (fresh) tip?
+    fn holds_landed(&self, mine: &Tip, task: &str) -> Result<bool, StoreError> {
+        let tip = self.tip(false)?;
+        Ok(mine.files.get(task) == tip.files.get(task)
+            && self.landed(mine.commit.as_deref().unwrap_or_default(), &tip)?)
+    }
+
     fn guard(held: &Held) -> Result<&GitGuard, StoreError> {
         match &held.guard {
             Guard::Git(g) => Ok(g),
@@ -396,13 +404,25 @@ impl GitStore {
         message: &str,
     ) -> Result<Tip, StoreError> {
         let mut fresh = false;
+        // Our last commit pushed and reported rejected: a retried push whose
+        // first try landed unseen reads as rejected once others built on it
+        // (as in `try_claim`), and the tip then holds our new record.
+        let mut tried: Option<Tip> = None;
         for round in 0..ROUNDS {
-            let Some(tip) = self.own_tip(held, &mut fresh)? else {
-                continue;
+            let tip = match self.own_tip(held, &mut fresh) {
+                Ok(Some(tip)) => tip,
+                Ok(None) => continue,
+                Err(lost) => match tried {
+                    Some(mine) if self.holds_landed(&mine, held.claim.task.as_str())? => {
+                        return Ok(mine);
+                    }
+                    _ => return Err(lost),
+                },
             };
             match self.write(&tip, change, message)? {
                 Wrote::Landed(new) => return Ok(new),
-                Wrote::Moved(_) => {
+                Wrote::Moved(attempt) => {
+                    tried = Some(attempt);
                     fresh = true;
                     back_off(round);
                 }

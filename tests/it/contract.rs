@@ -292,3 +292,46 @@ fn a_stop_notice_is_kept_and_is_no_claim() {
         assert_eq!(names, ["t"], "{kind}");
     }
 }
+
+/// A heartbeat whose push landed on the hub, but whose `receive-pack` was
+/// killed before it said so, while another farm's update was built on it:
+/// the push is tried again and rejected (the branch moved on), and the tip
+/// holds our new record, not the one the claim remembers. That is our
+/// heartbeat, landed: the claim is still ours, not "released, reaped or
+/// taken over" (which stopped the session and left the record to go
+/// stale).
+#[test]
+fn a_heartbeat_that_landed_unseen_is_not_a_lost_claim() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = git_store(tmp.path(), &tmp.path().join("cache"));
+    let held = won(store.try_claim(claim("t", "alice", me()), false).unwrap());
+    // From now on, once: the claims branch's update committed, another
+    // commit on top of it (as another farm's), and receive-pack killed
+    // before it reports.
+    let mark = tmp.path().join("killed");
+    let hook = tmp.path().join("hub.git/hooks/reference-transaction");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = committed ] || {{ cat > /dev/null; exit 0; }}\n\
+             read old new ref\n[ \"$ref\" = refs/heads/farm/claims ] || exit 0\n\
+             [ -e '{0}' ] && exit 0\n: > '{0}'\n\
+             unset GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_QUARANTINE_PATH\n\
+             child=$(git commit-tree \"$new^{{tree}}\" -p \"$new\" -m 'another farm')\n\
+             git update-ref refs/heads/farm/claims \"$child\" \"$new\"\n\
+             kill -9 $PPID\n",
+            mark.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let beat = store.heartbeat(&held, SystemTime::now());
+    assert!(mark.exists(), "the hook did not run");
+    beat.expect("the heartbeat landed: the claim is still ours");
+    // Still ours to beat and to release.
+    store.heartbeat(&held, SystemTime::now()).unwrap();
+    store.release_held(held).unwrap();
+    assert!(store.list().unwrap().is_empty());
+}
