@@ -37,14 +37,17 @@ impl HubSpec {
 /// The branch the HEAD of the hub at `url` names (`main` when it names
 /// none).
 pub fn remote_head(url: &str) -> Result<String, Error> {
-    // A killed ls-remote is run again by `Repo` (it only reads).
-    Ok(Repo::new(std::env::temp_dir())
-        .run(["ls-remote", "--symref", url, "HEAD"])
-        .map_err(|e| unreachable(url, e))?
-        .lines()
-        .find_map(|l| l.strip_prefix("ref: refs/heads/")?.split('\t').next())
-        .unwrap_or("main")
-        .to_owned())
+    // A killed ls-remote is run again by `Repo` (it only reads); a remote
+    // that did not answer, for a few seconds.
+    let repo = Repo::new(std::env::temp_dir());
+    Ok(
+        crate::git::retry::briefly(|| repo.run(["ls-remote", "--symref", url, "HEAD"]))
+            .map_err(|e| unreachable(url, e))?
+            .lines()
+            .find_map(|l| l.strip_prefix("ref: refs/heads/")?.split('\t').next())
+            .unwrap_or("main")
+            .to_owned(),
+    )
 }
 
 /// The branch the HEAD of the hub `repo` on this machine names (`main`
@@ -151,8 +154,9 @@ impl Hub {
             Some(b) => b.to_owned(),
             None => remote_head(url)?,
         };
-        let found = Repo::new(std::env::temp_dir())
-            .run(["ls-remote", url, &format!("refs/heads/{branch}")])
+        let repo = Repo::new(std::env::temp_dir());
+        let rev = format!("refs/heads/{branch}");
+        let found = crate::git::retry::briefly(|| repo.run(["ls-remote", url, &rev]))
             .map_err(|e| unreachable(url, e))?;
         if found.is_empty() {
             return Err(

@@ -22,6 +22,26 @@ const LONGEST: Duration = Duration::from_secs(20);
 pub fn patiently<T>(
     what: &str,
     say: &dyn Fn(&str),
+    op: impl FnMut() -> Result<T, GitError>,
+) -> Result<T, GitError> {
+    within(PATIENCE, what, say, op)
+}
+
+/// How long farm's first contact with a remote (is it there, which branch,
+/// its settings) is tried again: long enough for a glitch — a daemon busy
+/// with other farms' connections as they all start — short enough that a
+/// wrong URL is said within seconds.
+pub const FIRST_CONTACT: Duration = Duration::from_secs(3);
+
+/// [`patiently`], for [`FIRST_CONTACT`] and silently.
+pub fn briefly<T>(op: impl FnMut() -> Result<T, GitError>) -> Result<T, GitError> {
+    within(FIRST_CONTACT, "", &|_| {}, op)
+}
+
+fn within<T>(
+    patience: Duration,
+    what: &str,
+    say: &dyn Fn(&str),
     mut op: impl FnMut() -> Result<T, GitError>,
 ) -> Result<T, GitError> {
     let start = Instant::now();
@@ -29,7 +49,7 @@ pub fn patiently<T>(
     let mut attempt = 1;
     loop {
         match op() {
-            Err(e) if e.transient && start.elapsed() < PATIENCE => {
+            Err(e) if e.transient && start.elapsed() < patience => {
                 let wait = jitter(delay);
                 say(&format!(
                     "{what}: the hub did not answer ({}); trying again in {:.1}s (attempt {attempt})",
@@ -86,6 +106,19 @@ mod tests {
         let lines = lines.into_inner();
         assert_eq!(lines.len(), 2);
         assert!(lines[1].contains("attempt 2"), "{lines:?}");
+    }
+
+    #[test]
+    fn a_first_contact_gives_up_within_seconds() {
+        let tries = Cell::new(0);
+        let got: Result<(), _> = briefly(|| {
+            tries.set(tries.get() + 1);
+            Err(failure(true))
+        });
+        assert!(got.is_err());
+        // Tried again (from 0.25 s, doubling), and given up: not retried
+        // for PATIENCE, which would be about 35 tries.
+        assert!((2..=8).contains(&tries.get()), "{}", tries.get());
     }
 
     #[test]

@@ -76,10 +76,18 @@ impl ScratchRepo {
         let mut killed = 0;
         loop {
             let made = ScratchRepo::new(state)?;
-            match made.repo().fetch_tip_shallow(url, &rev) {
-                Ok(tip) => return Ok((made, tip)),
-                Err(e) if e.signal.is_some() && killed < KILLED_AGAIN => killed += 1,
-                Err(e) => return Err(crate::git::hub::unreachable(url, e)),
+            // A remote that did not answer: again, in the same repository,
+            // for a few seconds (git removes its `shallow.lock` when the
+            // network fails it). A killed fetch: again in a new one.
+            let fetched =
+                crate::git::retry::briefly(|| match made.repo().fetch_tip_shallow(url, &rev) {
+                    Err(killed) if killed.signal.is_some() => Ok(Err(killed)),
+                    other => other.map(Ok),
+                });
+            match fetched {
+                Ok(Ok(tip)) => return Ok((made, tip)),
+                Ok(Err(_)) if killed < KILLED_AGAIN => killed += 1,
+                Ok(Err(e)) | Err(e) => return Err(crate::git::hub::unreachable(url, e)),
             }
         }
     }
