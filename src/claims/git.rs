@@ -163,8 +163,9 @@ impl GitStore {
             return Ok(tip);
         }
         let say = |l: &str| (self.say)(l);
+        let known = self.state().tip.as_ref().and_then(|t| t.commit.clone());
         let commit = patiently("fetching the claims", &say, || {
-            self.cache.fetch_tip(&self.remote, REF)
+            self.cache.fetch_tip(&self.remote, REF, known.as_deref())
         })?;
         let tip = self.read_tip(commit)?;
         self.state().tip = Some(tip.clone());
