@@ -819,6 +819,34 @@ mod tests {
         assert_eq!(timed_out(&before), Class::TaskFailed);
     }
 
+    /// The real successful sessions of each CLI (a shell tool call that
+    /// commits, then an answer; stderr's warnings in the same log): a
+    /// success, and once the model answered, a timeout is the task's.
+    #[test]
+    fn real_tool_call_sessions_are_a_success_and_a_timeout_after_them_the_tasks() {
+        let p = Patterns::default();
+        let now = SystemTime::now();
+        for log in [
+            include_str!("../../tests/fixtures/claude-2.1.332/bash-tool-call-success.jsonl"),
+            include_str!("../../tests/fixtures/codex-0.171.0/shell-tool-call-success.jsonl"),
+            include_str!("../../tests/fixtures/gemini-cli-0.61.0/shell-tool-call-success.log"),
+            include_str!("../../tests/fixtures/qwen-code-0.24.4/shell-tool-call-success.log"),
+            include_str!("../../tests/fixtures/opencode-1.18.33/shell-tool-call-success.log"),
+        ] {
+            let took = Duration::from_secs(5);
+            assert_eq!(
+                super::classify(&p, &Outcome::Success, took, log, now),
+                Class::Success,
+                "{log}"
+            );
+            assert_eq!(
+                super::classify(&p, &Outcome::TimedOut, took, log, now),
+                Class::TaskFailed,
+                "{log}"
+            );
+        }
+    }
+
     /// Qwen Code 0.24.4's real output (tests/fixtures/qwen-code-0.24.4).
     #[test]
     fn qwen_codes_real_output_is_classified() {

@@ -582,6 +582,33 @@ agent: Gave up
         );
     }
 
+    /// Each CLI's real successful session reads as its shell call, its
+    /// result and its answer (stderr's warnings kept as they are).
+    #[test]
+    fn real_tool_call_sessions_read_as_turns() {
+        for (log, call) in [
+            (
+                include_str!("../../tests/fixtures/gemini-cli-0.61.0/shell-tool-call-success.log"),
+                "→ run_shell_command echo hi > a.txt && git add -A && git commit -qm a",
+            ),
+            (
+                include_str!("../../tests/fixtures/qwen-code-0.24.4/shell-tool-call-success.log"),
+                "→ run_shell_command echo hi > a.txt && git add -A && git commit -qm a",
+            ),
+            (
+                include_str!("../../tests/fixtures/opencode-1.18.33/shell-tool-call-success.log"),
+                "→ bash echo hi > a.txt && git add -A && git commit -qm a",
+            ),
+        ] {
+            let text = pretty(log);
+            let lines: Vec<&str> = text.lines().collect();
+            let at = lines.iter().position(|l| *l == call);
+            assert!(at.is_some(), "{call} not in:\n{text}");
+            assert!(lines[at.unwrap() + 1].starts_with("← "), "{text}");
+            assert!(text.contains("agent: Done."), "{text}");
+        }
+    }
+
     #[test]
     fn qwen_codes_stream_events_are_left_out() {
         let real =

@@ -172,7 +172,12 @@ class Handler(BaseHTTPRequestHandler):
         side = script_text is None or not req.get("tools")
         if side:
             wants_json = (req.get("generationConfig") or {}).get("responseMimeType") == "application/json"
-            return self.reply(req, [("text", "{}" if wants_json else "OK.")], "end_turn")
+            # Gemini CLI's model router asks for JSON: what its strategies
+            # read (a complexity score, a model choice), so that it routes
+            # without an error in the log.
+            router = json.dumps({"reasoning": "a scripted task", "model_choice": "flash",
+                                 "complexity_reasoning": "a scripted task", "complexity_score": 10})
+            return self.reply(req, [("text", router if wants_json else "OK.")], "end_turn")
         steps = json.loads(script_text)
         # Failures at this step are answered first, then the step after them.
         i = 0
