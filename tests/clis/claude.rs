@@ -96,6 +96,16 @@ fn a_stalled_or_retrying_api_killed_by_the_timeout_is_no_failed_attempt() {
     assert_eq!(kit::journal(&env, "limit").len(), 1, "{out:#?}");
 }
 
+/// An overloaded API (529 twice): Claude Code retries it (`api_retry`
+/// with `error_status` 529); no attempt burned.
+#[test]
+fn an_overloaded_api_burns_no_attempt_and_the_run_finishes() {
+    let Some(cli) = claude() else { return };
+    let fail = json!({"fail": 529, "times": 2});
+    let (env, _server, out) = kit::failing_for_a_while(&cli, "o1", fail, &[], &[]);
+    assert_eq!(kit::journal(&env, "claim").len(), 1, "{out:#?}");
+}
+
 /// The preset says which version these tests verified: this one.
 #[test]
 fn the_preset_names_the_version_verified_here() {

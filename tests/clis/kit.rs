@@ -258,7 +258,25 @@ pub fn limited_for_a_while(
     extra: &[(&str, serde_json::Value)],
     args: &[&str],
 ) -> (Env, Server, Output) {
-    let mut steps = vec![serde_json::json!({"fail": 429, "times": times})];
+    failing_for_a_while(
+        cli,
+        id,
+        serde_json::json!({"fail": 429, "times": times}),
+        extra,
+        args,
+    )
+}
+
+/// Case 2 with another failure first (`{"fail": 529, "times": 2}`, a 429
+/// with a `retry_after`, …): the same outcome.
+pub fn failing_for_a_while(
+    cli: &Cli,
+    id: &str,
+    fail: serde_json::Value,
+    extra: &[(&str, serde_json::Value)],
+    args: &[&str],
+) -> (Env, Server, Output) {
+    let mut steps = vec![fail];
     steps.extend(commit_steps(id).as_array().unwrap().iter().cloned());
     let mut tasks = vec![(id, serde_json::json!(steps))];
     tasks.extend(extra.iter().cloned());

@@ -83,6 +83,16 @@ fn a_stalled_api_killed_by_the_timeout_is_no_failed_attempt() {
     kit::stalled(&cli, "q1", "40s");
 }
 
+/// An overloaded API (529 twice): opencode retries it, its log lines
+/// say so; no attempt burned.
+#[test]
+fn an_overloaded_api_burns_no_attempt_and_the_run_finishes() {
+    let Some(cli) = opencode() else { return };
+    let fail = json!({"fail": 529, "times": 2});
+    let (env, _server, out) = kit::failing_for_a_while(&cli, "u3", fail, &[], &[]);
+    assert_eq!(kit::journal(&env, "claim").len(), 1, "{out:#?}");
+}
+
 /// The preset says which version these tests verified: this one.
 #[test]
 fn the_preset_names_the_version_verified_here() {
