@@ -112,12 +112,14 @@ fn bench() -> Result<(), String> {
     let (mut read, mut rolled) = (Vec::new(), Vec::new());
     for _ in 0..RUNS {
         let t = Instant::now();
-        let entries = journal::read(&state).map_err(|e| e.to_string())?;
+        let text = journal::read(&state).map_err(|e| e.to_string())?;
+        let entries = journal::entries(&text);
         read.push(ms(t));
         std::hint::black_box(&entries);
 
         let t = Instant::now();
-        let entries = journal::read(&state).map_err(|e| e.to_string())?;
+        let text = journal::read(&state).map_err(|e| e.to_string())?;
+        let entries = journal::entries(&text);
         let (lines, runs) = select(&entries, &Scope::LastNight);
         let n = Night::new(&lines, runs);
         rolled.push(ms(t));

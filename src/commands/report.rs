@@ -96,13 +96,14 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         (None, None) => Scope::LastNight,
     };
     let journal_path = state.join(journal::FILE);
-    let entries = journal::read(&state).map_err(|e| {
+    let text = journal::read(&state).map_err(|e| {
         Error::failure(format!(
             "cannot read the journal `{}`: {e}",
             journal_path.display()
         ))
         .caused_by(e)
     })?;
+    let entries = journal::entries(&text);
     let (lines, runs) = night::select(&entries, &scope);
     if runs.is_empty() && lines.is_empty() {
         let what = match &scope {

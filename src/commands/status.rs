@@ -43,7 +43,8 @@ pub struct Args {
 
 pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     loop {
-        let report = gather(ctx, args.last)?;
+        let mut journal = String::new();
+        let report = gather(ctx, args.last, &mut journal)?;
         if args.json {
             ctx.out.data(&format!("{:#}\n", report.json()))?;
             return Ok(());
@@ -95,7 +96,8 @@ enum Doing {
     },
 }
 
-struct Report {
+/// What `farm status` says; its sessions borrow from the journal's text.
+struct Report<'j> {
     journal: String,
     /// Runs in the journal's scope: (pid, running, started).
     runs: Vec<(u32, bool, SystemTime)>,
@@ -105,7 +107,7 @@ struct Report {
     board: Option<board::Counts>,
     /// Task, holder (`agent@host`), state, age.
     claims: Vec<(String, String, &'static str, Duration)>,
-    sessions: Vec<Entry>,
+    sessions: Vec<Entry<'j>>,
     totals: BTreeMap<&'static str, usize>,
     /// What the sessions cost, where the CLI said: in all, and by agent,
     /// task and agent CLI.
@@ -120,21 +122,24 @@ fn time(at: &str) -> SystemTime {
     humantime::parse_rfc3339_weak(at).unwrap_or(SystemTime::UNIX_EPOCH)
 }
 
-fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
+/// The report, from the hub, the claims and the journal (read into
+/// `text`, which its sessions borrow).
+fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>, Error> {
     let spec = ctx.hub_spec()?;
     let state = ctx.state_dir(&spec);
-    let entries = journal::read(&state).map_err(|e| {
+    *text = journal::read(&state).map_err(|e| {
         Error::failure(format!(
             "cannot read the journal in `{}`: {e}",
             state.display()
         ))
     })?;
+    let entries = journal::entries(text);
     let now = SystemTime::now();
     // Runs that started and did not end; of those whose process is gone
     // (killed), the journal says nothing more. None running: the last run.
     let mut runs: BTreeMap<u32, (bool, SystemTime)> = BTreeMap::new();
     for e in &entries {
-        match e.event.as_str() {
+        match e.event.as_ref() {
             "run_start" => {
                 let alive = crate::claims::host::process_start(e.pid).is_some();
                 runs.insert(e.pid, (alive, time(&e.at)));
@@ -176,11 +181,11 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
         if let (Some(agent), Some(task)) = (&e.agent, &e.task)
             && e.event == "claim"
         {
-            last_task.insert(agent.clone(), task.clone());
-            last_claimed.insert(agent.clone(), time(&e.at));
+            last_task.insert(agent.to_string(), task.to_string());
+            last_claimed.insert(agent.to_string(), time(&e.at));
         }
         let at = time(&e.at);
-        let key = match e.event.as_str() {
+        let key = match e.event.as_ref() {
             "session_end" => {
                 sessions.push((*e).clone());
                 Some("sessions")
@@ -214,19 +219,19 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
             }
         }
         let Some(agent) = &e.agent else { continue };
-        let doing = match e.event.as_str() {
+        let doing = match e.event.as_ref() {
             "claim" => Doing::Working {
-                task: e.task.clone().unwrap_or_default(),
+                task: e.task.as_deref().unwrap_or_default().to_owned(),
                 since: at,
             },
             "merge_start" => Doing::Merging {
-                task: e.task.clone().unwrap_or_default(),
+                task: e.task.as_deref().unwrap_or_default().to_owned(),
                 since: at,
             },
             // Back to the integration the merge was for.
             "merge_end" => Doing::Working {
-                task: e.task.clone().unwrap_or_default(),
-                since: last_claimed.get(agent).copied().unwrap_or(at),
+                task: e.task.as_deref().unwrap_or_default().to_owned(),
+                since: last_claimed.get(&**agent).copied().unwrap_or(at),
             },
             "limit" | "trip" => Doing::Waiting {
                 until: e.until.as_deref().map_or(at, time),
@@ -236,7 +241,7 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
                         None => "circuit breaker".to_owned(),
                     }
                 } else {
-                    e.why.clone().unwrap_or_default()
+                    e.why.as_deref().unwrap_or_default().to_owned()
                 },
             },
             "session_end" | "done" | "failed" | "rescue" | "lost_race" => Doing::Idle {
@@ -245,7 +250,7 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
             },
             _ => continue,
         };
-        agents.insert(agent.clone(), doing);
+        agents.insert(agent.to_string(), doing);
     }
     // An agent of a run that is over is doing nothing at all, whatever its
     // last line said (it showed "idle for 16m" or "waiting (circuit
@@ -311,7 +316,7 @@ fn gather(ctx: &Ctx, last: usize) -> Result<Report, Error> {
         .iter()
         .rev()
         .find(|e| e.event == "run_start")
-        .and_then(|e| e.host.clone())
+        .and_then(|e| e.host.as_deref().map(str::to_owned))
         .unwrap_or_else(|| crate::claims::host::Here::current().host.clone());
     let ours = |who: &str| {
         who.strip_suffix(&format!("@{host}"))
@@ -448,12 +453,12 @@ fn listing(items: &[String]) -> String {
 fn outcome(s: &Entry) -> String {
     match (&s.result, &s.class) {
         (Some(result), _) => format!("merge {result}"),
-        (None, Some(class)) => class.clone(),
+        (None, Some(class)) => class.to_string(),
         (None, None) => "-".to_owned(),
     }
 }
 
-impl Report {
+impl Report<'_> {
     fn ago(&self, t: SystemTime) -> String {
         Age(self.now.duration_since(t).unwrap_or_default()).to_string()
     }

@@ -44,7 +44,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     if !remote && !args.force {
         let state = ctx.state_dir(&spec);
         let runs = journal::read(&state)
-            .map(|entries| journal::running(&entries))
+            .map(|text| journal::running(&journal::entries(&text)))
             .unwrap_or_default();
         let judge = super::judge_now(None);
         let working = store

@@ -190,7 +190,7 @@ pub fn rollup(lines: &[&Entry]) -> Rollup {
     let mut r = Rollup::default();
     let mut cli_of: BTreeMap<u32, &str> = BTreeMap::new();
     for e in lines {
-        match e.event.as_str() {
+        match e.event.as_ref() {
             "run_start" => {
                 if let Some(cli) = &e.cli {
                     cli_of.insert(e.pid, cli);
@@ -271,12 +271,12 @@ pub fn runs(entries: &[Entry]) -> Vec<RunSpan> {
     let mut open: BTreeMap<u32, usize> = BTreeMap::new();
     for e in entries {
         let at = secs(&e.at);
-        match e.event.as_str() {
+        match e.event.as_ref() {
             "run_start" => {
                 open.insert(e.pid, runs.len());
                 runs.push(RunSpan {
                     pid: e.pid,
-                    host: e.host.clone(),
+                    host: e.host.as_deref().map(str::to_owned),
                     start: at,
                     end: at,
                     ended: false,
@@ -297,7 +297,10 @@ pub fn runs(entries: &[Entry]) -> Vec<RunSpan> {
 }
 
 /// The lines of `entries` that `scope` covers, and its runs.
-pub fn select<'a>(entries: &'a [Entry], scope: &Scope) -> (Vec<&'a Entry>, Vec<RunSpan>) {
+pub fn select<'a, 'j>(
+    entries: &'a [Entry<'j>],
+    scope: &Scope,
+) -> (Vec<&'a Entry<'j>>, Vec<RunSpan>) {
     let all = runs(entries);
     let chosen: Vec<RunSpan> = match scope {
         Scope::Run(pid) => all.into_iter().filter(|r| r.pid == *pid).collect(),
@@ -366,8 +369,8 @@ impl Night {
                 continue;
             };
             let l = lane(&mut night, agent);
-            let task = e.task.clone().unwrap_or_default();
-            match e.event.as_str() {
+            let task = e.task.as_deref().unwrap_or_default().to_owned();
+            match e.event.as_ref() {
                 "session_end" | "merge_end" => {
                     let secs = e.secs.unwrap_or(0.0).max(0.0);
                     let merge = e.event == "merge_end";
@@ -379,7 +382,7 @@ impl Night {
                     };
                     let outcome = match (&e.result, &e.outcome) {
                         (Some(r), Some(o)) => format!("merge {r} ({o})"),
-                        (None, Some(o)) => o.clone(),
+                        (None, Some(o)) => o.to_string(),
                         (Some(r), None) => format!("merge {r}"),
                         (None, None) => String::new(),
                     };
@@ -394,7 +397,7 @@ impl Night {
                         secs,
                         kind,
                         outcome,
-                        log: e.log.clone(),
+                        log: e.log.as_deref().map(str::to_owned),
                         cost_usd: e.cost_usd,
                         input_tokens: e.input_tokens,
                         output_tokens: e.output_tokens,
@@ -413,7 +416,7 @@ impl Night {
                     if matches!(s.kind, Kind::UsageLimit | Kind::ApiError) {
                         continue;
                     }
-                    s.kind = match (e.event.as_str(), s.kind) {
+                    s.kind = match (e.event.as_ref(), s.kind) {
                         ("done", _) => Kind::Done,
                         ("failed", _) if s.outcome == "timed out" => Kind::TimedOut,
                         ("failed", _) => Kind::Failed,
@@ -425,7 +428,7 @@ impl Night {
                 }
                 "limit" | "trip" => {
                     let until = e.until.as_deref().map_or(at, secs);
-                    let why = match (e.event.as_str(), e.why.as_deref()) {
+                    let why = match (e.event.as_ref(), e.why.as_deref()) {
                         ("trip", _) => Why::Breaker,
                         (_, Some("api error")) => Why::ApiError,
                         _ => Why::UsageLimit,
@@ -473,11 +476,11 @@ impl Night {
 mod tests {
     use super::*;
 
-    fn entry(line: &str) -> Entry {
+    fn entry(line: &str) -> Entry<'_> {
         serde_json::from_str(line).unwrap()
     }
 
-    fn journal(lines: &[&str]) -> Vec<Entry> {
+    fn journal<'j>(lines: &[&'j str]) -> Vec<Entry<'j>> {
         lines.iter().map(|l| entry(l)).collect()
     }
 
