@@ -129,6 +129,14 @@ pub fn commit_steps(id: &str) -> serde_json::Value {
     ])
 }
 
+/// [`commit_steps`] after a first shell call that sleeps `secs`: a
+/// session that is surely still at work a while after it began.
+pub fn slow_commit_steps(id: &str, secs: u32) -> serde_json::Value {
+    let mut steps = vec![serde_json::json!({"bash": format!("sleep {secs}")})];
+    steps.extend(commit_steps(id).as_array().unwrap().iter().cloned());
+    serde_json::Value::Array(steps)
+}
+
 /// The subjects of the commits on the hub's `main`, first parent first.
 pub fn subjects(env: &Env) -> Vec<String> {
     env.git(["log", "--format=%s", "main"])

@@ -45,15 +45,19 @@ fn four_tasks_each_committed_by_opencodes_own_tool_call() {
 
 /// opencode retries 429s with no JSON event, but its log lines (the
 /// preset's `--print-logs`) say so: the other agent, done with its task,
-/// starts no session while it retries.
+/// starts no session while it retries. p1's four 429s keep opencode
+/// retrying for about 35 s after its first request; p2, begun with it,
+/// sleeps 10 s first, so that it ends inside that window however slowly
+/// opencode starts on a loaded machine (a quick p2 once ended before p1's
+/// first request went out).
 #[test]
 fn a_429_for_a_while_burns_no_attempt_and_holds_the_other_agent() {
     let Some(cli) = opencode() else { return };
     let others = [
-        ("p2", kit::commit_steps("p2")),
+        ("p2", kit::slow_commit_steps("p2", 10)),
         ("p3", kit::commit_steps("p3")),
     ];
-    let (env, _server, out) = kit::limited_for_a_while(&cli, "p1", 3, &others, &["-j", "2"]);
+    let (env, _server, out) = kit::limited_for_a_while(&cli, "p1", 4, &others, &["-j", "2"]);
     let claims: Vec<_> = kit::journal(&env, "claim")
         .into_iter()
         .filter(|c| c["task"] == "p1")
