@@ -55,21 +55,7 @@ fn four_tasks_each_committed_by_claude_codes_own_tool_call() {
 #[test]
 fn a_429_for_a_while_burns_no_attempt_and_holds_other_sessions_back() {
     let Some(cli) = claude() else { return };
-    let others = [
-        ("r2", kit::commit_steps("r2")),
-        ("r3", kit::commit_steps("r3")),
-    ];
-    let (env, _server, out) = kit::limited_for_a_while(&cli, "r1", 5, &others, &["-j", "2"]);
-    let claims: Vec<_> = kit::journal(&env, "claim")
-        .into_iter()
-        .filter(|c| c["task"] == "r1")
-        .collect();
-    assert_eq!(claims.len(), 1, "{claims:?}");
-    assert!(
-        out.stderr
-            .contains("waiting: the agent CLI is retrying its API in another session"),
-        "{out:#?}"
-    );
+    kit::limited_holds_the_other_agent(&cli, "r1", 5, ("r2", kit::commit_steps("r2")), "r3");
 }
 
 /// Claude Code would retry a 401 for three minutes: farm stops it at the

@@ -275,6 +275,30 @@ pub fn limited_for_a_while(
     )
 }
 
+/// Case 2 with live detection, `-j 2`: `id` gets `times` 429s, which the
+/// CLI retries, saying so in its log; the second agent does `quick`, then
+/// must not start `next` while the first retries. `id` is claimed once.
+pub fn limited_holds_the_other_agent(
+    cli: &Cli,
+    id: &str,
+    times: u32,
+    quick: (&str, serde_json::Value),
+    next: &str,
+) {
+    let others = [quick, (next, commit_steps(next))];
+    let (env, _server, out) = limited_for_a_while(cli, id, times, &others, &["-j", "2"]);
+    let claims: Vec<_> = journal(&env, "claim")
+        .into_iter()
+        .filter(|c| c["task"] == id)
+        .collect();
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    assert!(
+        out.stderr
+            .contains("waiting: the agent CLI is retrying its API in another session"),
+        "{out:#?}"
+    );
+}
+
 /// Case 2 with another failure first (`{"fail": 529, "times": 2}`, a 429
 /// with a `retry_after`, …): the same outcome.
 pub fn failing_for_a_while(

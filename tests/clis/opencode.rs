@@ -53,21 +53,8 @@ fn four_tasks_each_committed_by_opencodes_own_tool_call() {
 #[test]
 fn a_429_for_a_while_burns_no_attempt_and_holds_the_other_agent() {
     let Some(cli) = opencode() else { return };
-    let others = [
-        ("p2", kit::slow_commit_steps("p2", 10)),
-        ("p3", kit::commit_steps("p3")),
-    ];
-    let (env, _server, out) = kit::limited_for_a_while(&cli, "p1", 4, &others, &["-j", "2"]);
-    let claims: Vec<_> = kit::journal(&env, "claim")
-        .into_iter()
-        .filter(|c| c["task"] == "p1")
-        .collect();
-    assert_eq!(claims.len(), 1, "{claims:?}");
-    assert!(
-        out.stderr
-            .contains("waiting: the agent CLI is retrying its API in another session"),
-        "{out:#?}"
-    );
+    let slow = ("p2", kit::slow_commit_steps("p2", 10));
+    kit::limited_holds_the_other_agent(&cli, "p1", 4, slow, "p3");
 }
 
 /// opencode reports a 401 at once (`APIError`, not retryable) and lingers:
