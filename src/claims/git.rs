@@ -703,11 +703,22 @@ impl ClaimStore for GitStore {
             held.claim.who()
         );
         let mut fresh = false;
+        // Our last release pushed and reported rejected (see `change_own`):
+        // an atomic push, so if it landed, the work did too.
+        let mut tried: Option<Tip> = None;
         for round in 0..ROUNDS {
             let tip = match self.own_tip(held, &mut fresh) {
                 Ok(Some(tip)) => tip,
                 Ok(None) => continue,
-                Err(StoreError::Lost { why, .. }) => return Ok(Published::Lost(why)),
+                Err(StoreError::Lost { why, .. }) => {
+                    if let Some(mine) = tried.take()
+                        && self.holds_landed(&mine, task)?
+                    {
+                        Self::guard(held)?.released.store(true, Ordering::SeqCst);
+                        return Ok(Published::Pushed);
+                    }
+                    return Ok(Published::Lost(why));
+                }
                 Err(e) => return Err(e),
             };
             let release = self.commit(&tip, Change::Remove(task), &message)?;
@@ -760,6 +771,7 @@ impl ClaimStore for GitStore {
                     .collect();
                 return Err(StoreError::Refused(why.join("; ")));
             }
+            tried = Some(release);
             fresh = true;
             back_off(round);
         }

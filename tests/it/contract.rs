@@ -335,3 +335,64 @@ fn a_heartbeat_that_landed_unseen_is_not_a_lost_claim() {
     store.release_held(held).unwrap();
     assert!(store.list().unwrap().is_empty());
 }
+
+/// The same for the git store's publish (the work and the claim's release
+/// in one atomic push): it landed, receive-pack was killed before it said
+/// so, another farm built on the claims branch, and the push tried again is
+/// rejected there. The work is on `main` and the claim released: that is
+/// `Pushed`, not `Lost` ("nothing was published"), whose caller would
+/// rescue work that landed and count an attempt.
+#[test]
+fn a_publish_that_landed_unseen_is_pushed_not_lost() {
+    use farm::claims::Published;
+    use farm::git::command::Repo;
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = git_store(tmp.path(), &tmp.path().join("cache"));
+    let hub = tmp.path().join("hub.git");
+    let work = Repo::new(tmp.path().join("work"));
+    std::fs::create_dir_all(work.dir()).unwrap();
+    for args in [
+        &["init", "--quiet", "-b", "main"][..],
+        &["config", "user.email", "t@example.com"],
+        &["config", "user.name", "t"],
+    ] {
+        work.run(args).unwrap();
+    }
+    std::fs::write(work.dir().join("t.txt"), "done\n").unwrap();
+    assert!(work.commit_all("t: the work").unwrap());
+    let held = won(store.try_claim(claim("t", "alice", me()), false).unwrap());
+    let mark = tmp.path().join("killed");
+    let hook = hub.join("hooks/reference-transaction");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = committed ] || {{ cat > /dev/null; exit 0; }}\n\
+             claims=\n\
+             while read old new ref; do [ \"$ref\" = refs/heads/farm/claims ] && claims=$new; done\n\
+             [ -n \"$claims\" ] && git rev-parse -q --verify refs/heads/main >/dev/null || exit 0\n\
+             [ -e '{0}' ] && exit 0\n: > '{0}'\n\
+             unset GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_QUARANTINE_PATH\n\
+             child=$(git commit-tree \"$claims^{{tree}}\" -p \"$claims\" -m 'another farm')\n\
+             git update-ref refs/heads/farm/claims \"$child\" \"$claims\"\n\
+             kill -9 $PPID\n",
+            mark.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let published = store.publish(
+        &held,
+        &work,
+        hub.to_str().unwrap(),
+        &["HEAD:refs/heads/main".to_owned()],
+        &[],
+    );
+    assert!(mark.exists(), "the hook did not run");
+    assert!(
+        matches!(published, Ok(Published::Pushed)),
+        "the work landed and the claim was released: {published:?}"
+    );
+    assert!(store.list().unwrap().is_empty());
+}
