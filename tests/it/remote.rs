@@ -782,6 +782,30 @@ esac
 
 // --- e. the hub goes away for a while ----------------------------------------------
 
+/// A farm that starts while its URL hub does not answer (the daemon down
+/// for a moment, as when a fleet of farms starts at once on a busy hub)
+/// tries its first contact again for a few seconds rather than ending with
+/// exit 2 at once; the run then does its task.
+#[test]
+fn a_farm_started_while_the_hub_is_down_for_a_moment_goes_on() {
+    let _serial = one_at_a_time();
+    let mut daemon = Daemon::with_hub(&[("tasks/t1.md", &task_file("t1", &[], "Write t1.txt."))]);
+    let agent = agent_script(
+        &daemon,
+        "agent.sh",
+        "set -eu\necho t1 > t1.txt\ngit add -A\ngit commit -q -m \"do $FARM_TASK\"\n",
+    );
+    let m = daemon.machine("east");
+    daemon.stop();
+    let run = Running::spawn(m.farm(["run", "--agent", &agent, "--name", "east"]));
+    std::thread::sleep(Duration::from_millis(800));
+    daemon.start();
+    let out = run.finish_by(Instant::now() + Duration::from_secs(120));
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert_eq!(done_subjects(&daemon.hub(), "main", "t1"), 1, "{out:#?}");
+    assert_no_claims(&m);
+}
+
 /// Two machines, two agents each, sixteen half-second tasks; after a few are
 /// done, the daemon is killed (every connection with it) for 3 s and then
 /// comes back; later it flaps (killed and restarted at once, a few times).
