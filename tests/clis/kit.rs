@@ -342,6 +342,13 @@ pub fn refused(cli: &Cli, id: &str) -> Output {
     out
 }
 
+/// [`failing_for_a_while`] for a failure the CLI itself retries through
+/// (an overload, a 429 with `retry-after`, …): the task is claimed once.
+pub fn retried_by_the_cli(cli: &Cli, id: &str, fail: serde_json::Value) {
+    let (env, _server, out) = failing_for_a_while(cli, id, fail, &[], &[]);
+    assert_eq!(journal(&env, "claim").len(), 1, "{out:#?}");
+}
+
 /// Case 4: a stalled API and a short `--timeout` (longer than the CLI
 /// takes to send its first request): the session is killed, and it is the
 /// API's trouble, not a failed attempt.

@@ -293,6 +293,37 @@ fn a_stop_notice_is_kept_and_is_no_claim() {
     }
 }
 
+/// A hook on `dir/hub.git` (see [`git_store`]) that, once, when an update
+/// of the claims branch has committed (in a push that has `also` on the
+/// hub, if not empty), puts another commit on top of it, as another farm
+/// would, and SIGKILLs receive-pack before it reports: the push landed
+/// unseen. The file it leaves when it did.
+fn land_unseen_once(dir: &Path, also: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let mark = dir.join("killed");
+    let hook = dir.join("hub.git/hooks/reference-transaction");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = committed ] || {{ cat > /dev/null; exit 0; }}\n\
+             claims=\n\
+             while read old new ref; do [ \"$ref\" = refs/heads/farm/claims ] && claims=$new; done\n\
+             [ -n \"$claims\" ] || exit 0\n\
+             [ -z '{also}' ] || git rev-parse -q --verify '{also}' >/dev/null || exit 0\n\
+             [ -e '{mark}' ] && exit 0\n: > '{mark}'\n\
+             unset GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_QUARANTINE_PATH\n\
+             child=$(git commit-tree \"$claims^{{tree}}\" -p \"$claims\" -m 'another farm')\n\
+             git update-ref refs/heads/farm/claims \"$child\" \"$claims\"\n\
+             kill -9 $PPID\n",
+            mark = mark.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    mark
+}
+
 /// A heartbeat whose push landed on the hub, but whose `receive-pack` was
 /// killed before it said so, while another farm's update was built on it:
 /// the push is tried again and rejected (the branch moved on), and the tip
@@ -302,31 +333,10 @@ fn a_stop_notice_is_kept_and_is_no_claim() {
 /// stale).
 #[test]
 fn a_heartbeat_that_landed_unseen_is_not_a_lost_claim() {
-    use std::os::unix::fs::PermissionsExt;
     let tmp = tempfile::tempdir().unwrap();
     let store = git_store(tmp.path(), &tmp.path().join("cache"));
     let held = won(store.try_claim(claim("t", "alice", me()), false).unwrap());
-    // From now on, once: the claims branch's update committed, another
-    // commit on top of it (as another farm's), and receive-pack killed
-    // before it reports.
-    let mark = tmp.path().join("killed");
-    let hook = tmp.path().join("hub.git/hooks/reference-transaction");
-    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
-    std::fs::write(
-        &hook,
-        format!(
-            "#!/bin/sh\n[ \"$1\" = committed ] || {{ cat > /dev/null; exit 0; }}\n\
-             read old new ref\n[ \"$ref\" = refs/heads/farm/claims ] || exit 0\n\
-             [ -e '{0}' ] && exit 0\n: > '{0}'\n\
-             unset GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_QUARANTINE_PATH\n\
-             child=$(git commit-tree \"$new^{{tree}}\" -p \"$new\" -m 'another farm')\n\
-             git update-ref refs/heads/farm/claims \"$child\" \"$new\"\n\
-             kill -9 $PPID\n",
-            mark.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mark = land_unseen_once(tmp.path(), "");
     let beat = store.heartbeat(&held, SystemTime::now());
     assert!(mark.exists(), "the hook did not run");
     beat.expect("the heartbeat landed: the claim is still ours");
@@ -346,7 +356,6 @@ fn a_heartbeat_that_landed_unseen_is_not_a_lost_claim() {
 fn a_publish_that_landed_unseen_is_pushed_not_lost() {
     use farm::claims::Published;
     use farm::git::command::Repo;
-    use std::os::unix::fs::PermissionsExt;
     let tmp = tempfile::tempdir().unwrap();
     let store = git_store(tmp.path(), &tmp.path().join("cache"));
     let hub = tmp.path().join("hub.git");
@@ -362,26 +371,8 @@ fn a_publish_that_landed_unseen_is_pushed_not_lost() {
     std::fs::write(work.dir().join("t.txt"), "done\n").unwrap();
     assert!(work.commit_all("t: the work").unwrap());
     let held = won(store.try_claim(claim("t", "alice", me()), false).unwrap());
-    let mark = tmp.path().join("killed");
-    let hook = hub.join("hooks/reference-transaction");
-    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
-    std::fs::write(
-        &hook,
-        format!(
-            "#!/bin/sh\n[ \"$1\" = committed ] || {{ cat > /dev/null; exit 0; }}\n\
-             claims=\n\
-             while read old new ref; do [ \"$ref\" = refs/heads/farm/claims ] && claims=$new; done\n\
-             [ -n \"$claims\" ] && git rev-parse -q --verify refs/heads/main >/dev/null || exit 0\n\
-             [ -e '{0}' ] && exit 0\n: > '{0}'\n\
-             unset GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_QUARANTINE_PATH\n\
-             child=$(git commit-tree \"$claims^{{tree}}\" -p \"$claims\" -m 'another farm')\n\
-             git update-ref refs/heads/farm/claims \"$child\" \"$claims\"\n\
-             kill -9 $PPID\n",
-            mark.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Only the publish: it updates main too.
+    let mark = land_unseen_once(tmp.path(), "refs/heads/main");
     let published = store.publish(
         &held,
         &work,
