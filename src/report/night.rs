@@ -173,6 +173,14 @@ pub struct Rollup {
 /// built: `farm status` on 10,000 sessions spent 40 of its 110 ms building
 /// the whole night for these sums.
 pub fn rollup(lines: &[&Entry]) -> Rollup {
+    fn spend(spent: &mut Spent, e: &Entry) {
+        spent.count(
+            e.secs.unwrap_or(0.0).max(0.0),
+            e.cost_usd,
+            e.input_tokens,
+            e.output_tokens,
+        );
+    }
     fn count(map: &mut BTreeMap<String, Spent>, key: &str, e: &Entry) {
         // Look up before inserting: most keys (agents, CLIs) repeat, and an
         // owned key for each lookup was the cost.
@@ -180,12 +188,7 @@ pub fn rollup(lines: &[&Entry]) -> Rollup {
             Some(s) => s,
             None => map.entry(key.to_owned()).or_default(),
         };
-        spent.count(
-            e.secs.unwrap_or(0.0).max(0.0),
-            e.cost_usd,
-            e.input_tokens,
-            e.output_tokens,
-        );
+        spend(spent, e);
     }
     let mut r = Rollup::default();
     let mut cli_of: BTreeMap<u32, &str> = BTreeMap::new();
@@ -200,12 +203,7 @@ pub fn rollup(lines: &[&Entry]) -> Rollup {
                 let Some(agent) = e.agent.as_deref() else {
                     continue;
                 };
-                r.total.count(
-                    e.secs.unwrap_or(0.0).max(0.0),
-                    e.cost_usd,
-                    e.input_tokens,
-                    e.output_tokens,
-                );
+                spend(&mut r.total, e);
                 count(&mut r.by_agent, agent, e);
                 count(&mut r.by_task, e.task.as_deref().unwrap_or_default(), e);
                 count(

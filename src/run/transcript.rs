@@ -7,8 +7,8 @@
 //! or err; every other line (farm's `[farm]` header and footer, plain
 //! text) is kept as it is.
 //!
-//! The three dialects are told apart by their event types, which do not
-//! overlap: Claude's `assistant`/`user`/`result`/`system`, Codex's dotted
+//! The dialects are told apart by their event types, which do not
+//! overlap (Qwen Code's is Claude's): Claude's `assistant`/`user`/`result`/`system`, Codex's dotted
 //! `thread.*`/`turn.*`/`item.*`, Gemini's `init`/`message`/`tool_use`/
 //! `tool_result` (Gemini's `result` carries `stats`, Claude's does not);
 //! opencode's events carry a `part` (or a `sessionID`).
