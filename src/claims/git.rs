@@ -704,8 +704,12 @@ impl ClaimStore for GitStore {
         );
         let mut fresh = false;
         // Our last release pushed and reported rejected (see `change_own`):
-        // an atomic push, so if it landed, the work did too.
+        // it may have landed unseen, and the work with it — or not: the hub
+        // commits the refs of an atomic push one after another, so a
+        // receive-pack killed between them lands the release alone.
         let mut tried: Option<Tip> = None;
+        // Rounds in a row that a ref lock on the hub refused the work.
+        let mut locked = 0;
         for round in 0..ROUNDS {
             let tip = match self.own_tip(held, &mut fresh) {
                 Ok(Some(tip)) => tip,
@@ -715,7 +719,13 @@ impl ClaimStore for GitStore {
                         && self.holds_landed(&mine, task)?
                     {
                         Self::guard(held)?.released.store(true, Ordering::SeqCst);
-                        return Ok(Published::Pushed);
+                        return Ok(match work_missing(repo, remote, refspecs)? {
+                            None => Published::Pushed,
+                            Some(missing) => Published::Lost(format!(
+                                "its release landed on the hub but `{missing}` did not take \
+                                 the work: the push was cut between its refs"
+                            )),
+                        });
                     }
                     return Ok(Published::Lost(why));
                 }
@@ -763,6 +773,15 @@ impl ClaimStore for GitStore {
             if !work_moved.is_empty() {
                 return Ok(Published::Rejected(work_moved));
             }
+            match updates.iter().find_map(|u| u.lock_file().map(|f| (u, f))) {
+                Some((u, file)) => {
+                    locked += 1;
+                    if locked >= LOCKED_ROUNDS {
+                        return Err(stale_lock(&u.to, file));
+                    }
+                }
+                None => locked = 0,
+            }
             if !updates.iter().any(|u| u.moved()) {
                 let why: Vec<String> = updates
                     .iter()
@@ -779,6 +798,52 @@ impl ClaimStore for GitStore {
             task: held.claim.task.clone(),
         })
     }
+}
+
+/// Rounds in a row that a lock file on the hub refuses a ref before it is
+/// called stale: git itself waits 100 ms for a ref lock, and a push holds
+/// one for milliseconds; with [`back_off`], this is about two seconds.
+const LOCKED_ROUNDS: u32 = 10;
+
+/// A ref lock that stays on the hub refuses every push of its ref; a push
+/// cut by a kill leaves one (git never removes another's lock).
+pub(crate) fn stale_lock(name: &str, file: &str) -> StoreError {
+    StoreError::Refused(format!(
+        "`{name}` is locked on the hub by `{file}`, left by a push that was cut off \
+         (or one still running); if no git is running on the hub, remove it: rm '{file}'"
+    ))
+}
+
+/// The first ref of `refspecs` (`src:dst`) that `remote` does not hold the
+/// work of — its `dst` neither `src` nor a descendant — or `None` when all
+/// of them landed.
+fn work_missing(
+    repo: &Repo,
+    remote: &str,
+    refspecs: &[String],
+) -> Result<Option<String>, StoreError> {
+    for spec in refspecs {
+        let Some((src, dst)) = spec.split_once(':') else {
+            continue;
+        };
+        let Some(work) = repo.rev(src)? else {
+            continue;
+        };
+        let listed = repo.run(["ls-remote", remote, dst])?;
+        let Some(there) = listed.split_whitespace().next() else {
+            return Ok(Some(dst.to_owned()));
+        };
+        if there == work {
+            continue;
+        }
+        if !repo.check(["cat-file", "-e", &format!("{there}^{{commit}}")])? {
+            repo.run(["fetch", "--quiet", "--no-tags", remote, dst])?;
+        }
+        if !repo.check(["merge-base", "--is-ancestor", &work, there])? {
+            return Ok(Some(dst.to_owned()));
+        }
+    }
+    Ok(None)
 }
 
 fn held(claim: Claim, oid: &str) -> Held {

@@ -106,6 +106,7 @@ pub trait ClaimStore: Send + Sync {
         // answer is final, and the same push again says what it was.
         const TRIES: usize = 3;
         let mut tries = 0;
+        let mut locked = 0;
         let updates = loop {
             match self.heartbeat(held, SystemTime::now()) {
                 Err(StoreError::Lost { why, .. }) => return Ok(Published::Lost(why)),
@@ -118,6 +119,20 @@ pub trait ClaimStore: Send + Sync {
                 .chain(hold.iter().copied())
                 .collect();
             match repo.push_refs_holding(remote, refspecs, false, &hold) {
+                // A ref lock on the hub: a push of someone else's finishing
+                // (git waited 100 ms for it already), or one a kill cut off,
+                // whose lock stays until a person removes it.
+                Ok(updates) if updates.iter().any(|u| u.lock_file().is_some()) => {
+                    let (u, file) = updates
+                        .iter()
+                        .find_map(|u| u.lock_file().map(|f| (u, f)))
+                        .expect("found above");
+                    locked += 1;
+                    if locked >= TRIES {
+                        return Err(git::stale_lock(&u.to, file));
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(500));
+                }
                 Ok(updates) => break updates,
                 Err(e) if e.transient && tries + 1 < TRIES => tries += 1,
                 Err(e) => return Err(e.into()),

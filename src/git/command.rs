@@ -235,6 +235,36 @@ impl RefUpdate {
     pub fn raced(&self) -> bool {
         self.rejected() && raced(&self.summary)
     }
+
+    /// The hub's lock file that kept this ref from moving (`…/main.lock`),
+    /// when git named one: a push still running, or one cut by a kill that
+    /// left its lock behind — which then refuses every push of the ref.
+    pub fn lock_file(&self) -> Option<&str> {
+        if !self.rejected() {
+            return None;
+        }
+        let (_, rest) = self.summary.split_once("Unable to create '")?;
+        let (path, _) = rest.split_once("': File exists")?;
+        Some(path)
+    }
+}
+
+/// Give each rejected ref of `updates` whose lock git named on stderr
+/// (`cannot lock ref '<ref>': Unable to create '<path>': File exists`,
+/// a `remote:` line that the porcelain report lacks: it says only "atomic
+/// transaction failed") that reason, so that [`RefUpdate::lock_file`] sees it.
+fn name_locks(updates: &mut [RefUpdate], stderr: &str) {
+    for line in stderr.lines() {
+        let Some((_, rest)) = line.split_once("cannot lock ref '") else {
+            continue;
+        };
+        let Some((name, why)) = rest.split_once("': ") else {
+            continue;
+        };
+        for u in updates.iter_mut().filter(|u| u.rejected() && u.to == name) {
+            u.summary = format!("[remote rejected] (cannot lock ref: {})", why.trim_end());
+        }
+    }
 }
 
 /// How a push went, ref by ref.
@@ -699,7 +729,10 @@ impl Repo {
         let out = out.map_err(|e| self.error(&args, e.to_string()))?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let report = parse_porcelain(&stdout);
+        let mut report = parse_porcelain(&stdout);
+        if let Some(updates) = &mut report {
+            name_locks(updates, &stderr);
+        }
         // A report comes once the hub has updated (or refused) every ref;
         // without one, what lands is known only when the push has settled.
         if report.is_none() {
@@ -944,6 +977,44 @@ mod tests {
             panic!("a non-fast-forward push was not rejected");
         };
         assert_eq!(refs[0].0, "refs/heads/main");
+    }
+
+    /// A ref lock left on the hub refuses an atomic push of every ref with
+    /// "atomic transaction failed" in the report; the lock is named only on
+    /// stderr, and must reach the ref's reason.
+    #[test]
+    fn a_stale_ref_lock_is_named_in_the_rejection() {
+        let tmp = tempfile::tempdir().unwrap();
+        let hub = tmp.path().join("hub.git");
+        let work = Repo::new(tmp.path().join("w"));
+        Repo::new(tmp.path())
+            .run([
+                "init",
+                "--quiet",
+                "--bare",
+                "-b",
+                "main",
+                hub.to_str().unwrap(),
+            ])
+            .unwrap();
+        std::fs::create_dir_all(work.dir()).unwrap();
+        work.run(["init", "--quiet", "-b", "main"]).unwrap();
+        work.run(["config", "user.email", "t@example.com"]).unwrap();
+        work.run(["config", "user.name", "t"]).unwrap();
+        std::fs::write(work.dir().join("f"), "a").unwrap();
+        assert!(work.commit_all("a").unwrap());
+        std::fs::write(hub.join("refs/heads/main.lock"), "").unwrap();
+        let specs = [
+            "HEAD:refs/heads/main".into(),
+            "HEAD:refs/heads/other".into(),
+        ];
+        let updates = work.push_refs(hub.to_str().unwrap(), &specs, true).unwrap();
+        let main = updates.iter().find(|u| u.to == "refs/heads/main").unwrap();
+        let lock = main.lock_file().expect("the lock is named");
+        assert!(lock.ends_with("main.lock"), "{lock}");
+        assert!(main.raced(), "still a ref lock: {main:?}");
+        let other = updates.iter().find(|u| u.to == "refs/heads/other").unwrap();
+        assert_eq!(other.lock_file(), None);
     }
 
     /// A ref-less repository (the claims store's cache) that names the tip

@@ -355,21 +355,10 @@ fn a_heartbeat_that_landed_unseen_is_not_a_lost_claim() {
 #[test]
 fn a_publish_that_landed_unseen_is_pushed_not_lost() {
     use farm::claims::Published;
-    use farm::git::command::Repo;
     let tmp = tempfile::tempdir().unwrap();
     let store = git_store(tmp.path(), &tmp.path().join("cache"));
     let hub = tmp.path().join("hub.git");
-    let work = Repo::new(tmp.path().join("work"));
-    std::fs::create_dir_all(work.dir()).unwrap();
-    for args in [
-        &["init", "--quiet", "-b", "main"][..],
-        &["config", "user.email", "t@example.com"],
-        &["config", "user.name", "t"],
-    ] {
-        work.run(args).unwrap();
-    }
-    std::fs::write(work.dir().join("t.txt"), "done\n").unwrap();
-    assert!(work.commit_all("t: the work").unwrap());
+    let work = work_repo(tmp.path());
     let held = won(store.try_claim(claim("t", "alice", me()), false).unwrap());
     // Only the publish: it updates main too.
     let mark = land_unseen_once(tmp.path(), "refs/heads/main");
@@ -386,4 +375,143 @@ fn a_publish_that_landed_unseen_is_pushed_not_lost() {
         "the work landed and the claim was released: {published:?}"
     );
     assert!(store.list().unwrap().is_empty());
+}
+
+/// A work repository with one commit on `main` (`t.txt`), for publishing.
+fn work_repo(dir: &Path) -> farm::git::command::Repo {
+    let work = farm::git::command::Repo::new(dir.join("work"));
+    std::fs::create_dir_all(work.dir()).unwrap();
+    for args in [
+        &["init", "--quiet", "-b", "main"][..],
+        &["config", "user.email", "t@example.com"],
+        &["config", "user.name", "t"],
+    ] {
+        work.run(args).unwrap();
+    }
+    std::fs::write(work.dir().join("t.txt"), "done\n").unwrap();
+    assert!(work.commit_all("t: the work").unwrap());
+    work
+}
+
+/// git's files backend commits the refs of an atomic push one after
+/// another (the claims branch before `main`). A `receive-pack` killed
+/// between the two left the claim released ("work published") and `main`
+/// unmoved, with `refs/heads/main.lock` behind: farm read the landed release
+/// as proof that the work had landed too, said the task was done and reset
+/// the clone, so the work was on no hub ref. This hook plays that cut: once
+/// both refs are committed it puts `main` back, leaves its lock, and kills
+/// receive-pack before it reports.
+fn cut_between_refs_once(dir: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let mark = dir.join("cut");
+    let hook = dir.join("hub.git/hooks/reference-transaction");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = committed ] || {{ cat > /dev/null; exit 0; }}\n\
+             claims= main= old=\n\
+             while read o n ref; do\n\
+               [ \"$ref\" = refs/heads/farm/claims ] && claims=$n\n\
+               [ \"$ref\" = refs/heads/main ] && {{ main=$n; old=$o; }}\n\
+             done\n\
+             [ -n \"$claims\" ] && [ -n \"$main\" ] || exit 0\n\
+             [ -e '{mark}' ] && exit 0\n: > '{mark}'\n\
+             unset GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_QUARANTINE_PATH\n\
+             if [ \"$old\" = 0000000000000000000000000000000000000000 ]; then\n\
+               git update-ref -d refs/heads/main \"$main\"\n\
+             else\n\
+               git update-ref refs/heads/main \"$old\" \"$main\"\n\
+             fi\n\
+             : > refs/heads/main.lock\n\
+             kill -9 $PPID\n",
+            mark = mark.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    mark
+}
+
+/// The release of an atomic publish landed and the work did not (see
+/// [`cut_between_refs_once`]): that is not `Pushed` — the caller would call
+/// the task done and drop the work — and the lock left on the hub is named,
+/// with what to do, by the next push it blocks.
+#[test]
+fn a_publish_cut_between_its_refs_is_not_pushed() {
+    use farm::claims::Published;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = git_store(tmp.path(), &tmp.path().join("cache"));
+    let hub = tmp.path().join("hub.git");
+    let work = work_repo(tmp.path());
+    let held = won(store.try_claim(claim("t", "alice", me()), false).unwrap());
+    let mark = cut_between_refs_once(tmp.path());
+    let published = store.publish(
+        &held,
+        &work,
+        hub.to_str().unwrap(),
+        &["HEAD:refs/heads/main".to_owned()],
+        &[],
+    );
+    assert!(mark.exists(), "the hook did not run");
+    assert!(
+        hub.join("refs/heads/main.lock").exists(),
+        "the hook left no lock"
+    );
+    match &published {
+        Ok(Published::Lost(why)) => assert!(why.contains("refs/heads/main"), "{why}"),
+        other => panic!("the work is on no hub ref, yet the publish said {other:?}"),
+    }
+    // The next publish is blocked by the lock: said, naming it.
+    let held = won(store.try_claim(claim("u", "alice", me()), false).unwrap());
+    let blocked = store.publish(
+        &held,
+        &work,
+        hub.to_str().unwrap(),
+        &["HEAD:refs/heads/main".to_owned()],
+        &[],
+    );
+    let said = match blocked {
+        Err(e) => e.to_string(),
+        Ok(p) => panic!("a push through a stale ref lock: {p:?}"),
+    };
+    assert!(said.contains("main.lock"), "{said}");
+}
+
+/// The fs store's publish (a push of the work alone, under the claim's OS
+/// lock) through a ref lock that a cut push left on the hub: every push of
+/// `main` is refused until a person removes it, so it is said, naming the
+/// lock, instead of being retried as a branch that moved (twenty rounds,
+/// then "too busy").
+#[test]
+fn a_stale_ref_lock_blocks_the_fs_store_with_its_name() {
+    use farm::git::command::Repo;
+    let tmp = tempfile::tempdir().unwrap();
+    let hub = tmp.path().join("hub.git");
+    Repo::new(tmp.path())
+        .run([
+            "init",
+            "--quiet",
+            "--bare",
+            "-b",
+            "main",
+            hub.to_str().unwrap(),
+        ])
+        .unwrap();
+    let store = FsStore::new(&hub);
+    let work = work_repo(tmp.path());
+    std::fs::write(hub.join("refs/heads/main.lock"), "").unwrap();
+    let held = won(store.try_claim(claim("t", "alice", me()), true).unwrap());
+    let said = match store.publish(
+        &held,
+        &work,
+        hub.to_str().unwrap(),
+        &["HEAD:refs/heads/main".to_owned()],
+        &[],
+    ) {
+        Err(e) => e.to_string(),
+        Ok(p) => panic!("a push through a stale ref lock: {p:?}"),
+    };
+    assert!(said.contains("main.lock"), "{said}");
+    assert!(said.contains("rm '"), "says what to do: {said}");
 }
