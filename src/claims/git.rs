@@ -52,7 +52,7 @@ use super::{
     StoreError, record_of,
 };
 use crate::claims::host::{self, Here};
-use crate::claims::liveness::Judge;
+use crate::claims::liveness::{Judge, Sighting};
 use crate::claims::record::{Claim, Corrupt, Nonce};
 use crate::git::command::{GitError, Repo};
 use crate::git::retry::{jitter, patiently};
@@ -94,7 +94,10 @@ struct State {
     /// Blob contents by id (a blob never changes).
     blobs: HashMap<String, Vec<u8>>,
     /// When this host first saw each record, by blob id.
-    seen: HashMap<String, SystemTime>,
+    seen: HashMap<String, Sighting>,
+    /// When this host last listed the claims, if ever (so a record first
+    /// seen later is one it saw appear).
+    looked: Option<SystemTime>,
 }
 
 /// One commit of the claims branch: its claim files by task name.
@@ -135,12 +138,13 @@ impl GitStore {
         if !cache.join("HEAD").is_file() {
             make_cache(cache)?;
         }
-        let seen = load_seen(&cache.join(SEEN_FILE));
+        let (seen, looked) = load_seen(&cache.join(SEEN_FILE));
         Ok(GitStore {
             remote: remote.to_owned(),
             cache: Repo::new(cache),
             state: Mutex::new(State {
                 seen,
+                looked,
                 ..State::default()
             }),
             say: Arc::new(|_| {}),
@@ -243,9 +247,10 @@ impl GitStore {
         let out = files
             .iter()
             .map(|(name, oid)| {
+                let after = state.looked;
                 let seen = *state.seen.entry((*oid).clone()).or_insert_with(|| {
                     added = true;
-                    now
+                    Sighting { at: now, after }
                 });
                 let record = match contents.get(*oid) {
                     Some(bytes) => record_of(name, bytes),
@@ -253,16 +258,16 @@ impl GitStore {
                 };
                 Listed {
                     name: (*name).to_owned(),
-                    heartbeat: record.as_ref().map_or(seen, |c| c.heartbeat_at),
+                    heartbeat: record.as_ref().map_or(seen.at, |c| c.heartbeat_at),
                     record,
-                    modified: seen,
+                    modified: seen.at,
                     seen: Some(seen),
                     identity: identity(oid),
                 }
             })
             .collect();
         if added {
-            save_seen(&self.cache.dir().join(SEEN_FILE), &state.seen);
+            save_seen(&self.cache.dir().join(SEEN_FILE), &state);
         }
         drop(state);
         Ok(out)
@@ -625,14 +630,19 @@ impl ClaimStore for GitStore {
             .map(|(n, o)| (n.as_str(), o))
             .collect();
         let listed = self.listed_all(&files)?;
-        // Forget sightings of records that are gone.
+        // Forget sightings of records that are gone. The time of this look
+        // is kept on disk only with a change of sightings (or the first
+        // time): a later one would only narrow the span in which a record
+        // is known to have appeared.
         let mut state = self.state();
         let before = state.seen.len();
         state
             .seen
             .retain(|oid, _| tip.files.values().any(|o| o == oid));
-        if state.seen.len() != before {
-            save_seen(&self.cache.dir().join(SEEN_FILE), &state.seen);
+        let first = state.looked.is_none();
+        state.looked = Some(SystemTime::now());
+        if state.seen.len() != before || first {
+            save_seen(&self.cache.dir().join(SEEN_FILE), &state);
         }
         Ok(listed)
     }
@@ -902,16 +912,26 @@ fn parse_batch(out: &[u8]) -> HashMap<String, Vec<u8>> {
     blobs
 }
 
-fn load_seen(path: &Path) -> HashMap<String, SystemTime> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| {
-            let (oid, secs) = l.split_once(' ')?;
-            let at = UNIX_EPOCH + Duration::from_secs(secs.parse().ok()?);
-            Some((oid.to_owned(), at))
-        })
-        .collect()
+/// The sightings kept in `path` — a line `<blob> <secs> [<after secs>]` a
+/// record, and `looked <secs>` — and the last look; nothing when absent.
+fn load_seen(path: &Path) -> (HashMap<String, Sighting>, Option<SystemTime>) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let time = |s: &str| Some(UNIX_EPOCH + Duration::from_secs(s.parse().ok()?));
+    let mut looked = None;
+    let mut seen = HashMap::new();
+    for line in text.lines() {
+        let mut words = line.split(' ');
+        let (Some(first), Some(at)) = (words.next(), words.next().and_then(time)) else {
+            continue;
+        };
+        if first == "looked" {
+            looked = Some(at);
+            continue;
+        }
+        let after = words.next().and_then(time);
+        seen.insert(first.to_owned(), Sighting { at, after });
+    }
+    (seen, looked)
 }
 
 /// Best effort, replaced whole: a lost note only makes a claim look younger.
@@ -939,14 +959,19 @@ fn make_cache(cache: &Path) -> Result<(), StoreError> {
     }
 }
 
-fn save_seen(path: &Path, seen: &HashMap<String, SystemTime>) {
-    let text: String = seen
+fn save_seen(path: &Path, state: &State) {
+    let secs = |at: &SystemTime| at.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    let mut text: String = state
+        .seen
         .iter()
-        .map(|(oid, at)| {
-            let secs = at.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-            format!("{oid} {secs}\n")
+        .map(|(oid, seen)| match &seen.after {
+            Some(after) => format!("{oid} {} {}\n", secs(&seen.at), secs(after)),
+            None => format!("{oid} {}\n", secs(&seen.at)),
         })
         .collect();
+    if let Some(looked) = &state.looked {
+        text.push_str(&format!("looked {}\n", secs(looked)));
+    }
     let tmp = path.with_extension(format!("{}.tmp", Nonce::random().short()));
     if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, path).is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -1001,9 +1026,17 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join(SEEN_FILE);
         let at = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        let seen = HashMap::from([("ab".repeat(20), at)]);
-        save_seen(&path, &seen);
-        assert_eq!(load_seen(&path), seen);
-        assert!(load_seen(&tmp.path().join("none")).is_empty());
+        let after = Some(at - Duration::from_secs(5));
+        let state = State {
+            seen: HashMap::from([
+                ("ab".repeat(20), Sighting { at, after: None }),
+                ("cd".repeat(20), Sighting { at, after }),
+            ]),
+            looked: Some(at),
+            ..State::default()
+        };
+        save_seen(&path, &state);
+        assert_eq!(load_seen(&path), (state.seen, state.looked));
+        assert_eq!(load_seen(&tmp.path().join("none")), (HashMap::new(), None));
     }
 }

@@ -16,6 +16,10 @@
 //!   while its skew stays under `CLOCK_SKEW` plus three quarters of the
 //!   threshold (it heartbeats every quarter), and a dead claim whose stamp
 //!   lies in the future is still taken one threshold after it was first seen.
+//!   A record this host saw *appear* (it was not there at an earlier look)
+//!   is judged by this host's clock alone: it is reaped a threshold after it
+//!   appeared, whatever its stamp says — a holder whose clock is far behind
+//!   would otherwise be reaped the moment it claims.
 //! - A file that is not a valid record is **corrupt**; it is judged by its
 //!   modification time like a claim with no holder.
 
@@ -58,6 +62,42 @@ impl fmt::Display for State {
 /// heartbeat stamps alone could make its claims look older than they are.
 pub const CLOCK_SKEW: Duration = Duration::from_secs(300);
 
+/// When this host first saw a record, on its own clock (stores shared by
+/// hosts whose clocks may disagree).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sighting {
+    /// First seen here.
+    pub at: SystemTime,
+    /// This host's look before `at`, at which the record was not there yet;
+    /// `None` when it was there at this host's first look (it may be of any
+    /// age).
+    pub after: Option<SystemTime>,
+}
+
+/// How far a stamp may lie outside the span in which its record appeared
+/// here before its host's clock is called off: a heartbeat is stamped,
+/// then pushed (retried on a busy branch), then seen.
+pub const CLOCK_OFF: Duration = Duration::from_secs(60);
+
+/// How far the clock of `claim`'s host seems off this host's, in seconds
+/// (ahead positive), when its heartbeat stamp lies more than [`CLOCK_OFF`]
+/// outside the span in which this host saw the record appear; `None` when
+/// it lies within, or the record was there at the first look.
+pub fn clock_off(claim: &Claim, seen: &Sighting) -> Option<i64> {
+    let after = seen.after?;
+    let stamp = claim.heartbeat_at;
+    let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+    if let Ok(ahead) = stamp.duration_since(seen.at)
+        && ahead > CLOCK_OFF
+    {
+        return Some(secs(ahead));
+    }
+    match after.duration_since(stamp) {
+        Ok(behind) if behind > CLOCK_OFF => Some(-secs(behind)),
+        _ => None,
+    }
+}
+
 /// The outcome of judging one claim: its state, why, and whether a reaper with
 /// this threshold may take it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,7 +121,7 @@ pub struct Judge<'a> {
 impl Judge<'_> {
     /// Judge a valid claim whose last heartbeat (as the store sees it) was
     /// at `heartbeat`, seen unchanged by this host since `seen` if known.
-    pub fn claim(&self, claim: &Claim, heartbeat: SystemTime, seen: Option<SystemTime>) -> Verdict {
+    pub fn claim(&self, claim: &Claim, heartbeat: SystemTime, seen: Option<Sighting>) -> Verdict {
         if let Some(holder) = claim.holder.filter(|_| claim.host == self.here.host) {
             let dead = |reason: String| Verdict {
                 state: State::Dead,
@@ -105,7 +145,10 @@ impl Judge<'_> {
         }
         match seen {
             None => self.by_age(heartbeat, State::Alive, "heartbeat"),
-            Some(seen) => {
+            Some(Sighting { at, after: Some(_) }) => {
+                self.by_age(at, State::Alive, "unchanged since it appeared here")
+            }
+            Some(Sighting { at: seen, .. }) => {
                 let stamped = heartbeat + CLOCK_SKEW;
                 let (at, what) = if stamped < seen {
                     (stamped, "heartbeat (less the clock skew allowance)")
@@ -285,6 +328,42 @@ mod tests {
         assert_eq!(v.reason, "heartbeat 0s ago");
     }
 
+    fn first_look(at: SystemTime) -> Option<Sighting> {
+        Some(Sighting { at, after: None })
+    }
+
+    /// A holder whose clock ran 7 minutes behind, against a 2-minute
+    /// threshold: its claim, stamped "7 minutes ago" the moment it was made,
+    /// was reaped at once ("heartbeat (less the clock skew allowance) 2m03s
+    /// ago") by farms that had just seen it appear. Seen appear, a record is
+    /// judged on this host's clock alone, and its host's clock is named.
+    #[test]
+    fn a_claim_seen_appear_is_judged_on_this_clock_alone() {
+        let h = here();
+        let mut c = claim("box2", HOLDER);
+        let at = |s: u64| UNIX_EPOCH + Duration::from_secs(T0 + s);
+        // Stamped 7 minutes before it appeared here (between looks at 1000 and 1001).
+        c.heartbeat_at = at(1000) - Duration::from_secs(420);
+        let seen = Sighting {
+            at: at(1001),
+            after: Some(at(1000)),
+        };
+        let v = judge_at(&h, 1010, Some(120), &nothing_runs).claim(&c, c.heartbeat_at, Some(seen));
+        assert_eq!((v.state, v.reapable), (State::Alive, false), "{}", v.reason);
+        assert_eq!(clock_off(&c, &seen), Some(-420));
+        // Dead, it is taken a threshold after it appeared, on this clock.
+        let v = judge_at(&h, 1122, Some(120), &nothing_runs).claim(&c, c.heartbeat_at, Some(seen));
+        assert_eq!((v.state, v.reapable), (State::Stale, true), "{}", v.reason);
+        assert!(v.reason.contains("appeared here"), "{}", v.reason);
+        // A stamp ahead of the sighting names the clock too; one within the
+        // span (or the slack) names nothing.
+        c.heartbeat_at = at(1001) + Duration::from_secs(600);
+        assert_eq!(clock_off(&c, &seen), Some(600));
+        c.heartbeat_at = at(1000) - Duration::from_secs(30);
+        assert_eq!(clock_off(&c, &seen), None);
+        assert_eq!(clock_off(&c, &first_look(at(1001)).unwrap()), None);
+    }
+
     #[test]
     fn skewed_clocks_neither_reap_live_claims_early_nor_keep_dead_ones() {
         let h = here();
@@ -294,19 +373,20 @@ mod tests {
         // The holder's clock runs 20 minutes behind: its fresh heartbeat is
         // stamped 20 minutes ago. Seen here 10 s ago, it is alive.
         let behind = at(1200) - Duration::from_secs(1200);
-        let v = judge_at(&h, 1200, Some(1800), &nothing_runs).claim(&c, behind, Some(at(1190)));
+        let v =
+            judge_at(&h, 1200, Some(1800), &nothing_runs).claim(&c, behind, first_look(at(1190)));
         assert_eq!((v.state, v.reapable), (State::Alive, false), "{}", v.reason);
         // The holder's clock runs a day ahead and it died: its stamp is in the
         // future, yet one threshold after first seen here, it is stale.
         let ahead = at(86_400);
-        let v = judge_at(&h, 1801, Some(1800), &nothing_runs).claim(&c, ahead, Some(at(0)));
+        let v = judge_at(&h, 1801, Some(1800), &nothing_runs).claim(&c, ahead, first_look(at(0)));
         assert_eq!((v.state, v.reapable), (State::Stale, true), "{}", v.reason);
         assert!(v.reason.contains("first seen here"), "{}", v.reason);
         // A stamp far in the past (less the allowance) ages a claim this host
         // only just saw: a new judge need not wait a full threshold.
         let old = at(0);
         let now = 1800 + skew + 1;
-        let v = judge_at(&h, now, Some(1800), &nothing_runs).claim(&c, old, Some(at(now)));
+        let v = judge_at(&h, now, Some(1800), &nothing_runs).claim(&c, old, first_look(at(now)));
         assert_eq!((v.state, v.reapable), (State::Stale, true), "{}", v.reason);
         assert!(v.reason.contains("skew"), "{}", v.reason);
     }

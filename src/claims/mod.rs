@@ -299,7 +299,7 @@ pub struct Listed {
     pub modified: SystemTime,
     /// When this host first saw this very record, on its own clock — for
     /// stores shared across hosts, whose clocks may disagree (git).
-    pub seen: Option<SystemTime>,
+    pub seen: Option<liveness::Sighting>,
     /// Identifies this exact file, so a reaper can tell it was not replaced.
     pub(crate) identity: u64,
 }
@@ -327,6 +327,36 @@ pub fn holders(entries: &[Listed]) -> std::collections::BTreeMap<TaskId, String>
         .iter()
         .filter_map(|e| Some((TaskId::parse(&e.name).ok()?, e.who())))
         .collect()
+}
+
+/// The hosts whose clocks seem off this host's, with by how much (seconds,
+/// ahead positive; the largest seen of each), from the stamps of records
+/// this host saw appear (see [`liveness::clock_off`]).
+pub fn clocks_off(entries: &[Listed]) -> std::collections::BTreeMap<String, i64> {
+    let mut off = std::collections::BTreeMap::<String, i64>::new();
+    for e in entries {
+        let (Ok(claim), Some(seen)) = (&e.record, &e.seen) else {
+            continue;
+        };
+        if let Some(secs) = liveness::clock_off(claim, seen) {
+            let worst = off.entry(claim.host.clone()).or_insert(secs);
+            if secs.abs() > worst.abs() {
+                *worst = secs;
+            }
+        }
+    }
+    off
+}
+
+/// One line naming a host whose clock is `secs` off this one's.
+pub fn clock_off_line(host: &str, secs: i64) -> String {
+    let by = crate::age::Age(std::time::Duration::from_secs(secs.unsigned_abs()));
+    let way = if secs < 0 { "behind" } else { "ahead of" };
+    format!(
+        "the clock of `{host}` runs about {by} {way} this machine's (its claims' stamps \
+         against when they appeared here); claims are judged on this machine's clock, \
+         but fix the time there (timedatectl, chrony)"
+    )
 }
 
 /// The outcome of [`ClaimStore::reap`].

@@ -60,6 +60,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
                 },
             });
             checks.push(claims(ctx, spec, &settings));
+            checks.extend(clocks(ctx, spec, &settings));
             if let Ok(hub) = &hub {
                 checks.extend(board(hub));
             }
@@ -155,6 +156,31 @@ fn claims(ctx: &Ctx, spec: &HubSpec, settings: &Settings) -> Check {
         name: "claims",
         result,
     }
+}
+
+/// The clocks of the hosts whose claims this machine saw appear, against
+/// its own (a store shared across hosts only: the git store).
+fn clocks(ctx: &Ctx, spec: &HubSpec, settings: &Settings) -> Option<Check> {
+    let store = ctx.store_of(spec, settings).ok()?;
+    if store.kind() != "git" {
+        return None;
+    }
+    let listed = store.list().ok()?;
+    let off = crate::claims::clocks_off(&listed);
+    let result = match off.iter().max_by_key(|(_, secs)| secs.unsigned_abs()) {
+        None => Ok(format!(
+            "no host's claims are stamped more than {} off when they appeared here",
+            crate::age::Age(crate::claims::liveness::CLOCK_OFF)
+        )),
+        Some((host, secs)) => Err((
+            crate::claims::clock_off_line(host, *secs),
+            format!("set the clock of `{host}` right (timedatectl set-ntp true)"),
+        )),
+    };
+    Some(Check {
+        name: "clocks",
+        result,
+    })
 }
 
 fn board(hub: &Hub) -> Vec<Check> {

@@ -107,6 +107,8 @@ struct Report<'j> {
     board: Option<board::Counts>,
     /// Task, holder (`agent@host`), state, age.
     claims: Vec<(String, String, &'static str, Duration)>,
+    /// Hosts whose clocks seem off this one's, by seconds (ahead positive).
+    clocks_off: BTreeMap<String, i64>,
     sessions: Vec<Entry<'j>>,
     totals: BTreeMap<&'static str, usize>,
     /// What the sessions cost, where the CLI said: in all, and by agent,
@@ -295,6 +297,7 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
     // each listing is a fetch).
     let listed = store.list()?;
     let holders = crate::claims::holders(&listed);
+    let clocks_off = crate::claims::clocks_off(&listed);
     let claims: Vec<(String, String, &'static str, Duration)> = listed
         .into_iter()
         .map(|l| {
@@ -373,6 +376,7 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
         roles,
         board,
         claims,
+        clocks_off,
         sessions,
         totals,
         spent: rolled.total,
@@ -571,6 +575,12 @@ impl Report<'_> {
                 }
             }
         }
+        for (host, secs) in &self.clocks_off {
+            out.push_str(&wrap(
+                &format!("clock: {}", crate::claims::clock_off_line(host, *secs)),
+                COLUMNS,
+            ));
+        }
         if !self.claims.is_empty() {
             let rows: Vec<Vec<(String, Option<Style>)>> = self
                 .claims
@@ -712,6 +722,7 @@ impl Report<'_> {
             "claims": self.claims.iter().map(|(task, who, state, age)| json!({
                 "task": task, "held_by": who, "state": state, "age_secs": age.as_secs(),
             })).collect::<Vec<_>>(),
+            "clocks_off_secs": self.clocks_off,
             "sessions": self.sessions.iter().map(|s| json!({
                 "at": s.at, "agent": s.agent, "task": s.task, "outcome": s.outcome,
                 "kind": if s.event == "merge_end" { "merge" } else { "task" },

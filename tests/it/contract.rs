@@ -515,3 +515,45 @@ fn a_stale_ref_lock_blocks_the_fs_store_with_its_name() {
     assert!(said.contains("main.lock"), "{said}");
     assert!(said.contains("rm '"), "says what to do: {said}");
 }
+
+/// A holder whose clock ran 7 minutes behind, against a 2-minute threshold:
+/// its claim, stamped "7 minutes ago" the moment it was made, was judged
+/// stale ("heartbeat (less the clock skew allowance) 2m03s ago") and reaped
+/// at once by a farm that had just seen it appear; with ±10 minutes between
+/// machines, the slow one did 11 sessions and finished none. A record seen
+/// appear is judged on the judge's own clock, and the skew is named.
+#[test]
+fn a_claim_stamped_by_a_clock_far_behind_is_not_reaped_as_it_appears() {
+    let tmp = tempfile::tempdir().unwrap();
+    let here = git_store(tmp.path(), &tmp.path().join("cache-here"));
+    let hub = tmp.path().join("hub.git");
+    let there = GitStore::open(hub.to_str().unwrap(), &tmp.path().join("cache-there")).unwrap();
+    assert!(here.list().unwrap().is_empty(), "a first look");
+    let behind = SystemTime::now() - Duration::from_secs(420);
+    let mut slow = Claim::new(id("t"), "bob", None, 1, behind);
+    slow.host = "box2".into();
+    won(there.try_claim(slow, false).unwrap());
+    let listed = here.list().unwrap();
+    let two_minutes = judge(Some(Duration::from_secs(120)), &|_| None);
+    let verdict = listed[0].judge(&two_minutes);
+    assert!(
+        !verdict.reapable,
+        "reaped as it appeared: {}",
+        verdict.reason
+    );
+    assert!(
+        matches!(
+            here.reap(&listed[0], &two_minutes).unwrap(),
+            Reap::Skipped(_)
+        ),
+        "the fresh claim was taken"
+    );
+    let off = farm::claims::clocks_off(&listed);
+    let secs = off.get("box2").copied().unwrap_or_default();
+    assert!((-440..=-410).contains(&secs), "box2's clock: {off:?}");
+    // A farm started later, on the same state dir, still knows it appeared.
+    drop(here);
+    let again = GitStore::open(hub.to_str().unwrap(), &tmp.path().join("cache-here")).unwrap();
+    let listed = again.list().unwrap();
+    assert!(!listed[0].judge(&two_minutes).reapable);
+}
