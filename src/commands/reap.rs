@@ -42,13 +42,22 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let judge = judge_now(args.older_than);
     let mut reaped = Vec::new();
     let mut skipped = Vec::new();
+    let mut young = Vec::new();
     for entry in store.list()? {
         let verdict = entry.judge(&judge);
         if !verdict.reapable {
-            ctx.out.debug(&format!(
-                "kept `{}`: {}: {}",
-                entry.name, verdict.state, verdict.reason
-            ));
+            match too_new_here(&entry, &judge) {
+                Some(why) => {
+                    if !args.json {
+                        ctx.out.note(&format!("kept `{}`: {why}", entry.name));
+                    }
+                    young.push(json!({"task": entry.name, "why": why}));
+                }
+                None => ctx.out.debug(&format!(
+                    "kept `{}`: {}: {}",
+                    entry.name, verdict.state, verdict.reason
+                )),
+            }
             continue;
         }
         let who = held_by(&entry, judge.now);
@@ -94,7 +103,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         }
     }
     if args.json {
-        let doc = json!({"dry_run": args.dry_run, "reaped": reaped, "skipped": skipped});
+        let doc = json!({
+            "dry_run": args.dry_run, "reaped": reaped, "skipped": skipped, "too_new_here": young,
+        });
         ctx.out.data(&format!("{doc:#}\n"))?;
     } else if reaped.is_empty() {
         let scope = match args.older_than {
@@ -105,4 +116,33 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
             .note(&format!("nothing to reap: {scope} in {}", store.location()));
     }
     Ok(())
+}
+
+/// Why a claim that its stamp says is older than the threshold was kept:
+/// this machine first saw it too recently (claims from other hosts are aged
+/// on this machine's clock, whose first look may be now); `None` for any
+/// other keeping.
+fn too_new_here(
+    entry: &crate::claims::Listed,
+    judge: &crate::claims::liveness::Judge<'_>,
+) -> Option<String> {
+    let limit = judge.stale_after?;
+    let seen = entry.seen?;
+    let stamped = judge.now.duration_since(entry.heartbeat).ok()?;
+    let here = judge.now.duration_since(seen.at).unwrap_or_default();
+    if stamped <= limit
+        || here > limit
+        || entry.judge(judge).state != crate::claims::liveness::State::Alive
+    {
+        return None;
+    }
+    let wait = Age(limit.saturating_sub(here).max(Duration::from_secs(1)));
+    Some(format!(
+        "its heartbeat is stamped {} ago, but this machine first saw it {} ago and ages \
+         claims from other hosts on its own clock: it can be reaped in {wait} (run this \
+         again then), or freed now: farm release {} --force",
+        Age(stamped),
+        Age(here),
+        entry.name
+    ))
 }

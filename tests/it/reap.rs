@@ -211,3 +211,37 @@ fn reap_removes_old_scratch_left_by_crashes_and_nothing_else() {
     left.sort();
     assert_eq!(left, [".gitignore", ".young.0033.tmp", "README.md"]);
 }
+
+/// `farm reap --older-than 0s` through the git store, on a machine that
+/// had never looked at the claims, reaped nothing and said "none older than
+/// 0s" for a claim it had only just seen (claims from other hosts are aged
+/// on this machine's clock). It says so, and when it can be reaped.
+#[test]
+fn a_claim_first_seen_by_this_reap_is_said_to_be_too_new_here() {
+    let env = Env::git_hub(&[]);
+    env.farm_git(["claim", "t1", "--claims", "git"])
+        .run()
+        .success();
+    std::thread::sleep(Duration::from_millis(1100));
+    let fresh = env.tmp.path().join("another-state");
+    let first = env
+        .farm_git(["reap", "--older-than", "0s", "--claims", "git"])
+        .env("FARM_STATE_DIR", &fresh)
+        .run()
+        .success();
+    assert!(
+        first.stderr.contains("kept `t1`") && first.stderr.contains("first saw it"),
+        "{first:?}"
+    );
+    assert!(
+        first.stderr.contains("farm release t1 --force"),
+        "{first:?}"
+    );
+    std::thread::sleep(Duration::from_millis(1100));
+    let second = env
+        .farm_git(["reap", "--older-than", "0s", "--claims", "git"])
+        .env("FARM_STATE_DIR", &fresh)
+        .run()
+        .success();
+    assert!(second.stdout.contains("reaped `t1`"), "{second:?}");
+}
