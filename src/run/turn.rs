@@ -196,7 +196,8 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
             SystemTime::now(),
         ),
     };
-    let unstarted = classify::did_not_start(&outcome, ran, &text);
+    // A session that made a commit started, however soon it failed.
+    let unstarted = classify::did_not_start(&outcome, ran, &text) && clone.head()? == base;
     let spent = usage::read(&text);
     run.spend(&spent);
     run.journal.log(

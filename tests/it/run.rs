@@ -2056,3 +2056,26 @@ fn run_lines_say_when_and_take_colour_when_asked() {
         "the time is dim: {colour}"
     );
 }
+
+/// A session that committed its work and then failed within a second,
+/// saying nothing, was classed "did not start; no attempt counted" — and a
+/// second such session a setup error — though its commit shows it ran. It
+/// is the task's failure: an attempt counted, its work rescued.
+#[test]
+fn a_session_that_committed_before_failing_fast_started() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["c1", "-m", "Anything", "--max-attempts", "1"]);
+    let agent = env.agent_script(
+        "commit-then-fail.sh",
+        "echo w > w.txt\ngit add w.txt && git commit --quiet -m 'half the work'\nexit 1\n",
+    );
+    let out = farm_run(&env, &agent, &[]);
+    assert!(!out.stderr.contains("did not start"), "{out:#?}");
+    assert_eq!(
+        board(&env, "tasks/failed"),
+        BTreeSet::from(["c1".to_owned()]),
+        "{out:#?}"
+    );
+    let failed = env.git(["show", "main:tasks/failed/c1.md"]);
+    assert!(failed.contains("## Attempt 1"), "{failed}");
+}
