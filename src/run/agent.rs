@@ -610,8 +610,12 @@ fn turns<'scope, 'env: 'scope>(
     let mut unready = Unready::default();
     while !run.stop.draining() && run.sessions_left() {
         // The agent CLI hit its limit: nobody claims until it lifts.
-        run.limits
-            .wait(&|l| run.say(name, l), &|| !run.stop.draining());
+        run.limits.wait(&|l| run.say(name, l), &|| {
+            !run.stop.draining() && run.sessions_left()
+        });
+        if !run.sessions_left() {
+            break;
+        }
         if run.stop.draining() {
             break;
         }
@@ -903,6 +907,12 @@ fn turns<'scope, 'env: 'scope>(
         if run.config.once {
             break;
         }
+    }
+    if let Some(max) = run.config.max_sessions.filter(|_| !run.sessions_left()) {
+        run.say(
+            name,
+            &format!("--max-sessions {max} reached: no new claims"),
+        );
     }
     Ok(())
 }

@@ -107,7 +107,7 @@ pub struct Flags {
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub stagger: Option<Duration>,
 
-    /// Stop after this many sessions in all.
+    /// Stop after this many sessions in all (those cut short by a usage limit count).
     #[arg(long, value_name = "N")]
     pub max_sessions: Option<usize>,
 

@@ -43,7 +43,7 @@ pub(super) enum Counted {
     /// it no more (said once).
     Skipped(u32),
     /// A usage limit or an API error: every loop waits (until `reset`, when
-    /// known); the session was no attempt, nor one of `--max-sessions`.
+    /// known); the session was no attempt, but one of `--max-sessions`.
     Limited {
         reset: Option<SystemTime>,
         transient: bool,
@@ -160,8 +160,9 @@ impl Tally {
                 );
             }
             Counted::Limited { reset, transient } => {
-                // Not an attempt, and not one of --max-sessions either.
-                run.unreserve_session();
+                // Not an attempt, but one of --max-sessions: a CLI limited
+                // on every try would otherwise keep a bounded run going for
+                // ever, each wait longer than the last.
                 let now = SystemTime::now();
                 let until = run.limits.hit(reset, transient, now);
                 let what = if transient {

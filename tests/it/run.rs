@@ -2079,3 +2079,27 @@ fn a_session_that_committed_before_failing_fast_started() {
     let failed = env.git(["show", "main:tasks/failed/c1.md"]);
     assert!(failed.contains("## Attempt 1"), "{failed}");
 }
+
+/// `--max-sessions 3` with an agent CLI that got a 429 on every try never
+/// ended (an outside timeout cut it after 10 minutes): sessions cut short
+/// by a limit were not counted toward `--max-sessions`, and each was
+/// followed by a longer wait for the limit to lift. They count, and the run
+/// ends (exit 6: work left) without waiting for a limit it will not use.
+#[test]
+fn sessions_cut_short_by_a_limit_count_toward_max_sessions() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["l1", "-m", "Anything"]);
+    let agent = env.agent_script(
+        "always-429.sh",
+        "echo 'API Error: 429 {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"Rate limited\"}}'\nexit 1\n",
+    );
+    let out = env
+        .farm_git(run_args(&env, &agent, &["--max-sessions", "1"]))
+        .run_within(Duration::from_secs(40))
+        .code(6);
+    assert!(out.stderr.contains("--max-sessions 1 reached"), "{out:#?}");
+    assert!(
+        !out.stderr.contains("waiting for the agent CLI's limit"),
+        "{out:#?}"
+    );
+}
