@@ -308,12 +308,14 @@ fn fire_schedules(run: &Run, loader: &mut crate::schedule::fire::Loader) {
 fn left_on_the_board(run: &Run) -> Result<(), Error> {
     let mut snapshot = match crate::commands::tasks::read_board(&run.hub) {
         Ok(s) => s,
+        // Not knowing what is left is no success (exit 0 says the board
+        // is settled with every task done).
         Err(e) => {
-            run.out.note(&format!(
-                "farm run: cannot read the board at the end: {}",
+            return Err(Error::failure(format!(
+                "cannot read the board at the end of the run, so what is left is unknown: {}",
                 e.message
-            ));
-            return Ok(());
+            ))
+            .hint("farm status"));
         }
     };
     snapshot.claimed = run

@@ -319,9 +319,14 @@ impl Hub {
             |e: String| Error::failure(format!("cannot read the board from `{}`: {e}", self.url));
         let Some(local) = &self.local else {
             let dest = scratch.join("board");
-            Repo::new(scratch)
-                .clone_tip(&self.url, &self.branch, &dest)
-                .map_err(|e| fail(e.said))?;
+            // A dropped connection is tried again, as the loops' reads are:
+            // a board misread at the end of a run misstates how it ended.
+            crate::git::retry::patiently("reading the board", &|_| {}, || {
+                // A git killed half-way may leave its destination behind.
+                let _ = std::fs::remove_dir_all(&dest);
+                Repo::new(scratch).clone_tip(&self.url, &self.branch, &dest)
+            })
+            .map_err(|e| fail(e.said))?;
             return Ok(dest);
         };
         let dest = scratch.to_path_buf();

@@ -892,3 +892,24 @@ fn a_rebase_killed_beside_the_loop_on_a_url_hub_restarts_the_turns() {
     );
     assert!(matches!(out.code, Some(0) | Some(5)), "{out:#?}");
 }
+
+/// A URL-hub run whose last read of the board failed once (a dropped
+/// connection) exited 0 — "settled, every task done" — with a failed task
+/// on the board, which is exit 5. That read is tried again as the loops'
+/// reads are, and a board that cannot be read at the end is no success.
+#[test]
+fn a_url_hub_run_whose_last_board_read_fails_once_still_says_what_is_left() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["x1", "-m", "Anything", "--max-attempts", "1"]);
+    let agent = env.agent_script("fail.sh", "echo 'no luck'\nexit 1\n");
+    let url = format!("file://{}", env.hub.display());
+    let out = run_with_git_killed_once_in(
+        &env,
+        &agent,
+        "clone --quiet --depth 1",
+        "file://",
+        &["--hub", &url],
+    );
+    assert_eq!(out.code, Some(5), "{out:#?}");
+    assert!(out.stderr.contains("failed  `x1`"), "{out:#?}");
+}
