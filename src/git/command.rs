@@ -249,11 +249,31 @@ impl RefUpdate {
     }
 }
 
-/// Give each rejected ref of `updates` whose lock git named on stderr
-/// (`cannot lock ref '<ref>': Unable to create '<path>': File exists`,
-/// a `remote:` line that the porcelain report lacks: it says only "atomic
-/// transaction failed") that reason, so that [`RefUpdate::lock_file`] sees it.
-fn name_locks(updates: &mut [RefUpdate], stderr: &str) {
+/// Give the rejected refs of `updates` the reasons that git said only on
+/// stderr, in `remote:` lines the porcelain report lacks: a ref lock
+/// (`cannot lock ref '<ref>': Unable to create '<path>': File exists`, where
+/// the report says "atomic transaction failed"), so that
+/// [`RefUpdate::lock_file`] sees it; and why the hub could not unpack the
+/// push (the report says only "unpacker error"; a full disk says "No space
+/// left on device" there).
+fn explain_rejections(updates: &mut [RefUpdate], stderr: &str) {
+    let unpack: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("remote: "))
+        .filter_map(|l| {
+            l.strip_prefix("fatal: ")
+                .or_else(|| l.strip_prefix("error: "))
+        })
+        .map(str::trim_end)
+        .collect();
+    if !unpack.is_empty() {
+        for u in updates
+            .iter_mut()
+            .filter(|u| u.rejected() && u.summary.contains("unpacker error"))
+        {
+            u.summary = format!("[remote rejected] (unpacker error: {})", unpack.join("; "));
+        }
+    }
     for line in stderr.lines() {
         let Some((_, rest)) = line.split_once("cannot lock ref '") else {
             continue;
@@ -731,7 +751,7 @@ impl Repo {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let mut report = parse_porcelain(&stdout);
         if let Some(updates) = &mut report {
-            name_locks(updates, &stderr);
+            explain_rejections(updates, &stderr);
         }
         // A report comes once the hub has updated (or refused) every ref;
         // without one, what lands is known only when the push has settled.

@@ -1189,7 +1189,11 @@ impl PrivateClone {
         })? {
             Pushed::Ok => Ok(()),
             Pushed::Rejected(r) => {
-                Err(Error::failure(format!("the hub refused `{branch}`: {r:?}")))
+                let why: Vec<String> = r.iter().map(|(to, why)| format!("{to}: {why}")).collect();
+                Err(Error::failure(format!(
+                    "the hub refused `{branch}`: {}",
+                    why.join("; ")
+                )))
             }
         }
     }

@@ -373,8 +373,15 @@ pub(super) fn publish_branch(
             other => return other.map_err(Error::from),
         };
         if !work_tree_busy(&why) || run.stop.killing() {
-            return Err(Error::failure(format!("the hub refused the push: {why}"))
-                .hint(format!("look at the hub: {}", look())));
+            let look = if why.contains("No space left on device") {
+                format!(
+                    "free some disk space on the hub, then run again; look: {}",
+                    look()
+                )
+            } else {
+                format!("look at the hub: {}", look())
+            };
+            return Err(Error::failure(format!("the hub refused the push: {why}")).hint(look));
         }
         if !said {
             said = true;

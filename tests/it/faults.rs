@@ -913,3 +913,72 @@ fn a_url_hub_run_whose_last_board_read_fails_once_still_says_what_is_left() {
     assert_eq!(out.code, Some(5), "{out:#?}");
     assert!(out.stderr.contains("failed  `x1`"), "{out:#?}");
 }
+
+/// A small tmpfs mounted at `dir` (root only: CI runs as root), unmounted
+/// when dropped; `None`, said, where mounting is not allowed.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(dir: &std::path::Path, size: &str) -> Option<SmallDisk> {
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            // CI runs as root and sets this: there, a skip would hide a failure.
+            assert!(
+                std::env::var_os("FARM_REQUIRE_ROOT").is_none(),
+                "cannot mount a tmpfs at {dir:?}"
+            );
+            eprintln!("skipped: cannot mount a tmpfs (needs root)");
+            return None;
+        }
+        Some(SmallDisk(dir.to_owned()))
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// A hub whose disk is full refused the push with git's "unpacker error"
+/// and nothing else: farm said "the hub refused the push: ... (unpacker
+/// error)" with a hint to run `git status` there. The cause git gave on
+/// stderr ("No space left on device") is said, with what to do.
+#[test]
+fn a_full_disk_on_the_hub_is_said() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["big", "-m", "Anything"]);
+    let kept = env.tmp.path().join("hub.kept");
+    std::fs::rename(&env.hub, &kept).unwrap();
+    std::fs::create_dir(&env.hub).unwrap();
+    let Some(_disk) = SmallDisk::mount(&env.hub, "2m") else {
+        return;
+    };
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", kept.display()))
+        .arg(&env.hub)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    // A copied work tree's files have new inodes: refresh the index.
+    env.git(["update-index", "-q", "--refresh"]);
+    let agent = env.agent_script(
+        "big.sh",
+        "head -c 4000000 /dev/urandom > big.bin\ngit add big.bin && git commit -q -m big\n",
+    );
+    let out = farm_run(&env, &agent, &[]);
+    assert_ne!(out.code, Some(0), "{out:#?}");
+    assert!(out.stderr.contains("No space left on device"), "{out:#?}");
+    assert!(
+        out.stderr.contains("free some disk space on the hub"),
+        "{out:#?}"
+    );
+}
