@@ -183,6 +183,19 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
                 let h = s.spawn(move || {
                     let mut summary = Summary::default();
                     let result = run_loop(run, name, &mut summary);
+                    // A loop that failed ends the run (exit 1): the others
+                    // claim nothing new, or a respawned run would find
+                    // their claims and work them again.
+                    if let Err(e) = &result
+                        && !run.stop.draining()
+                    {
+                        run.stop.drain();
+                        run.wake_all();
+                        run.out.note(&format!(
+                            "farm run: `{name}` failed ({}); draining: the other agents claim nothing new",
+                            if e.message.is_empty() { "said above" } else { &e.message }
+                        ));
+                    }
                     (summary, result)
                 });
                 (name.clone(), h)

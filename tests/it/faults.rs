@@ -982,3 +982,38 @@ fn a_full_disk_on_the_hub_is_said() {
         "{out:#?}"
     );
 }
+
+/// After one loop of a run failed for good (here: the hub refused its
+/// push), the run's other loops kept claiming all night, though the run
+/// would exit 1 and be respawned (a task was worked three times). The
+/// run drains: what runs finishes, nothing new is claimed.
+#[test]
+fn a_loop_that_fails_drains_the_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::git_hub(&[]);
+    env.git(["config", "receive.denyCurrentBranch", "updateInstead"]);
+    add_task(&env, &["p1", "-m", "Anything", "--priority", "9"]);
+    for i in 1..=6 {
+        add_task(&env, &[&format!("q{i}"), "-m", "Anything"]);
+    }
+    let hook = env.hub.join(".git/hooks/pre-receive");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\nwhile read old new ref; do\n  [ \"$new\" = 0000000000000000000000000000000000000000 ] && continue\n  if git cat-file -e \"$new:poison\" 2>/dev/null; then echo 'poison refused' >&2; exit 1; fi\ndone\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let agent = env.agent_script(
+        "work.sh",
+        "if [ \"$FARM_TASK\" = p1 ]; then echo p > poison; else sleep 0.3; echo w > \"w-$FARM_TASK\"; fi\n\
+         git add -A && git commit -q -m \"$FARM_TASK\"\n",
+    );
+    let out = farm_run(&env, &agent, &["-j", "2"]);
+    assert_eq!(out.code, Some(1), "{out:#?}");
+    let log = &out.stderr;
+    let at = log
+        .find("draining: the other agents claim nothing new")
+        .unwrap_or_else(|| panic!("{out:#?}"));
+    assert_eq!(log[at..].matches("claimed `").count(), 0, "{out:#?}");
+    assert!(board(&env, "tasks/done").len() < 6, "{out:#?}");
+}
