@@ -44,6 +44,7 @@ pub mod claims;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod disk;
 pub mod error;
 pub mod git;
 pub mod names;

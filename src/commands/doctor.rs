@@ -359,10 +359,10 @@ fn disk(state: &std::path::Path) -> Check {
         .ancestors()
         .find(|p| p.exists())
         .unwrap_or(std::path::Path::new("/"));
-    let result = match free_bytes(probe) {
+    let result = match crate::disk::free_bytes(probe) {
         Some(free) if free >= 1 << 30 => Ok(format!(
-            "{:.1} GiB free at {}",
-            free as f64 / f64::from(1u32 << 30),
+            "{} free at {}",
+            crate::disk::size(free),
             probe.display()
         )),
         Some(free) => Err((
@@ -377,16 +377,6 @@ fn disk(state: &std::path::Path) -> Check {
     Check {
         name: "disk",
         result,
-    }
-}
-
-fn free_bytes(path: &std::path::Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: `st` is a plain C struct, valid zeroed; statvfs only writes it.
-    unsafe {
-        let mut st: libc::statvfs = std::mem::zeroed();
-        (libc::statvfs(c.as_ptr(), &mut st) == 0).then(|| st.f_bavail * st.f_frsize)
     }
 }
 

@@ -77,6 +77,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let ctx = &ctx.with_out(ctx.out.stamped(flags.timestamps));
     let spec = ctx.hub_spec()?;
     let state = ctx.state_dir(&spec);
+    wait_for_space(ctx, &state);
     let settings = Settings::of_hub(&spec, flags.branch.as_deref(), &state)?;
     let host = Here::current().host.clone();
     let find = |agent: &str| crate::run::presets::find(agent);
@@ -311,6 +312,30 @@ fn fire_schedules(run: &Run, loader: &mut crate::schedule::fire::Loader) {
                 e.message
             ));
         }
+    }
+}
+
+/// Wait, saying so once, until the state dir has room for a run (see
+/// [`crate::disk::RUN_NEEDS`]): a full disk is a state a person mends, and
+/// a run that failed at once would be respawned into it all night.
+fn wait_for_space(ctx: &Ctx, state: &std::path::Path) {
+    let mut said = false;
+    while let Some(free) = crate::disk::free_bytes(state).filter(|f| *f < crate::disk::RUN_NEEDS) {
+        if !said {
+            said = true;
+            ctx.out.note(&format!(
+                "farm run: only {} free for the state dir `{}` (a run needs {}): \
+                 waiting for space (free some, or pass --state-dir on a bigger disk)",
+                crate::disk::size(free),
+                state.display(),
+                crate::disk::size(crate::disk::RUN_NEEDS)
+            ));
+        }
+        std::thread::sleep(crate::disk::LOOK_EVERY);
+    }
+    if said {
+        ctx.out
+            .note("farm run: there is room in the state dir again; starting");
     }
 }
 

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use crate::common::{Env, wait_for};
+use crate::common::{Env, Farm, wait_for};
 use crate::run::{
     LIMIT, add_task, assert_hub_sound, board, farm_run, log_lines, logs, rescue_branches, run_args,
     show,
@@ -1016,4 +1016,45 @@ fn a_loop_that_fails_drains_the_run() {
         .unwrap_or_else(|| panic!("{out:#?}"));
     assert_eq!(log[at..].matches("claimed `").count(), 0, "{out:#?}");
     assert!(board(&env, "tasks/done").len() < 6, "{out:#?}");
+}
+
+/// A state dir on a full disk made `farm run` exit 1 at every start
+/// (`loop.sh` would respawn it into the same failure all night): it waits
+/// for space, saying so once, and goes on when there is room.
+#[test]
+fn a_run_waits_for_space_in_a_full_state_dir() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["s1", "-m", "Anything"]);
+    let state = env.tmp.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let Some(_disk) = SmallDisk::mount(&state, "40m") else {
+        return;
+    };
+    let fill = state.join("fill");
+    let filled = std::process::Command::new("fallocate")
+        .args(["-l", "30m"])
+        .arg(&fill)
+        .status()
+        .unwrap();
+    assert!(filled.success());
+    let agent = env.agent_script(
+        "work.sh",
+        "echo w > w.txt\ngit add w.txt && git commit -q -m work\n",
+    );
+    let mut child = env.farm_git(run_args(&env, &agent, &[])).spawn();
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "farm ended on a full state dir"
+    );
+    std::fs::remove_file(&fill).unwrap();
+    let out = Farm::wait_within(child, Duration::from_secs(60));
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert!(out.stderr.contains("waiting for space"), "{out:#?}");
+    assert_eq!(
+        out.stderr.matches("waiting for space").count(),
+        1,
+        "{out:#?}"
+    );
+    assert_eq!(board(&env, "tasks/done"), BTreeSet::from(["s1".to_owned()]));
 }
