@@ -1058,3 +1058,77 @@ fn a_run_waits_for_space_in_a_full_state_dir() {
     );
     assert_eq!(board(&env, "tasks/done"), BTreeSet::from(["s1".to_owned()]));
 }
+
+/// The cut of an atomic publish between its refs, through a whole run on a
+/// bare hub (see `contract::cut_between_refs_once` for the store alone): the
+/// hub has the claim released and `main` unmoved, with `main.lock` left
+/// behind. farm said "`c1` done: integrated into `main`", reset the clone
+/// and lost the work; every later push failed on the lock as "too busy".
+/// Now the work goes to a rescue branch, the lock is named with the
+/// command that removes it, and once it is gone the next run does the task.
+#[test]
+fn a_publish_cut_between_its_refs_loses_nothing_and_names_the_lock() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["c1", "-m", "Anything"]);
+    let bare = env.tmp.path().join("hub.git");
+    env.git(["clone", "--quiet", "--bare", ".", bare.to_str().unwrap()]);
+    let git = |args: &[&str]| {
+        let out = crate::common::git_command()
+            .arg("-C")
+            .arg(&bare)
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let mark = env.tmp.path().join("cut");
+    let hook = bare.join("hooks/reference-transaction");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = committed ] || {{ cat > /dev/null; exit 0; }}\n\
+             claims= main= old=\n\
+             while read o n ref; do\n\
+               [ \"$ref\" = refs/heads/farm/claims ] && claims=$n\n\
+               [ \"$ref\" = refs/heads/main ] && {{ main=$n; old=$o; }}\n\
+             done\n\
+             [ -n \"$claims\" ] && [ -n \"$main\" ] || exit 0\n\
+             [ -e '{mark}' ] && exit 0\n: > '{mark}'\n\
+             unset GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_QUARANTINE_PATH\n\
+             git update-ref refs/heads/main \"$old\" \"$main\"\n\
+             : > refs/heads/main.lock\n\
+             kill -9 $PPID\n",
+            mark = mark.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let agent = env.agent_script(
+        "work.sh",
+        "echo w > \"w-$FARM_TASK\"\ngit add -A && git commit -q -m \"work on $FARM_TASK\"\n",
+    );
+    let hub = ["--hub", bare.to_str().unwrap(), "--claims", "git"];
+    let out = farm_run(&env, &agent, &hub);
+    assert!(mark.exists(), "the hook did not cut: {out:#?}");
+    assert!(!out.stderr.contains("done: integrated"), "{out:#?}");
+    assert!(
+        out.stderr.contains("main.lock"),
+        "the lock is named: {out:#?}"
+    );
+    let rescued = git(&[
+        "for-each-ref",
+        "--format=%(refname:short)",
+        "refs/heads/farm/rescue/c1/",
+    ]);
+    let rescued: Vec<&str> = rescued.lines().collect();
+    assert_eq!(rescued.len(), 1, "the work is kept: {rescued:?} {out:#?}");
+    assert_eq!(git(&["show", &format!("{}:w-c1", rescued[0])]), "w\n");
+    std::fs::remove_file(bare.join("refs/heads/main.lock")).unwrap();
+    let again = farm_run(&env, &agent, &hub);
+    assert_eq!(again.code, Some(0), "{again:#?}");
+    assert_eq!(
+        git(&["ls-tree", "--name-only", "main", "tasks/done/"]),
+        "tasks/done/c1.md\n"
+    );
+}
