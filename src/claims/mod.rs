@@ -350,7 +350,10 @@ pub fn clocks_off(entries: &[Listed]) -> std::collections::BTreeMap<String, i64>
 
 /// One line naming a host whose clock is `secs` off this one's.
 pub fn clock_off_line(host: &str, secs: i64) -> String {
-    let by = crate::age::Age(std::time::Duration::from_secs(secs.unsigned_abs()));
+    // To the minute: a stamp's offset is known to a poll interval or so.
+    let by = crate::age::Age(std::time::Duration::from_secs(
+        (secs.unsigned_abs() + 30) / 60 * 60,
+    ));
     let way = if secs < 0 { "behind" } else { "ahead of" };
     format!(
         "the clock of `{host}` runs about {by} {way} this machine's (its claims' stamps \

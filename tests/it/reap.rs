@@ -245,3 +245,56 @@ fn a_claim_first_seen_by_this_reap_is_said_to_be_too_new_here() {
         .success();
     assert!(second.stdout.contains("reaped `t1`"), "{second:?}");
 }
+
+/// A machine whose clock runs 7 minutes behind claims a task: farm doctor
+/// and farm status on a machine that saw the claim appear name that clock
+/// (and the claim is not taken for stale, see the contract suite).
+#[test]
+fn doctor_and_status_name_a_host_whose_clock_is_off() {
+    use farm::claims::ClaimStore;
+    let env = Env::git_hub(&[]);
+    env.farm_git(["locks", "--claims", "git"]).run().success();
+    let there = farm::claims::git::GitStore::open(
+        env.hub.to_str().unwrap(),
+        &env.tmp.path().join("elsewhere/claims.git"),
+    )
+    .unwrap();
+    let behind = SystemTime::now() - Duration::from_secs(420);
+    let mut slow = farm::claims::record::Claim::new(
+        farm::names::TaskId::parse("t1").unwrap(),
+        "bob",
+        None,
+        1,
+        behind,
+    );
+    slow.host = "box2".into();
+    assert!(matches!(
+        there.try_claim(slow, false).unwrap(),
+        farm::claims::Attempt::Won(_)
+    ));
+    let status = env.farm_git(["status", "--claims", "git"]).run().success();
+    assert!(
+        status
+            .stdout
+            .contains("clock: the clock of `box2` runs about 7m behind"),
+        "{status:?}"
+    );
+    let json = env
+        .farm_git(["status", "--claims", "git", "--json"])
+        .run()
+        .success()
+        .json();
+    let secs = json["clocks_off_secs"]["box2"].as_i64().unwrap();
+    assert!((-440..=-410).contains(&secs), "{json:#}");
+    let doctor = env.farm_git(["doctor", "--claims", "git"]).run();
+    assert!(doctor.stdout.contains("clocks"), "{doctor:?}");
+    assert!(
+        doctor.stdout.contains("`box2` runs about 7m behind"),
+        "{doctor:?}"
+    );
+    let reap = env
+        .farm_git(["reap", "--older-than", "2m", "--claims", "git"])
+        .run()
+        .success();
+    assert!(!reap.stdout.contains("reaped"), "{reap:?}");
+}
