@@ -7,7 +7,7 @@
 //! of the command `farm claim -- COMMAND` ran) carries no message and prints
 //! nothing; a closed output pipe is a quiet end with status 0.
 //!
-//! Exit codes (documented in the README):
+//! Exit codes (documented in docs/commands.md, "Exit codes"):
 //! 0 success · 1 failure · 2 bad usage or input · 3 held by someone else ·
 //! 4 not claimed · 5 a run's board settled with failed, stuck or invalid
 //! tasks · 6 a run ended with work left (drained, `--until`,

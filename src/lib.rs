@@ -1,7 +1,8 @@
 //! farm: the harness that runs many headless coding agents on one repository
 //! without doing a task twice, losing work, or leaving orphan locks.
 //!
-//! The map, one folder per layer (the README's "Architecture" lists every file):
+//! The map, one folder per layer (each file's `//!` says what it owns;
+//! `docs/architecture.md` has the rest):
 //!
 //! - `main.rs`, [`cli`]: parse the command line (clap), dispatch, print the
 //!   error, exit.
@@ -27,12 +28,12 @@
 //! - [`git`]: the `git` command (every push and fetch), the hub, a clone's
 //!   in-process work (git2, with a merge of trees by what changed), patience
 //!   with a remote.
-//! - [`names`], [`error`], [`output`], [`age`]: task ids and agent names, the
-//!   user-facing error, output, ages and durations.
+//! - [`names`], [`error`], [`output`], [`age`], [`disk`]: task ids and agent
+//!   names, the user-facing error, output, ages and durations, free space.
 //!
 //! Layers point one way: `cli` → `commands` → (`config`, `settings`) → `report`
 //! → (`run`, `schedule`) → (`board`, `claims`, `git`, `suite`) → (`names`, `error`, `output`,
-//! `age`). Of the middle layer only `claims` uses `git` (the git store), and
+//! `age`, `disk`). Of the middle layer only `claims` uses `git` (the git store), and
 //! `suite` uses `board` (failing tests become tasks). No
 //! store knows the loop; the board knows nothing of sessions or schedules.
 //! The one cycle is `cli` ⇄ `commands`: the command enum names each

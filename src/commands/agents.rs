@@ -11,7 +11,7 @@ use crate::run::session::which;
 /// List the agent presets: `farm run --agent NAME` runs NAME's command.
 ///
 /// VERIFIED is the CLI version farm's CI last drove for real, end to end,
-/// against a scripted model server (see the README's "Real agent CLIs");
+/// against a scripted model server (see "Real agent CLIs" in docs/presets.md);
 /// "unverified" presets come from their CLI's documentation only.
 ///
 /// Built in (presets/agents.toml in farm's source), and extended or

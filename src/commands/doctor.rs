@@ -250,7 +250,7 @@ fn settings(spec: &HubSpec, state: &std::path::Path) -> (Check, Settings) {
         crate::run::roles::resolve(&settings.roles).map_err(|e| {
             (
                 format!("invalid role in {}: {e}", file.what),
-                "see Roles in the README".to_owned(),
+                "see docs/roles.md in farm's repository".to_owned(),
             )
         })?;
         crate::run::config::progress_name(&settings).map_err(|e| {

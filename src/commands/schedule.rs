@@ -187,7 +187,7 @@ fn run_add(ctx: &Ctx, hub: &Hub, args: &AddArgs) -> Result<(), Error> {
     let text = toml::to_string(&raw).map_err(|e| invalid(e.to_string()))?;
     let text = format!(
         "# farm schedule: {}\n{text}",
-        "see the README's Schedules section"
+        "see docs/schedules.md in farm's repository"
     );
     // Whatever we write must read back as this schedule.
     let schedule = Schedule::parse(args.id.as_str(), &text).map_err(invalid)?;
