@@ -6,11 +6,13 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::json;
 
+use crate::board::paths::Place;
 use crate::claims::{Held, Published, StoreError};
 use crate::error::Error;
 use crate::run::agent::Run;
 use crate::run::clone::PrivateClone;
 use crate::run::gate::{self, Passed, Verdict};
+use crate::run::landing::{self, Refused};
 use crate::run::progress;
 use crate::run::prompt;
 use crate::run::session::{self, Outcome};
@@ -51,6 +53,11 @@ pub(super) enum Integrated {
     Interrupted,
     /// The test gate kept it off the branch (see [`gate`]).
     Gated(Verdict),
+    /// The task is in `tasks/done/` (or `tasks/failed/`) on the branch
+    /// already: settled by someone else while this work was done.
+    Elsewhere(Place),
+    /// The work changes what a session may not (see [`landing`]).
+    Refused(Vec<Refused>),
 }
 
 /// Bring the work (already committed, task moved to done) onto the hub's
@@ -106,6 +113,11 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Error>
             Some(clone.conflicts()?)
         })
     };
+    // Refused before any rebase or merge session is spent on it.
+    let refused = landing::refused(clone, base, base, &clone.head()?, &task.id)?;
+    if !refused.is_empty() {
+        return Ok(Integrated::Refused(refused));
+    }
     // Rounds of rejected pushes can outlast the heartbeat interval on a
     // busy hub (a claim went stale after 30 rounds in 2 minutes under load
     // and was taken over): beat between rounds, as the session did.
@@ -131,6 +143,13 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Error>
                 conflict = catch_up(&mut onto, &mut merged)?;
             }
         }
+        // What lands is the work on top of `onto`: a task done there already
+        // was done by someone else (its claim forced away while its push was
+        // in flight, say). A conflict on its done file is that too: no merge
+        // session can make landing it again right.
+        if let Some(place) = landing::settled_elsewhere(clone, base, &onto, &task.id)? {
+            return Ok(Integrated::Elsewhere(place));
+        }
         if let Some(files) = conflict {
             // A merge session takes minutes: let the others push meanwhile.
             drop(lock);
@@ -152,6 +171,12 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Error>
                     return Ok(Integrated::Conflict(files));
                 }
             }
+        }
+        // Judged again on what lands: a merge session is held to the rule
+        // the session was.
+        let refused = landing::refused(clone, base, &onto, &clone.head()?, &task.id)?;
+        if !refused.is_empty() {
+            return Ok(Integrated::Refused(refused));
         }
         // The tree pushed is the tree tested (under the push lock when the
         // hub has one; else a push rejected brings a new tree, tested again).

@@ -11,6 +11,7 @@ pub mod config;
 pub mod gate;
 pub mod integrate;
 pub mod journal;
+pub mod landing;
 pub mod limits;
 pub mod presets;
 pub mod progress;

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::board::edit::{Edit, Edited, Push, Tx};
+use crate::board::paths::Place;
 use crate::board::{self, Task};
 use serde_json::json;
 
@@ -17,6 +18,7 @@ use crate::run::classify::Class;
 use crate::run::clone::io_error;
 use crate::run::gate::Verdict;
 use crate::run::integrate::{Integrated, after_rejection, integrate, publish_branch, push_rounds};
+use crate::run::landing;
 use crate::run::session::Outcome;
 use crate::run::turn::{Turn, retake};
 
@@ -26,7 +28,8 @@ pub(super) enum End {
     Failed {
         rescued: bool,
     },
-    /// The run was killed: work rescued (if any), no attempt counted.
+    /// The run was killed, or the task was settled by someone else while
+    /// this session worked on it: work rescued (if any), no attempt counted.
     Rescued {
         rescued: bool,
     },
@@ -348,6 +351,33 @@ pub(super) fn finish(turn: Turn<'_>, ran: Ran) -> Result<End, Error> {
                 fail(
                     "its tests could not be read",
                     &format!("its tests could not be read: {why}"),
+                )?
+            }
+            Integrated::Elsewhere(place) => {
+                let file = place.file(id);
+                let what = match place {
+                    Place::Failed => "given up",
+                    _ => "done",
+                };
+                run.say(
+                    name,
+                    &format!(
+                        "`{id}` was {what} elsewhere while this session worked on it \
+                         (`{file}` is on `{}`): not landed again, no attempt counted",
+                        run.hub.branch
+                    ),
+                );
+                run.journal
+                    .log(name, "elsewhere", json!({"task": id, "file": file}));
+                End::Rescued {
+                    rescued: rescue(&format!("{what} elsewhere"))?,
+                }
+            }
+            Integrated::Refused(refused) => {
+                let paths = landing::describe(&refused);
+                fail(
+                    "it changes what a session may not",
+                    &format!("it changes what a session may not: {paths}"),
                 )?
             }
             Integrated::Conflict(files) => fail(
