@@ -49,6 +49,19 @@
 //! (A hook that leaves a daemon holding open the files it inherited keeps
 //! a dead holder's claim alive until that daemon exits: safe, not quick.)
 //!
+//! `release --force` needs no lock, so the claim's lock alone does not
+//! fence it: past the holder's check, a push in flight would land after
+//! the claim was taken, and a second agent would do the task again. So a
+//! push also holds the task's **push fence**, `.<task>.push`, a file whose
+//! `flock` the holder takes before its check and every process of the
+//! push inherits, as it does the claim's. A forced release takes the fence
+//! too (saying that it waits, when it must) before it takes the claim: a
+//! push past its check lands first; a holder that checks after finds its
+//! claim gone. The fence is per task, not per claim, so a push left by an
+//! earlier holder of the task is waited for as well. Whoever holds it may
+//! remove it (after a release, a reap, or by `tidy`); a locker whose file
+//! lost its name meanwhile takes the name's file again.
+//!
 //! **Not a claim.** Anything in the directory that is not a readable claim
 //! file — a symlink, a directory, a fifo, a socket, a file farm cannot open
 //! or read — is listed as corrupt with why, never an error that would hide
@@ -61,23 +74,30 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use super::{
-    Attempt, ClaimStore, Guard, Held, Listed, Reap, Release, Released, SCRATCH_MAX_AGE, StopNotice,
-    StoreError,
+    Attempt, ClaimStore, Guard, Held, Listed, Published, Reap, Release, Released, SCRATCH_MAX_AGE,
+    StopNotice, StoreError,
 };
 use crate::claims::liveness::{Judge, State};
 use crate::claims::read_cache::{self, Key, ReadCache};
 use crate::claims::record::{Claim, Corrupt, MAX_CLAIM_BYTES, Nonce, timestamp};
+use crate::git::command::Repo;
 use crate::names::{CLAIMS_DIR, TaskId};
 
 const TOMBSTONES: &str = ".reaped";
 /// How often a claimer looks again when the holder it lost to is gone
 /// before it could be read; past that the task is too busy to call.
 const CLAIM_ROUNDS: usize = 16;
+/// How long a holder waits for its task's push fence before it pushes
+/// without it. Only processes of an earlier push of the task (which `git
+/// push` gave up waiting for) hold it that long, and a forced release
+/// waits for those too.
+const FENCE_PATIENCE: Duration = Duration::from_secs(60);
 
 /// The fs store of one hub.
 #[derive(Debug, Clone)]
@@ -114,6 +134,72 @@ impl FsStore {
     /// The claim file of `task`.
     pub fn path_of(&self, task: &str) -> PathBuf {
         self.dir.join(format!("{task}.txt"))
+    }
+
+    /// The push fence of `task` (see "Fencing" above).
+    fn fence_path(&self, task: &str) -> PathBuf {
+        self.dir.join(format!(".{task}.push"))
+    }
+
+    /// Lock `task`'s push fence, creating it; `None` when it is still held
+    /// after `patience` (never given up without one). `waiting` is called
+    /// once, when the fence is held and it starts to wait.
+    fn lock_fence(
+        &self,
+        task: &str,
+        patience: Option<Duration>,
+        waiting: &dyn Fn(),
+    ) -> Result<Option<File>, StoreError> {
+        let path = self.fence_path(task);
+        let since = Instant::now();
+        let mut said = false;
+        loop {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o644)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+                .open(&path)
+                .map_err(StoreError::io("open", &path))?;
+            loop {
+                match file.try_lock() {
+                    Ok(()) => break,
+                    Err(std::fs::TryLockError::WouldBlock) => {
+                        if patience.is_some_and(|p| since.elapsed() >= p) {
+                            return Ok(None);
+                        }
+                        if !said {
+                            said = true;
+                            waiting();
+                        }
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    Err(std::fs::TryLockError::Error(e)) => {
+                        return Err(StoreError::io("lock", &path)(e));
+                    }
+                }
+            }
+            // Removed by whoever held it before us: the fence is the file
+            // its name has now.
+            let meta = file.metadata().map_err(StoreError::io("read", &path))?;
+            if meta.nlink() > 0 && same_file(&path, meta.ino()) {
+                return Ok(Some(file));
+            }
+        }
+    }
+
+    /// Remove `task`'s push fence if nothing holds it (best effort: what is
+    /// left is removed by `tidy`).
+    fn drop_fence(&self, task: &str) {
+        let path = self.fence_path(task);
+        if let Ok(file) = open_nofollow(&path)
+            && file.try_lock().is_ok()
+            && file.metadata().is_ok_and(|m| same_file(&path, m.ino()))
+        {
+            let _ = fs::remove_file(&path);
+        }
     }
 
     /// Check the claims directory, creating it when `create` is set.
@@ -480,10 +566,49 @@ impl ClaimStore for FsStore {
     fn release_held(&self, held: Held) -> Result<(), StoreError> {
         let guard = fs_guard(&held)?;
         // The lock (if any) is dropped with `held`, after the file is gone.
-        self.remove_own(&held.claim.task, &held.claim.nonce, guard.ino)
+        self.remove_own(&held.claim.task, &held.claim.nonce, guard.ino)?;
+        self.drop_fence(held.claim.task.as_str());
+        Ok(())
+    }
+
+    /// Under the task's push fence, which the push's processes keep (see
+    /// "Fencing" above); the check and the push are the common ones.
+    fn publish(
+        &self,
+        held: &Held,
+        repo: &Repo,
+        remote: &str,
+        refspecs: &[String],
+        hold: &[BorrowedFd<'_>],
+    ) -> Result<Published, StoreError> {
+        let task = held.claim.task.as_str();
+        let fence = self.lock_fence(task, Some(FENCE_PATIENCE), &|| {})?;
+        if fence.is_none() {
+            eprintln!(
+                "farm: `{}` has been held for {} (by a process left from a push?); pushing without it",
+                self.fence_path(task).display(),
+                crate::age::Age(FENCE_PATIENCE)
+            );
+        }
+        let hold: Vec<BorrowedFd<'_>> = fence
+            .as_ref()
+            .map(AsFd::as_fd)
+            .into_iter()
+            .chain(hold.iter().copied())
+            .collect();
+        super::publish_checked(self, held, repo, remote, refspecs, &hold)
     }
 
     fn release(&self, task: &TaskId, how: Release<'_>) -> Result<Released, StoreError> {
+        self.release_waiting(task, how, &|_| {})
+    }
+
+    fn release_waiting(
+        &self,
+        task: &TaskId,
+        how: Release<'_>,
+        waiting: &dyn Fn(&str),
+    ) -> Result<Released, StoreError> {
         if !self.check_dir(false)? {
             return Err(StoreError::NotFound { task: task.clone() });
         }
@@ -531,10 +656,32 @@ impl ClaimStore for FsStore {
                 Ok(Released::Removed)
             }
             Release::Force { by } => {
+                // A push in flight under the claim lands before the claim
+                // goes (see "Fencing" above).
+                let fence_path = self.fence_path(task.as_str());
+                let holder = match &record {
+                    Ok(claim) => format!(" by {}@{}", claim.agent, claim.host),
+                    Err(_) => String::new(),
+                };
+                let _fence = self.lock_fence(task.as_str(), None, &|| {
+                    waiting(&format!(
+                        "the push of `{task}`{holder} in flight to end (its processes hold `{}`)",
+                        fence_path.display()
+                    ));
+                })?;
+                if !same_file(&path, meta.ino()) {
+                    return match fs::symlink_metadata(&path) {
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Released::ByHolder),
+                        _ => Err(StoreError::Changed { task: task.clone() }),
+                    };
+                }
                 let why = format!("released by force by {by}");
-                self.entomb(task.as_str(), &path, &why)?
+                let released = self
+                    .entomb(task.as_str(), &path, &why)?
                     .map(|t| Released::Tombstoned(t.display().to_string()))
-                    .ok_or_else(not_found)
+                    .ok_or_else(not_found);
+                let _ = fs::remove_file(&fence_path);
+                released
             }
         }
     }
@@ -643,15 +790,26 @@ impl ClaimStore for FsStore {
             let Ok(entry) = entry else { continue };
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            let scratch =
-                name.starts_with('.') && (name.ends_with(".tmp") || name.ends_with(".released"));
+            let fence = name.starts_with('.') && name.ends_with(".push");
+            let scratch = fence
+                || name.starts_with('.') && (name.ends_with(".tmp") || name.ends_with(".released"));
             let old = fs::symlink_metadata(entry.path()).is_ok_and(|m| {
                 m.is_file()
                     && now
                         .duration_since(mtime(&m))
                         .is_ok_and(|age| age > SCRATCH_MAX_AGE)
             });
-            if scratch && old && fs::remove_file(entry.path()).is_ok() {
+            if !(scratch && old) {
+                continue;
+            }
+            // A push fence goes only when nothing holds it, and under its lock.
+            let gone = if fence {
+                open_nofollow(&entry.path())
+                    .is_ok_and(|f| f.try_lock().is_ok() && fs::remove_file(entry.path()).is_ok())
+            } else {
+                fs::remove_file(entry.path()).is_ok()
+            };
+            if gone {
                 removed += 1;
             }
         }
@@ -696,7 +854,11 @@ impl ClaimStore for FsStore {
             return skipped(&format!("no longer reapable: {}", verdict.reason));
         }
         debug_assert!(verdict.state != State::Alive);
-        Ok(match self.entomb(&entry.name, &path, &verdict.reason)? {
+        let entombed = self.entomb(&entry.name, &path, &verdict.reason)?;
+        // Nothing of a push holds the fence: its processes would hold the
+        // claim's lock, which is ours.
+        self.drop_fence(&entry.name);
+        Ok(match entombed {
             Some(tombstone) => Reap::Reaped {
                 tombstone: tombstone.display().to_string(),
                 verdict,
@@ -909,4 +1071,74 @@ fn mtime(meta: &fs::Metadata) -> SystemTime {
 
 fn toml_string(s: &str) -> String {
     toml::Value::String(s.to_owned()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A forced release while a push holds the task's fence waits for it,
+    /// saying so, and takes the claim only once the fence is free; the
+    /// holder then finds its claim gone (its next push is not made).
+    #[test]
+    fn a_forced_release_waits_for_the_push_holding_the_fence() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = FsStore::new(tmp.path());
+        let task = TaskId::parse("t1").unwrap();
+        let claim = Claim::new(task.clone(), "a", None, 1, SystemTime::now());
+        let Attempt::Won(held) = store.try_claim(claim, true).unwrap() else {
+            panic!("t1 was free");
+        };
+        // What the processes of a push in flight keep: the fence, locked.
+        let fence = store.lock_fence("t1", Some(Duration::ZERO), &|| {});
+        let fence = fence.unwrap().expect("the fence was free");
+        let said = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let release = s.spawn(|| {
+                let waiting = |what: &str| {
+                    assert!(what.contains("the push of `t1` by a@"), "{what}");
+                    said.store(true, Ordering::SeqCst);
+                };
+                store.release_waiting(&task, Release::Force { by: "ops" }, &waiting)
+            });
+            let start = Instant::now();
+            while !said.load(Ordering::SeqCst) {
+                assert!(start.elapsed() < Duration::from_secs(10), "never waited");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            assert!(
+                store.path_of("t1").exists(),
+                "the claim was taken while its push was in flight"
+            );
+            drop(fence);
+            let released = release.join().unwrap().unwrap();
+            assert!(matches!(released, Released::Tombstoned(_)), "{released:?}");
+        });
+        assert!(matches!(
+            store.heartbeat(&held, SystemTime::now()),
+            Err(StoreError::Lost { .. })
+        ));
+        assert!(!store.fence_path("t1").exists(), "the fence is left behind");
+    }
+
+    /// A fence removed by its last holder while another waited for it is
+    /// not the fence any more: the waiter takes the one the name has.
+    #[test]
+    fn a_fence_removed_under_a_waiter_is_taken_again_by_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = FsStore::new(tmp.path());
+        fs::create_dir(store.dir()).unwrap();
+        let first = store.lock_fence("t1", None, &|| {}).unwrap().unwrap();
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| store.lock_fence("t1", None, &|| {}).unwrap().unwrap());
+            std::thread::sleep(Duration::from_millis(50));
+            fs::remove_file(store.fence_path("t1")).unwrap();
+            drop(first);
+            let second = waiter.join().unwrap();
+            let ino = second.metadata().unwrap().ino();
+            assert!(same_file(&store.fence_path("t1"), ino));
+        });
+    }
 }

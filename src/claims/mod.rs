@@ -101,55 +101,81 @@ pub trait ClaimStore: Send + Sync {
         refspecs: &[String],
         hold: &[BorrowedFd<'_>],
     ) -> Result<Published, StoreError> {
-        // A push that ended without a report (its git killed, the hub gone
-        // mid-way) may still have landed; once its processes are gone the
-        // answer is final, and the same push again says what it was.
-        const TRIES: usize = 3;
-        let mut tries = 0;
-        let mut locked = 0;
-        let updates = loop {
-            match self.heartbeat(held, SystemTime::now()) {
-                Err(StoreError::Lost { why, .. }) => return Ok(Published::Lost(why)),
-                Err(e) => return Err(e),
-                Ok(()) => {}
-            }
-            let hold: Vec<_> = held
-                .lock_fd()
-                .into_iter()
-                .chain(hold.iter().copied())
-                .collect();
-            match repo.push_refs_holding(remote, refspecs, false, &hold) {
-                // A ref lock on the hub: a push of someone else's finishing
-                // (git waited 100 ms for it already), or one a kill cut off,
-                // whose lock stays until a person removes it.
-                Ok(updates) if updates.iter().any(|u| u.lock_file().is_some()) => {
-                    let (u, file) = updates
-                        .iter()
-                        .find_map(|u| u.lock_file().map(|f| (u, f)))
-                        .expect("found above");
-                    locked += 1;
-                    if locked >= TRIES {
-                        return Err(git::stale_lock(&u.to, file));
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(500));
-                }
-                Ok(updates) => break updates,
-                Err(e) if e.transient && tries + 1 < TRIES => tries += 1,
-                Err(e) => return Err(e.into()),
-            }
-        };
-        let rejected: Vec<RefUpdate> = updates.into_iter().filter(|u| u.rejected()).collect();
-        if rejected.is_empty() {
-            Ok(Published::Pushed)
-        } else if rejected.iter().all(RefUpdate::moved) {
-            Ok(Published::Rejected(rejected))
-        } else {
-            let why: Vec<String> = rejected
-                .iter()
-                .map(|u| format!("{}: {}", u.to, u.summary))
-                .collect();
-            Err(StoreError::Refused(why.join("; ")))
+        publish_checked(self, held, repo, remote, refspecs, hold)
+    }
+
+    /// [`ClaimStore::release`], calling `waiting` (with what it waits for)
+    /// before it waits: the fs store's forced release waits for a push in
+    /// flight under the claim (see "Fencing" in fs.rs).
+    fn release_waiting(
+        &self,
+        task: &TaskId,
+        how: Release<'_>,
+        waiting: &dyn Fn(&str),
+    ) -> Result<Released, StoreError> {
+        let _ = waiting;
+        self.release(task, how)
+    }
+}
+
+/// The default [`ClaimStore::publish`]: check the claim with a heartbeat,
+/// then push, with the claim's lock and `hold` kept by the push's processes.
+pub(crate) fn publish_checked<S: ClaimStore + ?Sized>(
+    store: &S,
+    held: &Held,
+    repo: &Repo,
+    remote: &str,
+    refspecs: &[String],
+    hold: &[BorrowedFd<'_>],
+) -> Result<Published, StoreError> {
+    // A push that ended without a report (its git killed, the hub gone
+    // mid-way) may still have landed; once its processes are gone the
+    // answer is final, and the same push again says what it was.
+    const TRIES: usize = 3;
+    let mut tries = 0;
+    let mut locked = 0;
+    let updates = loop {
+        match store.heartbeat(held, SystemTime::now()) {
+            Err(StoreError::Lost { why, .. }) => return Ok(Published::Lost(why)),
+            Err(e) => return Err(e),
+            Ok(()) => {}
         }
+        let hold: Vec<_> = held
+            .lock_fd()
+            .into_iter()
+            .chain(hold.iter().copied())
+            .collect();
+        match repo.push_refs_holding(remote, refspecs, false, &hold) {
+            // A ref lock on the hub: a push of someone else's finishing
+            // (git waited 100 ms for it already), or one a kill cut off,
+            // whose lock stays until a person removes it.
+            Ok(updates) if updates.iter().any(|u| u.lock_file().is_some()) => {
+                let (u, file) = updates
+                    .iter()
+                    .find_map(|u| u.lock_file().map(|f| (u, f)))
+                    .expect("found above");
+                locked += 1;
+                if locked >= TRIES {
+                    return Err(git::stale_lock(&u.to, file));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(500));
+            }
+            Ok(updates) => break updates,
+            Err(e) if e.transient && tries + 1 < TRIES => tries += 1,
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let rejected: Vec<RefUpdate> = updates.into_iter().filter(|u| u.rejected()).collect();
+    if rejected.is_empty() {
+        Ok(Published::Pushed)
+    } else if rejected.iter().all(RefUpdate::moved) {
+        Ok(Published::Rejected(rejected))
+    } else {
+        let why: Vec<String> = rejected
+            .iter()
+            .map(|u| format!("{}: {}", u.to, u.summary))
+            .collect();
+        Err(StoreError::Refused(why.join("; ")))
     }
 }
 
@@ -282,6 +308,9 @@ pub enum Release<'a> {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Released {
     Removed,
+    /// Its holder released it first, while a forced release waited for
+    /// the holder's push to end.
+    ByHolder,
     /// Where the record is kept: a file (fs) or a commit (git).
     Tombstoned(String),
 }

@@ -47,12 +47,23 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let who = held_by(&entry, now);
     if args.force {
         let by = format!("{}@{}", args.agent, Here::current().host);
-        let Released::Tombstoned(tomb) = store.release(task, Release::Force { by: &by })? else {
-            unreachable!("a forced release keeps a tombstone");
+        let waiting = |what: &str| {
+            ctx.out.note(&format!(
+                "farm release: waiting for {what}; Ctrl-C to give up"
+            ));
         };
-        ctx.out
-            .say(&format!("released `{task}` by force (was held by {who})"))?;
-        ctx.out.debug(&format!("  tombstone: {}", tomb));
+        match store.release_waiting(task, Release::Force { by: &by }, &waiting)? {
+            Released::Tombstoned(tomb) => {
+                ctx.out
+                    .say(&format!("released `{task}` by force (was held by {who})"))?;
+                ctx.out.debug(&format!("  tombstone: {tomb}"));
+            }
+            Released::ByHolder | Released::Removed => {
+                ctx.out.say(&format!(
+                    "`{task}` was released by its holder ({who}) while its push ended"
+                ))?;
+            }
+        }
         return Ok(());
     }
     let claim = entry.record.as_ref().map_err(|why| {

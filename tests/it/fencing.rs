@@ -362,3 +362,94 @@ fn a_push_left_by_a_killed_farm_keeps_the_hubs_push_lock() {
     }
     env.farm_git(["status"]).run().success();
 }
+
+/// `farm release --force t1` while `a`'s push of `t1` waits in the hub's
+/// pre-receive hook, then a second farm `b` on the same hub: the forced
+/// release must wait for that push (saying so), so that `b` finds `t1`
+/// done instead of doing it again.
+///
+/// Regression: the release took the claim at once (the fs store's fence
+/// is a check before the push, and the push was past it); `b` claimed and
+/// did `t1`, `a`'s push landed, `b`'s integration met a conflict on
+/// `tasks/done/t1.md`, ran a merge session and pushed: main held two
+/// `do t1` commits.
+#[test]
+fn a_forced_release_waits_for_the_push_in_flight() {
+    let env = Env::git_hub(&[("README", "x\n")]);
+    let l = env.tmp.path().join("marks");
+    std::fs::create_dir(&l).unwrap();
+    env.farm_git(["task", "add", "t1", "-m", "One"])
+        .run()
+        .success();
+    let m = l.display();
+    hold_first_push(&env, &l);
+    env.git(["config", "receive.keepAlive", "0"]);
+    // A merge session takes its own side of every conflict (as an agent
+    // that keeps its work would); `b`'s session (the bug) lets `a`'s push
+    // go on and waits for it to land before committing: the double is
+    // then certain.
+    let agent = env.agent_script(
+        "agent.sh",
+        &format!(
+            "set -eu\n\
+             echo \"$FARM_AGENT\" >> \"{m}/sessions-$FARM_TASK\"\n\
+             if [ -e \"$(git rev-parse --git-dir)/MERGE_HEAD\" ]; then\n\
+               git checkout --ours -- $(git diff --name-only --diff-filter=U)\n\
+               git add -A && git commit -q --no-edit\n\
+               exit 0\n\
+             fi\n\
+             if [ \"$FARM_AGENT\" = b ]; then\n\
+               touch '{m}/go'\n\
+               i=0; while ! git --git-dir \"$FARM_HUB/.git\" cat-file -e main:tasks/done/t1.md 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done\n\
+             fi\n\
+             echo \"done by $FARM_AGENT\" > \"$FARM_TASK-$FARM_AGENT.txt\"\n\
+             git add -A && git commit -q -m \"do $FARM_TASK\"\n"
+        ),
+    );
+    let run = |name: &str| {
+        let state = env.tmp.path().join(format!("state-{name}"));
+        env.farm_git([
+            "run",
+            "--agent",
+            &agent,
+            "--name",
+            name,
+            "--state-dir",
+            &state.display().to_string(),
+        ])
+    };
+    let a = run("a").spawn();
+    assert!(
+        appears(&l.join("in-hook"), LIMIT),
+        "a's push never reached the hook"
+    );
+    let release = env.farm_git(["release", "t1", "--force"]).spawn();
+    // Time for the release to take the claim (before the fix) or to start
+    // waiting; then `b`, which gets every chance to claim t1 before the
+    // push goes on (its session would say go itself).
+    std::thread::sleep(Duration::from_secs(1));
+    let b = run("b").spawn();
+    appears(&l.join("go"), Duration::from_secs(3));
+    std::fs::write(l.join("go"), "").unwrap();
+    let released = crate::common::Farm::wait_within(release, LIMIT);
+    let b_out = crate::common::Farm::wait_within(b, LIMIT);
+    let a_out = crate::common::Farm::wait_within(a, LIMIT);
+    let sessions = std::fs::read_to_string(l.join("sessions-t1")).unwrap();
+    assert_eq!(
+        commits_titled(&env, "do t1"),
+        1,
+        "t1 done once on main; sessions: {sessions}\nb: {b_out:#?}\n{}",
+        env.git(["log", "--stat", "main"])
+    );
+    assert_eq!(sessions, "a\n", "only a worked t1; b: {b_out:#?}");
+    assert_eq!(released.code, Some(0), "release: {released:#?}");
+    assert!(
+        released.stderr.contains("waiting for the push of `t1`"),
+        "the release says what it waits for: {released:#?}"
+    );
+    assert_eq!(a_out.code, Some(0), "a: {a_out:#?}");
+    assert_eq!(b_out.code, Some(0), "b: {b_out:#?}");
+    assert!(env.git_ok(["cat-file", "-e", "main:tasks/done/t1.md"]));
+    let locks = env.farm_git(["locks", "--json"]).run().success().json();
+    assert_eq!(locks["claims"], serde_json::json!([]), "{locks:#}");
+}
