@@ -170,3 +170,60 @@ fn a_session_cannot_edit_its_own_front_matter() {
     // Farm moved the file, with the session's edit, to done.
     assert_refused(&env, &out, &["tasks/done/h1.md"]);
 }
+
+/// A merge session is held to the rule its session was: one that, while
+/// resolving a conflict, also deletes another task's file is refused (the
+/// merge is judged against the branch it lands on, so the branch's own
+/// change that caused the conflict is not counted against it).
+#[test]
+fn a_merge_session_cannot_delete_another_task() {
+    let env = Env::git_hub(&[("shared.txt", "x\n")]);
+    for args in [&["h1", "-m", "One"][..], &["h2", "-m", "Two"]] {
+        env.farm_git([&["task", "add"][..], args].concat())
+            .run()
+            .success();
+    }
+    // The session changes shared.txt, then another agent (a clone of the
+    // hub's own) lands a change to it: the rebase conflicts.
+    let agent = env.agent_script(
+        "agent.sh",
+        "set -eu\n\
+         if [ -e \"$(git rev-parse --git-dir)/MERGE_HEAD\" ]; then\n\
+           git checkout --ours -- $(git diff --name-only --diff-filter=U)\n\
+           git rm -q tasks/h2.md\n\
+           git add -A && git commit -q --no-edit\n\
+           exit 0\n\
+         fi\n\
+         echo mine > shared.txt\n\
+         git add -A && git commit -q -m \"do $FARM_TASK\"\n\
+         other=\"$(mktemp -d)/other\"\n\
+         git clone -q \"$FARM_HUB\" \"$other\"\n\
+         echo theirs > \"$other/shared.txt\"\n\
+         git -C \"$other\" commit -q -am theirs\n\
+         git -C \"$other\" push -q origin main\n",
+    );
+    let state = env.tmp.path().join("state");
+    let out = env
+        .farm_git([
+            "run",
+            "--agent",
+            &agent,
+            "--once",
+            "--state-dir",
+            &state.display().to_string(),
+        ])
+        .run_within(LIMIT);
+    assert!(out.stderr.contains("merge session"), "{out:#?}");
+    assert_eq!(show(&env, "main:shared.txt").as_deref(), Some("theirs\n"));
+    let note = show(&env, "main:tasks/h1.md").unwrap_or_else(|| panic!("{out:#?}"));
+    let heading = note
+        .lines()
+        .find(|l| l.starts_with("## Attempt 1 — "))
+        .unwrap_or_else(|| panic!("no note of attempt 1: {note}\n{out:#?}"));
+    assert_eq!(
+        heading,
+        "## Attempt 1 — it changes what a session may not: `tasks/h2.md` (another task)"
+    );
+    assert!(show(&env, "main:tasks/h2.md").is_some(), "{out:#?}");
+    assert_eq!(crate::run::rescue_branches(&env, "h1").len(), 1);
+}
