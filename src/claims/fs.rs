@@ -669,11 +669,12 @@ impl ClaimStore for FsStore {
                         fence_path.display()
                     ));
                 })?;
+                // Released by its holder once its push ended (and maybe
+                // claimed again since, from a board read before the push
+                // landed): the claim that was to go is gone, and a new one
+                // is not what was judged.
                 if !same_file(&path, meta.ino()) {
-                    return match fs::symlink_metadata(&path) {
-                        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Released::ByHolder),
-                        _ => Err(StoreError::Changed { task: task.clone() }),
-                    };
+                    return Ok(Released::Gone);
                 }
                 let why = format!("released by force by {by}");
                 let released = self

@@ -308,9 +308,9 @@ pub enum Release<'a> {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Released {
     Removed,
-    /// Its holder released it first, while a forced release waited for
-    /// the holder's push to end.
-    ByHolder,
+    /// A forced release waited for the holder's push to end, and by then
+    /// the claim was gone (its holder released it): nothing taken.
+    Gone,
     /// Where the record is kept: a file (fs) or a commit (git).
     Tombstoned(String),
 }

@@ -58,9 +58,10 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
                     .say(&format!("released `{task}` by force (was held by {who})"))?;
                 ctx.out.debug(&format!("  tombstone: {tomb}"));
             }
-            Released::ByHolder | Released::Removed => {
+            Released::Gone | Released::Removed => {
                 ctx.out.say(&format!(
-                    "`{task}` was released by its holder ({who}) while its push ended"
+                    "`{task}`: the claim held by {who} was given up once its push ended; \
+                     nothing taken (farm locks shows who holds it now)"
                 ))?;
             }
         }
