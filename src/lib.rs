@@ -30,10 +30,12 @@
 //!   with a remote.
 //! - [`names`], [`error`], [`output`], [`age`], [`disk`]: task ids and agent
 //!   names, the user-facing error, output, ages and durations, free space.
+//! - [`procs`]: the process trees farm starts for others (sessions, the test
+//!   command), and how none outlives its end or farm.
 //!
 //! Layers point one way: `cli` → `commands` → (`config`, `settings`) → `report`
 //! → (`run`, `schedule`) → (`board`, `claims`, `git`, `suite`) → (`names`, `error`, `output`,
-//! `age`, `disk`). Of the middle layer only `claims` uses `git` (the git store), and
+//! `age`, `disk`, `procs`). Of the middle layer only `claims` uses `git` (the git store), and
 //! `suite` uses `board` (failing tests become tasks). No
 //! store knows the loop; the board knows nothing of sessions or schedules.
 //! The one cycle is `cli` ⇄ `commands`: the command enum names each
@@ -50,6 +52,7 @@ pub mod error;
 pub mod git;
 pub mod names;
 pub mod output;
+pub mod procs;
 pub mod report;
 pub mod run;
 pub mod schedule;

@@ -155,7 +155,7 @@ impl PrivateClone {
         let say = |l: &str| out.note(&format!("{name}: {l}"));
         // Rules 1 and 2 of [`PrivateClone::recover`], before anything runs
         // git here (setting the clone's config takes `config.lock`).
-        if session::kill_leftover(&dir.join(SESSION_RECORD)) {
+        if session::kill_leftover(&dir.join(SESSION_RECORD), &dir) {
             say("killed what was left of a session an earlier farm was running here");
             std::thread::sleep(Duration::from_millis(100));
         }

@@ -3,18 +3,22 @@
 //! The argv comes from `--agent` split into words (never a shell); the
 //! prompt goes as the last argument, on stdin, or in a file whose path
 //! replaces `{prompt_file}`. stdout and stderr go to one log file. The
-//! session runs in its own process group and gets the parent-death signal,
-//! so it dies with farm; on every way out — exit, timeout, interruption —
-//! the whole group is killed, so no stray child keeps editing a clone that
-//! the next session will reuse. The supervisor is called back every tick to
-//! heartbeat the claim and to say whether to stop.
+//! session is a process tree ([`crate::procs`]): tagged, in a process group
+//! led by a keeper, with the parent-death signal, so it dies with farm; on
+//! every way out — exit, timeout, interruption — the whole tree is killed,
+//! what left the group (`setsid`, a double fork) too, before farm looks at
+//! the clone: no stray child keeps editing a clone that the next session
+//! will reuse, or writes into it after the session's end. The supervisor is
+//! called back every tick to heartbeat the claim and to say whether to stop.
 
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+
+use crate::procs::Tree;
 
 /// How the prompt reaches the agent.
 #[derive(
@@ -102,9 +106,9 @@ pub struct Spec<'a> {
     pub timeout: Duration,
     /// Between SIGTERM and SIGKILL when stopping.
     pub grace: Duration,
-    /// Where to note the session's process group while it runs, so that a
-    /// farm restarted after SIGKILL can end what the parent-death signal did
-    /// not reach (the agent's own children). See [`kill_leftover`].
+    /// Where to note the session's process group and tag while it runs, so
+    /// that a farm restarted after SIGKILL can end what the parent-death
+    /// signal and the keeper did not reach. See [`kill_leftover`].
     pub record: &'a Path,
 }
 
@@ -228,22 +232,18 @@ fn run_logged(spec: &Spec<'_>, mut tick: impl FnMut() -> Tick) -> std::io::Resul
             Stdio::null()
         });
     // The keeper first, leading the session's process group, so that not
-    // one instruction of the agent runs unguarded; without one, the agent
-    // leads a group of its own.
-    let keeper = Keeper::start();
-    let leader = keeper.as_ref().map(|k| k.process.id());
-    cmd.process_group(leader.map_or(0, |pid| pid as i32));
-    crate::claims::host::die_with_parent(&mut cmd);
+    // one instruction of the agent runs unguarded.
+    let mut tree = Tree::new(spec.cwd);
+    tree.root(&mut cmd);
     let child = cmd.spawn()?;
-    let pgid = leader.unwrap_or(child.id());
+    let pgid = tree.spawned(&child);
     let start = crate::claims::host::process_start(pgid).unwrap_or(0);
-    let _ = std::fs::write(spec.record, format!("{pgid} {start}\n"));
+    let _ = std::fs::write(spec.record, format!("{pgid} {start} {}\n", tree.tag()));
     let mut group = Group {
         child,
-        pgid,
         done: false,
         record: spec.record.to_path_buf(),
-        keeper,
+        tree,
     };
     if spec.via == PromptVia::Stdin
         && let Some(mut stdin) = group.child.stdin.take()
@@ -314,72 +314,18 @@ impl ExitWatch {
     }
 }
 
-/// The session's process group; killed whole when dropped.
+/// The session's process tree; killed whole when dropped.
 struct Group {
     child: Child,
-    /// The group's id: the keeper's pid, or the agent's without a keeper.
-    pgid: u32,
     done: bool,
     record: PathBuf,
-    /// Kills the group if farm dies first; `None` if it could not start.
-    keeper: Option<Keeper>,
-}
-
-/// A small process leading the session's process group that kills the
-/// whole group when farm dies, whatever killed it. The parent-death signal
-/// reaches only the agent itself (and only when the spawning thread ends),
-/// not what the agent started in the background; those were left running,
-/// re-parented to init, until the next farm in that clone. The keeper
-/// blocks reading a pipe whose only writer is farm: the kernel closes it
-/// when farm dies, SIGKILL included, and the keeper then SIGKILLs its own
-/// group (`kill 0`) — itself last. It is started before the agent, which
-/// joins its group: no moment of the session runs without it. Leading
-/// the group, it also keeps the group's id from being reused while it
-/// waits. (A child that leaves the group with `setsid` escapes it; the next
-/// farm's `kill_leftover` and the clone's recovery are the remaining net.)
-struct Keeper {
-    process: Child,
-    /// Held, never written: its closing is the signal.
-    _farm_alive: std::io::PipeWriter,
-}
-
-impl Keeper {
-    fn start() -> Option<Keeper> {
-        let (read, write) = std::io::pipe().ok()?;
-        let process = Command::new("sh")
-            .args(["-c", "read -r _; kill -KILL 0"])
-            .stdin(read)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .ok()?;
-        Some(Keeper {
-            process,
-            _farm_alive: write,
-        })
-    }
-}
-
-impl Drop for Keeper {
-    fn drop(&mut self) {
-        // Also when the agent could not be started: no keeper outlives its
-        // session.
-        let _ = self.process.kill();
-        let _ = self.process.wait();
-    }
+    tree: Tree,
 }
 
 impl Group {
-    fn signal(&self, sig: i32) {
-        // SAFETY: kill(2) on our own process group (pgid = the leader's pid,
-        // which stays reserved until we reap the leader).
-        unsafe { libc::kill(-(self.pgid as i32), sig) };
-    }
-
     /// SIGTERM to the group, then SIGKILL after `grace` if the leader lives.
     fn stop(&mut self, grace: Duration) -> std::io::Result<()> {
-        self.signal(libc::SIGTERM);
+        self.tree.signal(libc::SIGTERM);
         let until = Instant::now() + grace;
         while Instant::now() < until {
             if self.child.try_wait()?.is_some() {
@@ -387,7 +333,7 @@ impl Group {
             }
             std::thread::sleep(POLL);
         }
-        self.signal(libc::SIGKILL);
+        self.tree.signal(libc::SIGKILL);
         self.child.wait()?;
         self.done = true;
         Ok(())
@@ -397,45 +343,51 @@ impl Group {
 impl Drop for Group {
     fn drop(&mut self) {
         // Whatever happened, nothing of the session outlives it: children
-        // the agent left in its group go too.
-        self.signal(libc::SIGKILL);
+        // the agent left in its group go first, then whatever left the
+        // group — before farm commits what the session left.
+        self.tree.signal(libc::SIGKILL);
         if !self.done {
             let _ = self.child.wait();
         }
-        // The keeper died with the group just now; reaped as it drops.
-        drop(self.keeper.take());
+        self.tree.end();
         // Emptied, not removed: a file deleted and made again each session
         // is an inode freed and allocated (see workdir.rs on why that costs).
         let _ = std::fs::write(&self.record, "");
     }
 }
 
-/// Kill the process group of a session an earlier farm left running (it
-/// was SIGKILLed, so nothing of its own clean-up ran). The group is named by
-/// the leader's pid and start time in `record`; a reused pid is left alone.
-/// Returns whether a group was found and killed.
-pub fn kill_leftover(record: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(record) else {
-        return false;
-    };
-    let _ = std::fs::write(record, "");
+/// Kill what is left of a session an earlier farm was running in the clone
+/// at `dir` (it was SIGKILLed, so nothing of its own clean-up ran, and its
+/// keeper may have been killed too): the process group named by the
+/// leader's pid and start time in `record` (a reused pid is left alone),
+/// then every process carrying the tag `record` names and every one still
+/// working in the clone (see [`crate::procs::sweep`]). Returns whether
+/// anything was found and killed.
+pub fn kill_leftover(record: &Path, dir: &Path) -> bool {
+    let text = std::fs::read_to_string(record).unwrap_or_default();
+    if !text.is_empty() {
+        let _ = std::fs::write(record, "");
+    }
     let mut words = text.split_whitespace();
-    let (Some(Ok(pid)), Some(Ok(start))) = (
+    let group = match (
         words.next().map(str::parse::<u32>),
         words.next().map(str::parse::<u64>),
-    ) else {
-        return false;
-    };
-    // The leader may be gone while its children live on in the group, so
-    // the group is killed whenever the leader is gone or is still the same
-    // process; only a pid now used by another process is spared.
-    match crate::claims::host::process_start(pid) {
-        Some(now) if now != start => false,
-        _ => {
+    ) {
+        // The leader may be gone while its children live on in the group,
+        // so the group is killed whenever the leader is gone or is still
+        // the same process; only a pid now used by another process is
+        // spared.
+        (Some(Ok(pid)), Some(Ok(start))) => match crate::claims::host::process_start(pid) {
+            Some(now) if now != start => false,
             // SAFETY: kill(2) on a process group id; ESRCH when it is empty.
-            unsafe { libc::kill(-(pid as i32), libc::SIGKILL) == 0 }
-        }
-    }
+            _ => unsafe { libc::kill(-(pid as i32), libc::SIGKILL) == 0 },
+        },
+        _ => false,
+    };
+    // Also with no record (an older farm's, or none): what still works in
+    // a clone whose lock this farm now holds is a leftover.
+    let swept = crate::procs::sweep(words.next(), Some(dir));
+    group || swept > 0
 }
 
 /// Find `name` as the OS would run it: a path as given, else on `PATH`.
@@ -676,6 +628,64 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out, Outcome::Interrupted);
+    }
+
+    /// A farm SIGKILLed with its keeper (the whole host's processes killed
+    /// but these, say) left a session's `setsid` escapee running, and one
+    /// with its environment cleared in the clone: the next farm, from the
+    /// clone's record, kills both before it reuses the clone.
+    #[test]
+    fn the_next_farm_kills_what_a_session_left_from_its_record() {
+        let clone = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let tag = crate::procs::new_tag();
+        let spawn = |dir: &Path, tagged: bool, file: &str| {
+            let pid_file = elsewhere.path().join(file);
+            let mut cmd = Command::new("sh");
+            cmd.args([
+                "-c",
+                &format!(
+                    "setsid sh -c 'echo $$ > {}; exec sleep 30' &",
+                    pid_file.display()
+                ),
+            ])
+            .current_dir(dir)
+            .env_remove(crate::procs::TAG_VAR);
+            if tagged {
+                cmd.env(crate::procs::TAG_VAR, &tag);
+            }
+            cmd.status().unwrap();
+            let start = Instant::now();
+            loop {
+                if let Some(pid) = std::fs::read_to_string(&pid_file)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u32>().ok())
+                {
+                    return pid;
+                }
+                assert!(start.elapsed() < Duration::from_secs(10));
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        };
+        let tagged = spawn(elsewhere.path(), true, "tagged.pid");
+        let in_clone = spawn(clone.path(), false, "in-clone.pid");
+        std::thread::sleep(Duration::from_millis(100));
+        // The group's leader is long gone (a start time no process has).
+        let record = clone.path().join("farm-session");
+        std::fs::write(&record, format!("{} 0 {tag}\n", std::process::id())).unwrap();
+        assert!(kill_leftover(&record, clone.path()));
+        for pid in [tagged, in_clone] {
+            let start = Instant::now();
+            while crate::claims::host::process_start(pid).is_some() {
+                assert!(start.elapsed() < Duration::from_secs(5), "{pid} survived");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        assert_eq!(std::fs::read_to_string(&record).unwrap(), "");
+        assert!(
+            !kill_leftover(&record, clone.path()),
+            "nothing left the second time"
+        );
     }
 
     #[test]

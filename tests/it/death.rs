@@ -1,8 +1,12 @@
 //! A holder killed with SIGKILL is dead at once; a live one is never reaped.
+//! Nothing farm starts for others — a session, the test command — outlives
+//! it, not even what left the process group (`setsid`, a double fork).
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::common::{Env, race, running, wait_for};
+use crate::run::{add_task, farm_run, logs, run_args, show};
 
 /// SIGKILL the holder: its command dies with it, `farm locks` says dead on the
 /// very first look, `farm reap` (no age) takes the claim, the task is free.
@@ -131,4 +135,150 @@ fn racing_reapers_take_each_dead_claim_once() {
         );
     }
     assert_eq!(env.tombstones().len(), 100);
+}
+
+/// How long something farm started may take to go once its end has come.
+const GONE_WITHIN: Duration = Duration::from_secs(2);
+
+/// The pid written in `path` (waited for).
+fn pid_in(path: &Path) -> u32 {
+    wait_for(path);
+    let start = Instant::now();
+    loop {
+        if let Ok(pid) = std::fs::read_to_string(path).unwrap().trim().parse() {
+            return pid;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no pid in {path:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Process `pid` must be gone within [`GONE_WITHIN`].
+#[track_caller]
+fn assert_gone_soon(pid: u32, what: &str) {
+    let start = Instant::now();
+    while running(pid) {
+        if start.elapsed() > GONE_WITHIN {
+            // Not left running for the rest of the test suite.
+            // SAFETY: kill(2) on a process this test's agent started.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("{what} (pid {pid}) still runs {GONE_WITHIN:?} after its end");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// An agent's line that starts a process which leaves the session's process
+/// group with `setsid` and appends to `file` in the clone every 50 ms; its
+/// pid goes to `pid_file`. `double` forks once more first (its parent, a
+/// subshell, exits at once: the loop is an orphan from the start).
+fn escapee(file: &str, pid_file: &Path, double: bool) -> String {
+    let inner = format!(
+        "setsid sh -c 'echo $$ > \"{}\"; while :; do echo x >> {file}; sleep 0.05; done' &",
+        pid_file.display()
+    );
+    if double {
+        format!("( {inner} )")
+    } else {
+        inner
+    }
+}
+
+/// A session whose agent starts two escapees — one `setsid` in the
+/// background, one double-forked and `setsid` — and exits 0. They used to
+/// outlive the session, farm and the restart, writing into the clone the
+/// next session reused, and farm committed their lines into the next
+/// task's commit (e3's commit carried e1's lines). Now they die as the
+/// session ends: the next session starts in a clean clone, and nothing
+/// after the first task's commit touches their files.
+#[test]
+fn a_sessions_setsid_escapees_die_with_it_and_are_never_committed_later() {
+    let env = Env::git_hub(&[]);
+    let logs = logs(&env);
+    add_task(&env, &["e1", "-m", "First"]);
+    add_task(&env, &["e2", "--after", "e1", "-m", "Second"]);
+    let agent = env.agent_script(
+        "escaping.sh",
+        &format!(
+            r#"set -eu
+L='{l}'
+git status --porcelain > "$L/status-$FARM_TASK"
+if [ "$FARM_TASK" = e1 ]; then
+  {one}
+  {two}
+  while [ ! -s "$L/setsid.pid" ] || [ ! -s "$L/double.pid" ]; do sleep 0.01; done
+  sleep 0.2
+fi
+echo "$FARM_TASK" > "$FARM_TASK.txt"
+git add -A
+git commit -q -m "$FARM_TASK"
+sleep 0.2
+"#,
+            l = logs.display(),
+            one = escapee("escaped.txt", &logs.join("setsid.pid"), false),
+            two = escapee("doubled.txt", &logs.join("double.pid"), true),
+        ),
+    );
+    let out = farm_run(&env, &agent, &[]).success();
+    let setsid = pid_in(&logs.join("setsid.pid"));
+    let double = pid_in(&logs.join("double.pid"));
+    assert_gone_soon(setsid, "the setsid escapee");
+    assert_gone_soon(double, "the double-forked escapee");
+    assert_eq!(
+        std::fs::read_to_string(logs.join("status-e2")).unwrap(),
+        "",
+        "the clone e2 started in was written meanwhile: {out:#?}"
+    );
+    assert_eq!(show(&env, "main:e2.txt").as_deref(), Some("e2\n"));
+    // The escapees' files are e1's work as e1's session left it.
+    let e1_done = env.git(["log", "-1", "--format=%H", "main", "--", "tasks/done/e1.md"]);
+    let later = env.git([
+        "log",
+        "--format=%h %s",
+        &format!("{e1_done}..main"),
+        "--",
+        "escaped.txt",
+        "doubled.txt",
+    ]);
+    assert_eq!(later, "", "commits after e1's carry its escapees' writes");
+}
+
+/// farm SIGKILLed while its session's `setsid` escapee writes into the
+/// clone: the escapee is gone within a second or two (it used to write on
+/// for ever), and the next farm's session starts in a clean clone and
+/// commits none of it.
+#[test]
+fn a_setsid_escapee_dies_with_a_sigkilled_farm() {
+    let env = Env::git_hub(&[]);
+    let logs = logs(&env);
+    add_task(&env, &["k1", "-m", "Slow"]);
+    let slow = env.agent_script(
+        "slow.sh",
+        &format!(
+            "{}\nexec sleep 60\n",
+            escapee("escaped.txt", &logs.join("setsid.pid"), false)
+        ),
+    );
+    let mut first = env
+        .farm_git(run_args(&env, &slow, &["--timeout", "60s"]))
+        .spawn();
+    let setsid = pid_in(&logs.join("setsid.pid"));
+    first.kill().unwrap(); // SIGKILL: none of farm's own clean-up runs
+    first.wait().unwrap();
+    assert_gone_soon(setsid, "the setsid escapee of a SIGKILLed farm");
+
+    let quick = env.agent_script(
+        "quick.sh",
+        &format!(
+            "set -eu\ngit status --porcelain > '{}/status'\necho ok > k1.txt\ngit add -A\ngit commit -q -m k1\n",
+            logs.display()
+        ),
+    );
+    farm_run(&env, &quick, &[]).success();
+    assert_eq!(std::fs::read_to_string(logs.join("status")).unwrap(), "");
+    assert_eq!(show(&env, "main:k1.txt").as_deref(), Some("ok\n"));
+    assert_eq!(show(&env, "main:escaped.txt"), None);
 }

@@ -1,0 +1,461 @@
+//! The process trees farm starts for others — an agent's session, the
+//! project's test command — and how none of them outlives its end or farm.
+//!
+//! Theory of operation. A tree is the command farm spawns and everything
+//! it starts, in the background too. Three things hold it together:
+//!
+//! - **A tag.** Every process of the tree carries `FARM_PROCESS_TAG=<random>`
+//!   in its environment, inherited down the tree. A child that leaves the
+//!   process group (`setsid`, a daemon's double fork) keeps it, and so does
+//!   an orphan re-parented to init.
+//! - **A keeper** leads the tree's process group: a small `sh` started
+//!   before the command, blocked reading a pipe whose only writer is farm.
+//!   The kernel closes the pipe when farm dies, SIGKILL included; the keeper
+//!   then SIGKILLs every tagged process it finds in `/proc`, then its own
+//!   group (itself last). The root also gets the parent-death signal.
+//! - **A sweep** when the tree ends, on every way out (its `Drop`): the
+//!   group is killed, then every process carrying the tag, every descendant
+//!   of one, and every process (farm's own children and git aside) whose
+//!   working directory is inside the tree's directory — rescanned until none
+//!   is left alive, so the directory then holds what the tree left at its
+//!   end and nothing written after. The next farm sweeps a clone again,
+//!   with the tag its session record names, before it reuses it.
+//!
+//! Why a tag and not the alternatives:
+//! - `PR_SET_CHILD_SUBREAPER` on farm would re-parent orphans to farm, which
+//!   says they are farm's but not whose: the orphans of eight sessions and
+//!   of git's detached gc all get one parent, so a tag is needed anyway.
+//!   Farm would also have to reap them, and a `waitpid(-1)` in a process
+//!   whose `std::process` children are each waited for by pid steals their
+//!   statuses (their `wait` fails); orphans that exit by themselves would
+//!   pile up as zombies. And the subreaper dies with farm: after a SIGKILL
+//!   its orphans go to init — the very case that matters most.
+//! - A PID namespace ends everything in it with its init, but needs
+//!   unprivileged user namespaces, which many distributions and container
+//!   runtimes turn off, and the agent would run as uid 0 of its namespace
+//!   with a /proc of its own. Where it works, `--wrap "bwrap --unshare-pid
+//!   --die-with-parent …"` gives it.
+//! - A cgroup (`cgroup.kill`) needs a delegated, writable cgroup, which a
+//!   login shell or a container seldom has.
+//!
+//! The tag works for any unprivileged process on Linux, survives
+//! re-parenting, and is found the same way while farm runs, by the keeper
+//! as farm dies, and by the next farm. What it misses is a process that
+//! clears its environment *and* leaves the directory (`env -i`, `cd /`):
+//! that is hostile, not careless, and the sandbox's business.
+
+use std::collections::BTreeSet;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The variable that tags every process of a tree.
+pub const TAG_VAR: &str = "FARM_PROCESS_TAG";
+
+/// How long a sweep goes on killing before it gives up on a process that
+/// will not die (one in uninterruptible sleep on a dead NFS server, say).
+const SWEEP_FOR: Duration = Duration::from_secs(5);
+
+/// The keeper: wait for farm's end (its pipe closes), then kill what
+/// carries the tag (`$1`, as `KEY=value`), three rounds for what was being
+/// forked meanwhile, then the group. It ignores the SIGTERM a timeout sends
+/// the group: it must live until the group's SIGKILL. `grep -z` reads the
+/// NUL-separated environ; a grep without it only leaves the group kill.
+const KEEPER: &str = r#"trap '' TERM INT HUP
+read -r _
+for round in 1 2 3; do
+  for f in $(grep -l -s -z -x -F "$1" /proc/[0-9]*/environ); do
+    p=${f#/proc/}
+    kill -KILL "${p%/environ}" 2>/dev/null
+  done
+done
+kill -KILL 0"#;
+
+/// A random tag for a new tree.
+pub fn new_tag() -> String {
+    let mut bytes = [0u8; 12];
+    // Without randomness (no getrandom), the pid and the time still tell
+    // this farm's trees from each other and from other farms'.
+    if getrandom::fill(&mut bytes).is_err() {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        return format!("{}-{t}", std::process::id());
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// One tree: its tag, its directory, its keeper and its group. Dropped,
+/// it ends the tree (see [`Tree::end`]).
+pub struct Tree {
+    tag: String,
+    dir: PathBuf,
+    keeper: Option<Keeper>,
+    /// The group's id, once the root is spawned.
+    pgid: Option<u32>,
+    ended: bool,
+}
+
+impl Tree {
+    /// A tree that will work in `dir`, its keeper started (without one —
+    /// no `sh` — the root leads a group of its own).
+    pub fn new(dir: &Path) -> Tree {
+        let tag = new_tag();
+        let keeper = Keeper::start(&tag);
+        Tree {
+            tag,
+            dir: dir.to_path_buf(),
+            keeper,
+            pgid: None,
+            ended: false,
+        }
+    }
+
+    pub fn tag(&self) -> &str {
+        &self.tag
+    }
+
+    /// Make `cmd` the tree's root: tagged, in the keeper's group, with the
+    /// parent-death signal.
+    pub fn root<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
+        let leader = self.keeper.as_ref().map_or(0, |k| k.process.id() as i32);
+        cmd.env(TAG_VAR, &self.tag).process_group(leader);
+        die_with_parent(cmd);
+        cmd
+    }
+
+    /// Note the spawned root; the group's id (the keeper's pid, or the
+    /// root's without a keeper).
+    pub fn spawned(&mut self, root: &Child) -> u32 {
+        let pgid = self.keeper.as_ref().map_or(root.id(), |k| k.process.id());
+        self.pgid = Some(pgid);
+        pgid
+    }
+
+    /// Send `sig` to the tree's process group.
+    pub fn signal(&self, sig: i32) {
+        if let Some(pgid) = self.pgid {
+            // SAFETY: kill(2) on the tree's own group; its id stays reserved
+            // while the keeper (or the unreaped root) lives.
+            unsafe { libc::kill(-(pgid as i32), sig) };
+        }
+    }
+
+    /// End the tree: SIGKILL its group, then sweep (see [`sweep`]); the
+    /// keeper goes last. Call it once the root has been waited for (else
+    /// its zombie is what remains of it). Returns how many processes the
+    /// sweep killed.
+    pub fn end(&mut self) -> usize {
+        if self.ended {
+            return 0;
+        }
+        self.ended = true;
+        self.signal(libc::SIGKILL);
+        let killed = sweep(Some(&self.tag), Some(&self.dir));
+        drop(self.keeper.take());
+        killed
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+/// The keeper of a tree (see the module's doc).
+struct Keeper {
+    process: Child,
+    /// Held, never written: its closing is the signal.
+    _farm_alive: std::io::PipeWriter,
+}
+
+impl Keeper {
+    fn start(tag: &str) -> Option<Keeper> {
+        let (read, write) = std::io::pipe().ok()?;
+        let process = Command::new("sh")
+            .args(["-c", KEEPER, "farm-keeper", &format!("{TAG_VAR}={tag}")])
+            .env_remove(TAG_VAR)
+            // Not in the tree's directory: a sweep by directory must not
+            // find it there, and it must not keep the directory busy.
+            .current_dir("/")
+            .stdin(read)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .ok()?;
+        Some(Keeper {
+            process,
+            _farm_alive: write,
+        })
+    }
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        // Also when the root could not be started: no keeper outlives its
+        // tree.
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+/// Make `command`'s process die when this one does (Linux: the parent-death
+/// signal, SIGKILL). Linux sends it when the spawning *thread* ends: spawn
+/// from a thread that outlives the child.
+pub fn die_with_parent(command: &mut Command) {
+    let parent = std::process::id();
+    // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) between
+    // fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            #[cfg(target_os = "linux")]
+            {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                // The parent may have died before prctl took effect.
+                if libc::getppid() as u32 != parent {
+                    libc::_exit(137);
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
+/// A live process as a sweep sees it.
+struct Proc {
+    pid: u32,
+    ppid: u32,
+}
+
+/// State and parent of `pid`, from `/proc/<pid>/stat`; `None` when it is
+/// gone or has exited (a zombie writes nothing more).
+fn live(pid: u32) -> Option<Proc> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: count from the last `)`.
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    if matches!(fields.next()?, "Z" | "X" | "x") {
+        return None;
+    }
+    let ppid = fields.next()?.parse().ok()?;
+    Some(Proc { pid, ppid })
+}
+
+fn processes() -> Vec<Proc> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(live)
+        .collect()
+}
+
+fn carries(pid: u32, entry: &[u8]) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|b| *b == 0).any(|e| e == entry))
+}
+
+fn works_in(pid: u32, dir: &Path) -> bool {
+    std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(dir))
+}
+
+fn is_git(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| {
+        let c = c.trim_end();
+        c == "git" || c.starts_with("git-")
+    })
+}
+
+/// This process and its ancestors: never a sweep's (farm run from inside a
+/// session of another farm carries that farm's tag).
+fn own_line() -> BTreeSet<u32> {
+    let mut line = BTreeSet::new();
+    let mut pid = std::process::id();
+    while pid > 1 && line.insert(pid) {
+        match live(pid) {
+            Some(p) => pid = p.ppid,
+            None => break,
+        }
+    }
+    line
+}
+
+/// Kill every live process carrying `tag`, every descendant of one, and
+/// (with `dir`) every process working inside `dir` — but farm's own
+/// children, and git, which the clone's recovery waits for rather than
+/// cuts short mid-write — rescanning until none is left alive (or
+/// [`SWEEP_FOR`] has passed). Returns how many were killed.
+pub fn sweep(tag: Option<&str>, dir: Option<&Path>) -> usize {
+    let entry = tag.map(|t| format!("{TAG_VAR}={t}").into_bytes());
+    let dir = dir.map(|d| d.canonicalize().unwrap_or_else(|_| d.to_path_buf()));
+    let me = std::process::id();
+    let spared = own_line();
+    let mut killed = BTreeSet::new();
+    let until = Instant::now() + SWEEP_FOR;
+    loop {
+        let all: Vec<Proc> = processes()
+            .into_iter()
+            .filter(|p| !spared.contains(&p.pid))
+            .collect();
+        let mut hit: BTreeSet<u32> = all
+            .iter()
+            .filter(|p| {
+                entry.as_deref().is_some_and(|e| carries(p.pid, e))
+                    || dir
+                        .as_deref()
+                        .is_some_and(|d| p.ppid != me && works_in(p.pid, d) && !is_git(p.pid))
+            })
+            .map(|p| p.pid)
+            .collect();
+        // What a tagged process started with its environment cleared.
+        loop {
+            let more: Vec<u32> = all
+                .iter()
+                .filter(|p| hit.contains(&p.ppid) && !hit.contains(&p.pid))
+                .map(|p| p.pid)
+                .collect();
+            if more.is_empty() {
+                break;
+            }
+            hit.extend(more);
+        }
+        if hit.is_empty() || Instant::now() >= until {
+            return killed.len();
+        }
+        for &pid in &hit {
+            // SAFETY: kill(2) on a process just found to be the tree's.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+        killed.extend(hit);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gone_soon(pid: u32) -> bool {
+        let start = Instant::now();
+        while live(pid).is_some() {
+            if start.elapsed() > Duration::from_secs(5) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        true
+    }
+
+    /// The pid written in `path`, once it is there.
+    fn pid_from(path: &Path) -> u32 {
+        let start = Instant::now();
+        loop {
+            if let Some(pid) = std::fs::read_to_string(path)
+                .ok()
+                .and_then(|s| s.trim().parse::<u32>().ok())
+            {
+                return pid;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "no pid in {path:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Spawn `script` with `sh`, in `dir`, with the environment `env`
+    /// only (`None`: farm's), in a session of its own; its pid.
+    fn detached(script: &str, dir: &Path, env: Option<&[(&str, &str)]>) -> u32 {
+        let mut cmd = Command::new("setsid");
+        cmd.args(["sh", "-c", script]).current_dir(dir);
+        if let Some(env) = env {
+            cmd.env_clear()
+                .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+                .envs(env.iter().copied());
+        }
+        let mut child = cmd.spawn().unwrap();
+        let pid = child.id();
+        // Reaped by a thread, so its zombie does not pass for it alive.
+        std::thread::spawn(move || child.wait());
+        pid
+    }
+
+    /// A tagged process elsewhere, a process in the directory with its
+    /// environment cleared, and a child of a tagged one with a cleared
+    /// environment are all killed; a process elsewhere without the tag is
+    /// not.
+    #[test]
+    fn a_sweep_kills_the_tagged_their_children_and_what_works_in_the_dir() {
+        let tree = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let tag = new_tag();
+        let entry = [(TAG_VAR, tag.as_str())];
+        let tagged = detached("sleep 30", elsewhere.path(), Some(&entry));
+        // An orphan (not farm's child, which a sweep by directory spares).
+        let in_dir_file = elsewhere.path().join("in-dir.pid");
+        detached(
+            &format!("sleep 30 & echo $! > {}", in_dir_file.display()),
+            tree.path(),
+            Some(&[]),
+        );
+        let in_dir = pid_from(&in_dir_file);
+        let child_file = elsewhere.path().join("child.pid");
+        let parent = detached(
+            &format!(
+                "env -i sh -c 'echo $$ > {}; exec sleep 30' & wait",
+                child_file.display()
+            ),
+            elsewhere.path(),
+            Some(&entry),
+        );
+        let bystander = detached("sleep 30", elsewhere.path(), Some(&[]));
+        let child = pid_from(&child_file);
+        // Let the exec of each `sleep` settle: the environ read is the new one.
+        std::thread::sleep(Duration::from_millis(100));
+        let killed = sweep(Some(&tag), Some(tree.path()));
+        for (pid, what) in [
+            (tagged, "tagged"),
+            (in_dir, "in the dir"),
+            (parent, "parent"),
+            (child, "untagged child of a tagged one"),
+        ] {
+            assert!(gone_soon(pid), "{what} ({pid}) survived the sweep");
+        }
+        // (A shell may fork its last command rather than exec it: more.)
+        assert!(killed >= 4, "{killed}");
+        assert!(live(bystander).is_some(), "a bystander was killed");
+        // SAFETY: kill(2) on the process this test started.
+        unsafe { libc::kill(bystander as i32, libc::SIGKILL) };
+    }
+
+    /// A tree's end kills a root's child that left the group with `setsid`.
+    #[test]
+    fn a_trees_end_kills_what_left_its_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("escapee.pid");
+        let mut tree = Tree::new(dir.path());
+        let mut cmd = Command::new("sh");
+        cmd.args([
+            "-c",
+            &format!(
+                "cd / && setsid sh -c 'echo $$ > {}; exec sleep 30' &",
+                pid_file.display()
+            ),
+        ]);
+        let mut root = tree.root(&mut cmd).spawn().unwrap();
+        tree.spawned(&root);
+        root.wait().unwrap();
+        let escapee = pid_from(&pid_file);
+        assert!(live(escapee).is_some());
+        assert!(tree.end() >= 1);
+        assert!(
+            gone_soon(escapee),
+            "the escapee ({escapee}) outlived its tree"
+        );
+    }
+}
