@@ -1,9 +1,11 @@
-//! Running the suite's command in a clone and reading its report: in its
-//! own process group (a timeout kills the command and everything it
-//! started), standard output and error drained as it runs.
+//! Running the suite's command in a clone and reading its report: as a
+//! process tree of its own ([`crate::procs`]: tagged, in a group led by a
+//! keeper, with the parent-death signal), so that a timeout, a stop, its
+//! end and farm's death — SIGKILL included — each kill the command and
+//! everything it started, what left its group too; standard output and
+//! error drained as it runs.
 
 use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -52,19 +54,20 @@ pub fn run_while(
         }
     }
     let start = Instant::now();
-    let mut child = Command::new(&suite.argv[0])
-        .args(&suite.argv[1..])
+    // Ended (the group, then what left it) on every way out of this
+    // function, as it drops.
+    let mut tree = crate::procs::Tree::new(dir);
+    let mut cmd = Command::new(&suite.argv[0]);
+    cmd.args(&suite.argv[1..])
         .current_dir(dir)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| {
-            Error::usage(format!("cannot run the test command `{shown}`: {e}"))
-                .hint("set `command` in the `[tests]` table of farm.toml")
-        })?;
+        .stderr(Stdio::piped());
+    let mut child = tree.root(&mut cmd).spawn().map_err(|e| {
+        Error::usage(format!("cannot run the test command `{shown}`: {e}"))
+            .hint("set `command` in the `[tests]` table of farm.toml")
+    })?;
     let drain = |pipe: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
             let mut bytes = Vec::new();
@@ -86,14 +89,13 @@ pub fn run_while(
             .take()
             .map(|p| Box::new(p) as Box<dyn Read + Send>),
     );
-    let group = child.id() as libc::pid_t;
+    tree.spawned(&child);
     let mut poll = Duration::from_millis(1);
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if start.elapsed() >= suite.timeout => {
-                // SAFETY: a signal to the process group this child leads.
-                unsafe { libc::kill(-group, libc::SIGKILL) };
+                tree.signal(libc::SIGKILL);
                 let _ = child.wait();
                 return Err(Error::failure(format!(
                     "the test command `{shown}` did not finish within {}: killed",
@@ -102,8 +104,7 @@ pub fn run_while(
                 .hint("raise `timeout` in the `[tests]` table of farm.toml"));
             }
             Ok(None) if !keep_going() => {
-                // SAFETY: as above.
-                unsafe { libc::kill(-group, libc::SIGKILL) };
+                tree.signal(libc::SIGKILL);
                 let _ = child.wait();
                 return Ok(None);
             }
@@ -113,12 +114,17 @@ pub fn run_while(
                 std::thread::sleep(poll);
                 poll = (poll * 2).min(Duration::from_millis(20));
             }
-            Err(e) => return Err(Error::failure(format!("waiting for `{shown}`: {e}"))),
+            Err(e) => {
+                tree.signal(libc::SIGKILL);
+                let _ = child.wait();
+                return Err(Error::failure(format!("waiting for `{shown}`: {e}")));
+            }
         }
     };
-    // Whatever the command left running in its group goes with it.
-    // SAFETY: as above.
-    unsafe { libc::kill(-group, libc::SIGKILL) };
+    // Whatever the command left running goes with it — before its output
+    // is read to the end (a child holding the pipes open would keep the
+    // drains waiting) and before the report is read.
+    tree.end();
     let stdout = out.join().unwrap_or_default();
     let stderr = err.join().unwrap_or_default();
     let took = start.elapsed();

@@ -282,3 +282,47 @@ fn a_setsid_escapee_dies_with_a_sigkilled_farm() {
     assert_eq!(show(&env, "main:k1.txt").as_deref(), Some("ok\n"));
     assert_eq!(show(&env, "main:escaped.txt"), None);
 }
+
+/// farm SIGKILLed while the gate runs a test command that takes long: the
+/// command, its child and a child that left its group with `setsid` are
+/// gone within a second or two. The command ran in its own process group
+/// with no parent-death signal and no keeper, so it ran on after farm,
+/// burning CPU and writing in the gate's directory.
+#[test]
+fn the_gates_test_command_dies_with_a_sigkilled_farm() {
+    let env = Env::git_hub(&[]);
+    let logs = logs(&env);
+    let l = logs.display();
+    std::fs::write(
+        env.hub.join("gate.sh"),
+        format!(
+            "sleep 60 &\necho $! > '{l}/child.pid'\nsetsid sleep 60 &\necho $! > '{l}/setsid.pid'\necho $$ > '{l}/gate.pid'\nwait\n"
+        ),
+    )
+    .unwrap();
+    let toml = env.hub.join("farm.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(
+        &toml,
+        format!(
+            "{text}\n[tests]\ncommand = \"sh gate.sh\"\nformat = \"lines\"\ntimeout = \"5m\"\n"
+        ),
+    )
+    .unwrap();
+    env.git(["add", "-A"]);
+    env.git(["commit", "-qm", "a slow gate"]);
+    add_task(&env, &["g1", "-m", "Gated"]);
+    let agent = env.agent_script(
+        "work.sh",
+        "set -eu\necho ok > g1.txt\ngit add -A\ngit commit -q -m g1\n",
+    );
+    let mut farm = env.farm_git(run_args(&env, &agent, &[])).spawn();
+    let gate = pid_in(&logs.join("gate.pid"));
+    let child = pid_in(&logs.join("child.pid"));
+    let setsid = pid_in(&logs.join("setsid.pid"));
+    farm.kill().unwrap();
+    farm.wait().unwrap();
+    assert_gone_soon(gate, "the test command");
+    assert_gone_soon(child, "the test command's child");
+    assert_gone_soon(setsid, "the test command's setsid child");
+}
