@@ -1090,13 +1090,25 @@ impl PrivateClone {
         store.publish(held, &self.repo, "origin", &spec, hold)
     }
 
-    /// Merge `upstream` into HEAD; false when it stopped on conflicts.
+    /// Merge `upstream` into HEAD; false when it stopped on conflicts. One
+    /// that stopped with no file in conflict (changes or untracked files in
+    /// its way, a hook) is an error, in git's words: not a conflict to hand
+    /// a merge session and count an attempt for.
     pub fn merge(&self, upstream: &str, branch: &str, id: &str) -> Result<bool, Error> {
         self.catch_up_worktree()?;
         let message = format!("farm: merge `{branch}` into the work on `{id}`");
-        Ok(self
-            .repo
-            .check(["merge", "--quiet", "--no-edit", "-m", &message, upstream])?)
+        match self.repo.run(["merge", "--quiet", "--no-edit", "-m", &message, upstream]) {
+            Ok(_) => Ok(true),
+            Err(_) if !self.conflicts()?.is_empty() => Ok(false),
+            // (Killed: the loop reopens the clone, whose recovery undoes it.)
+            Err(e) if e.signal.is_some() => Err(e.into()),
+            Err(e) => Err(Error::failure(format!(
+                "cannot merge `{branch}` into the work on `{id}`: git stopped with no file in conflict: {}",
+                e.said
+            ))
+            .hint(format!("git -C '{}' status", self.dir().display()))
+            .caused_by(e)),
+        }
     }
 
     pub fn count_since(&self, upstream: &str) -> Result<usize, Error> {
@@ -1800,5 +1812,31 @@ mod tests {
             text.contains("THREE"),
             "merged from HEAD, not the older files: {text}"
         );
+    }
+
+    /// A merge that stops with no file in conflict — local changes in its
+    /// way, here — is an error saying what git said: it was taken for a
+    /// conflict in no file ("conflict with `main` in ;") and cost an attempt.
+    #[test]
+    fn a_merge_stopped_with_nothing_in_conflict_is_an_error_with_gits_words() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (hub_git, hub, clone) = hub_and_clone(tmp.path());
+        let hub_dir = hub_git.dir().to_path_buf();
+        let d = clone.dir().to_path_buf();
+        write(&d, "b.txt", "mine\n");
+        assert!(clone.commit_all("mine").unwrap());
+        write(&hub_dir, "a.txt", "theirs\n");
+        hub_git.commit_all("theirs").unwrap();
+        clone.fetch_if_moved(&hub).unwrap();
+        write(&d, "a.txt", "written after the commit\n");
+        let e = clone
+            .merge("origin/main", "main", "t")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("cannot merge `main` into the work on `t`"),
+            "{e}"
+        );
+        assert!(e.contains("would be overwritten by merge"), "{e}");
     }
 }
