@@ -27,8 +27,10 @@
 //! `loop.sh`. Agents are `sh` scripts that append a line to their task's
 //! `work/<task>.txt`, prepend their id to a shared file (a fifth of the tasks
 //! each on `shared-a.txt` and `shared-b.txt`, so rebases conflict and merge
-//! sessions run), start a background `sleep`, commit, and write what they did
-//! to a ledger outside the hub. Hooks widen the windows on cue: the agent's
+//! sessions run), start a background `sleep` and an escapee (a loop that
+//! leaves the process group with `setsid` and notes the time it last ran in
+//! `escaped/<session>`), commit, and write what they did to a ledger outside
+//! the hub. Hooks widen the windows on cue: the agent's
 //! `pre-commit` (index.lock held), a `reference-transaction` hook inside
 //! `git rebase` (a ref lock held), the hub's `pre-receive` (a push in flight)
 //! and `post-receive` (the push landed, farm not told yet).
@@ -59,6 +61,8 @@
 //!   exits only with 0 unless the test killed it;
 //! - no needless rescue branch: each holds a commit not on main by patch id
 //!   (`git cherry`), and none deletes work that landed;
+//! - no session's escapee runs on after its session ended (its last note
+//!   no later than a grace period after the session's `end`);
 //! - nothing of a session outlives farm: a second or two after a SIGKILL of
 //!   farm (and after the run ends), no process carrying that farm's marker
 //!   in its environment runs (the hub's own receive-pack and hooks aside,
@@ -399,9 +403,11 @@ fn task_id(i: usize) -> String {
 /// The gate every round's pushes go through: one passing test per work
 /// file (so no change is ever red), slowed on cue, when `arm-gate` exists,
 /// with the command marked in `gating/` (the test finds it there to kill).
-/// Its directory is the round's, found from HOME (farm passes it through).
+/// Slowed for longer than [`LEFTOVER_GRACE`], so that a test command that
+/// outlives a farm killed during the gate is seen running. Its directory
+/// is the round's, found from HOME (farm passes it through).
 const GATE: &str = r#"C=$(dirname "$HOME")
-if [ -e "$C/arm-gate" ]; then echo $$ > "$C/gating/$$"; sleep 1; rm -f "$C/gating/$$"; fi
+if [ -e "$C/arm-gate" ]; then echo $$ > "$C/gating/$$"; sleep 4; rm -f "$C/gating/$$"; fi
 echo "PASS: board"
 for f in work/*.txt; do [ -e "$f" ] && echo "PASS: $f"; done
 exit 0
@@ -442,6 +448,7 @@ impl Round {
             "pushing",
             "landed",
             "gating",
+            "escaped",
             "hooks",
             "home",
         ] {
@@ -604,6 +611,7 @@ done
 echo "start $FARM_TASK $FARM_AGENT $kind $me $(now) ${{FARM_ATTEMPT:-?}} $(git rev-parse HEAD) $PWD" >> "$L"
 sleep 300 &
 echo "$!" > "$C/bg/$me"
+setsid sh -c 'while :; do date +%s%N > "$1"; sleep 0.05; done' escapee "$C/escaped/$me" < /dev/null > /dev/null 2>&1 &
 echo "$kind" > "$C/phase/$me"
 sleep 0.$(( me % 4 + 1 ))
 if [ "$kind" = merge ]; then
@@ -1522,6 +1530,30 @@ exit 0
         }
         for o in overlaps {
             self.violation("overlap", o);
+        }
+
+        // No escapee runs on after its session: farm kills what left the
+        // session's group as the session ends.
+        figures.check("no session's setsid escapee outlives it");
+        let grace = LEFTOVER_GRACE.as_nanos();
+        for line in &ledger {
+            let f: Vec<&str> = line.split(' ').collect();
+            if f[0] != "end" || f.len() < 6 {
+                continue;
+            }
+            let (task, agent, session) = (f[1], f[2], f[4]);
+            let end: u128 = f[5].parse().unwrap_or(0);
+            let noted = std::fs::read_to_string(self.c().join("escaped").join(session));
+            let last: u128 = noted.ok().and_then(|t| t.trim().parse().ok()).unwrap_or(0);
+            if last > end + grace {
+                self.violation(
+                    "escapee",
+                    format!(
+                        "the setsid escapee of {agent}'s session {session} on `{task}` ran {:.1}s after the session ended",
+                        (last - end) as f64 / 1e9
+                    ),
+                );
+            }
         }
 
         // No claim left.
