@@ -15,8 +15,8 @@
 //!   group (itself last). The root also gets the parent-death signal.
 //! - **A sweep** when the tree ends, on every way out (its `Drop`): the
 //!   group is killed, then every process carrying the tag, every descendant
-//!   of one, and every process (farm's own children and git aside) whose
-//!   working directory is inside the tree's directory — rescanned until none
+//!   of one, and every process (farm's own children, git and what has a
+//!   terminal aside) whose working directory is inside the tree's directory — rescanned until none
 //!   is left alive, so the directory then holds what the tree left at its
 //!   end and nothing written after. The next farm sweeps a clone again,
 //!   with the tag its session record names, before it reuses it.
@@ -229,6 +229,8 @@ pub fn die_with_parent(command: &mut Command) {
 struct Proc {
     pid: u32,
     ppid: u32,
+    /// It has a controlling terminal: a person's shell or editor, say.
+    tty: bool,
 }
 
 /// State and parent of `pid`, from `/proc/<pid>/stat`; `None` when it is
@@ -241,7 +243,9 @@ fn live(pid: u32) -> Option<Proc> {
         return None;
     }
     let ppid = fields.next()?.parse().ok()?;
-    Some(Proc { pid, ppid })
+    // After the parent: the group, the session, the terminal.
+    let tty = fields.nth(2)?.parse::<i64>().ok()? != 0;
+    Some(Proc { pid, ppid, tty })
 }
 
 fn processes() -> Vec<Proc> {
@@ -286,9 +290,11 @@ fn own_line() -> BTreeSet<u32> {
 
 /// Kill every live process carrying `tag`, every descendant of one, and
 /// (with `dir`) every process working inside `dir` — but farm's own
-/// children, and git, which the clone's recovery waits for rather than
-/// cuts short mid-write — rescanning until none is left alive (or
-/// [`SWEEP_FOR`] has passed). Returns how many were killed.
+/// children, git (which the clone's recovery waits for rather than cuts
+/// short mid-write) and what has a controlling terminal (a person looking
+/// into a clone; an escapee that called `setsid` has none) — rescanning
+/// until none is left alive (or [`SWEEP_FOR`] has passed). Returns how
+/// many were killed.
 pub fn sweep(tag: Option<&str>, dir: Option<&Path>) -> usize {
     let entry = tag.map(|t| format!("{TAG_VAR}={t}").into_bytes());
     let dir = dir.map(|d| d.canonicalize().unwrap_or_else(|_| d.to_path_buf()));
@@ -305,9 +311,9 @@ pub fn sweep(tag: Option<&str>, dir: Option<&Path>) -> usize {
             .iter()
             .filter(|p| {
                 entry.as_deref().is_some_and(|e| carries(p.pid, e))
-                    || dir
-                        .as_deref()
-                        .is_some_and(|d| p.ppid != me && works_in(p.pid, d) && !is_git(p.pid))
+                    || dir.as_deref().is_some_and(|d| {
+                        p.ppid != me && !p.tty && works_in(p.pid, d) && !is_git(p.pid)
+                    })
             })
             .map(|p| p.pid)
             .collect();
