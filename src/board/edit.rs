@@ -67,6 +67,16 @@ pub fn done(worktree: &Path, task: &Task, result: &str) -> io::Result<[String; 2
     Ok([pending, done])
 }
 
+/// The done file of a task whose pending file someone edited on the branch
+/// while its session ran: `edited` (their pending file) with the `## Result`
+/// that `done` (the session's done file, made by [`done`]) carries. `None`
+/// when `done` has no result section.
+pub fn done_over(edited: &str, done: &str) -> Option<String> {
+    const RESULT: &str = "\n## Result\n\n";
+    let at = done.rfind(RESULT)?;
+    Some(format!("{}{}", ensure_newline(edited), &done[at..]))
+}
+
 /// A pending task file as edited.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Edited {
@@ -243,6 +253,17 @@ pub fn transact<B: Branch, T>(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn done_over_keeps_their_text_and_our_result() {
+        let ours = "+++\ntitle = \"t\"\n+++\nold words\n\n## Result\n\nDone by a.\n";
+        let theirs = "+++\ntitle = \"t\"\n+++\nnew words";
+        assert_eq!(
+            super::done_over(theirs, ours).as_deref(),
+            Some("+++\ntitle = \"t\"\n+++\nnew words\n\n## Result\n\nDone by a.\n")
+        );
+        assert_eq!(super::done_over(theirs, "no result"), None);
+    }
+
     use super::*;
     use crate::board::testing::{id, minimal};
     use std::collections::VecDeque;

@@ -1090,6 +1090,41 @@ impl PrivateClone {
         store.publish(held, &self.repo, "origin", &spec, hold)
     }
 
+    /// Resolve a merge that stopped on task `id`'s own files alone: someone
+    /// edited its pending file on the branch while the session moved it to
+    /// done. Their text is kept, moved to done with the session's result,
+    /// and the merge committed. False, nothing done, when any other file is
+    /// in conflict or either side lacks its file.
+    pub fn resolve_own_task(
+        &self,
+        id: &crate::names::TaskId,
+        upstream: &str,
+    ) -> Result<bool, Error> {
+        let (pending, done) = (board::paths::pending(id), board::paths::done(id));
+        let conflicts = self.conflicts()?;
+        if conflicts.is_empty() || !conflicts.iter().all(|f| *f == pending || *f == done) {
+            return Ok(false);
+        }
+        let (Some(theirs), Some(ours)) = (
+            self.repo.file_at(upstream, &pending)?,
+            self.repo.file_at("HEAD", &done)?,
+        ) else {
+            return Ok(false);
+        };
+        let Some(text) = board::edit::done_over(&theirs, &ours) else {
+            return Ok(false);
+        };
+        std::fs::write(self.dir().join(&done), format!("{}\n", text.trim_end()))
+            .map_err(io_error)?;
+        let _ = std::fs::remove_file(self.dir().join(&pending));
+        self.git(["add", "--all", "--", &pending, &done])?;
+        if !self.conflicts()?.is_empty() {
+            return Ok(false);
+        }
+        self.commit_merge()?;
+        Ok(true)
+    }
+
     /// Merge `upstream` into HEAD; false when it stopped on conflicts. One
     /// that stopped with no file in conflict (changes or untracked files in
     /// its way, a hook) is an error, in git's words: not a conflict to hand

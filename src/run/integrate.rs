@@ -98,6 +98,21 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Error>
             );
             clone.merge(&upstream, branch, id)?
         };
+        // Its own task file edited on the branch meanwhile (by a person):
+        // farm's own part of the work, resolved by farm.
+        let clean = clean
+            || {
+                let resolved = clone.resolve_own_task(&task.id, &upstream)?;
+                if resolved {
+                    run.say(
+                    name,
+                    &format!(
+                        "`{id}`: its task file was edited on `{branch}` meanwhile; that edit is kept, moved to done"
+                    ),
+                );
+                }
+                resolved
+            };
         run.detail(
             name,
             &format!(

@@ -227,3 +227,50 @@ fn a_merge_session_cannot_delete_another_task() {
     assert!(show(&env, "main:tasks/h2.md").is_some(), "{out:#?}");
     assert_eq!(crate::run::rescue_branches(&env, "h1").len(), 1);
 }
+
+/// An operator edited the file of a claimed task on the branch (its
+/// description) while its session ran: the rebase of the session's "done"
+/// commit conflicted on the task's own file, a merge session ran, and the
+/// run ended with the task both pending and done (exit 5, "invalid"). farm
+/// resolves a conflict on the task's own file itself: the operator's text,
+/// moved to done.
+#[test]
+fn an_operator_edit_of_a_claimed_task_is_kept_and_the_task_done_once() {
+    let env = Env::git_hub(&[]);
+    crate::run::add_task(&env, &["o1", "-m", "The first words."]);
+    let go = env.tmp.path().join("go");
+    let started = env.tmp.path().join("started");
+    let agent = env.agent_script(
+        "wait.sh",
+        &format!(
+            ": > '{started}'\nwhile [ ! -e '{go}' ]; do sleep 0.05; done\n\
+             echo w > w.txt\ngit add w.txt && git commit -q -m 'work on o1'\n",
+            started = started.display(),
+            go = go.display()
+        ),
+    );
+    let child = env
+        .farm_git(crate::run::run_args(&env, &agent, &[]))
+        .spawn();
+    crate::common::wait_for(&started);
+    let path = env.hub.join("tasks/o1.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replace("The first words.", "The operator's words."),
+    )
+    .unwrap();
+    env.git(["commit", "-q", "-am", "operator: say more about o1"]);
+    std::fs::write(&go, "").unwrap();
+    let out = crate::common::Farm::wait_within(child, crate::run::LIMIT);
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert!(!out.stderr.contains("merge session"), "{out:#?}");
+    assert_eq!(
+        crate::run::show(&env, "main:tasks/o1.md"),
+        None,
+        "still pending"
+    );
+    let done = crate::run::show(&env, "main:tasks/done/o1.md").expect("done");
+    assert!(done.contains("The operator's words."), "{done}");
+    assert_eq!(crate::run::show(&env, "main:w.txt").as_deref(), Some("w\n"));
+}
