@@ -33,6 +33,8 @@ pub struct Settings {
     pub timeout: Option<String>,
     pub prompt_via: Option<PromptVia>,
     pub stale_after: Option<String>,
+    /// How long a network git may stay silent (see `farm run --net-timeout`).
+    pub net_timeout: Option<String>,
     pub branch: Option<String>,
     /// The claim store: "fs" or "git" (default: by the hub, see `--claims`).
     pub claims: Option<crate::claims::ClaimsKind>,
@@ -126,7 +128,7 @@ impl Settings {
                 file.what,
                 crate::error::toml_message(text, &e)
             ))
-            .hint("keys: agent, jobs, timeout, prompt_via, stale_after, branch, claims, [tests]")
+            .hint("keys: agent, jobs, timeout, prompt_via, stale_after, net_timeout, branch, claims, [tests]")
         })
     }
 }
@@ -147,6 +149,10 @@ pub const TEMPLATE: &str = r#"# farm.toml — how `farm run` works on this repos
 
 # A claim with no live local holder whose heartbeat is older than this is reaped.
 # stale_after = "30m"
+
+# A git talking to a hub over the network (git://, ssh, https) that moves no
+# byte for this long is stopped and tried again.
+# net_timeout = "2m"
 
 # The branch agents integrate into (default: the hub's HEAD).
 # branch = "main"

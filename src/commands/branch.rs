@@ -68,7 +68,9 @@ impl edit::Branch for HubBranch<'_> {
         repo.commit_all(message).map_err(git_failed)?;
         let pushed = {
             let _lock = hub.push_lock()?;
-            repo.push("origin", &[format!("HEAD:refs/heads/{}", hub.branch)])
+            // To the hub's URL, not the remote's name: a network push is
+            // then watched for silence (see `git::watchdog`).
+            repo.push(&hub.url, &[format!("HEAD:refs/heads/{}", hub.branch)])
                 .map_err(git_failed)?
         };
         if pushed == Pushed::Ok {

@@ -78,6 +78,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let spec = ctx.hub_spec()?;
     let state = ctx.state_dir(&spec);
     wait_for_space(ctx, &state);
+    // Reading farm.toml from a hub elsewhere is already a network git: the
+    // flag's watchdog (or the default) until the file can say otherwise.
+    crate::git::command::set_net_timeout(config::net_timeout(flags, &Settings::default())?);
     let settings = Settings::of_hub(&spec, flags.branch.as_deref(), &state)?;
     let host = Here::current().host.clone();
     let find = |agent: &str| crate::run::presets::find(agent);
@@ -92,6 +95,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
             claims: ctx.claims_kind(&spec, &settings),
         },
     )?;
+    crate::git::command::set_net_timeout(config.net_timeout);
     let steer = if args.steer {
         let suite = Suite::from_raw(settings.tests.as_ref())
             .map_err(|e| Error::usage(format!("invalid [tests] in farm.toml: {e}")))?

@@ -200,10 +200,105 @@ fn said(stderr: &str) -> String {
     out
 }
 
+/// How long a git talking to a remote over the network may move no byte
+/// before it is stopped (see [`super::watchdog`]), unless `farm run` was
+/// told otherwise (`--net-timeout`, farm.toml's `net_timeout`).
+pub const NET_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// [`NET_TIMEOUT`] as this process was told, in milliseconds. One setting
+/// for the process, not a field of each [`Repo`]: the remote is reached
+/// from the hub, the claim stores and every clone alike, and what a
+/// silent remote is does not depend on which of them talks to it.
+static NET_TIMEOUT_MS: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(NET_TIMEOUT.as_millis() as u64);
+
+/// Set how long a network git may stay silent (see [`NET_TIMEOUT`]).
+pub fn set_net_timeout(quiet: Duration) {
+    let ms = u64::try_from(quiet.as_millis()).unwrap_or(u64::MAX).max(1);
+    NET_TIMEOUT_MS.store(ms, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn net_timeout() -> Duration {
+    Duration::from_millis(NET_TIMEOUT_MS.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+/// The remote a git talking to one names (`clone`, `fetch`, `push`,
+/// `ls-remote`: the first word that is not an option), if any.
+fn remote_of(args: &[String]) -> Option<&str> {
+    let (sub, rest) = args.split_first()?;
+    if !matches!(sub.as_str(), "clone" | "fetch" | "push" | "ls-remote") {
+        return None;
+    }
+    let mut words = rest.iter();
+    while let Some(word) = words.next() {
+        if word == "--" {
+            return words.next().map(String::as_str);
+        }
+        if word.starts_with('-') {
+            // The options farm gives with their value as the next word.
+            if matches!(
+                word.as_str(),
+                "--branch" | "-b" | "--depth" | "--config" | "-c" | "-o" | "--origin"
+            ) {
+                words.next();
+            }
+            continue;
+        }
+        return Some(word);
+    }
+    None
+}
+
+/// The host (with its port, if any) of `remote` when it is reached over
+/// the network: `scheme://[user@]host[:port]/…` (not `file://`) or git's
+/// scp-like `[user@]host:path` (a colon before any slash). `None` for a
+/// path on this machine, which needs no watchdog.
+pub fn network_host(remote: &str) -> Option<String> {
+    let authority = match remote.split_once("://") {
+        Some((scheme, _)) if scheme.eq_ignore_ascii_case("file") => return None,
+        Some((_, rest)) => rest.split('/').next().unwrap_or(rest),
+        None => {
+            let (before, _) = remote.split_once(':')?;
+            if before.contains('/') {
+                return None;
+            }
+            before
+        }
+    };
+    let host = authority.rsplit('@').next().unwrap_or(authority);
+    (!host.is_empty()).then(|| host.to_owned())
+}
+
+/// Whether the user's own configuration — system, global, or given in the
+/// environment, not a repository's — names a hooks directory by an
+/// absolute path: its hooks are the user's, and run in the clones as in any
+/// repository. Asked once per process.
+fn users_hooks() -> bool {
+    static USERS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *USERS.get_or_init(|| {
+        let mut cmd = Command::new("git");
+        unset_repository_env(&mut cmd);
+        let out = cmd
+            .args(["config", "--show-scope", "--get-all", "core.hooksPath"])
+            .current_dir(std::env::temp_dir())
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output();
+        let Ok(out) = out else { return false };
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once('\t'))
+            .rfind(|(scope, _)| !matches!(*scope, "local" | "worktree"))
+            .is_some_and(|(_, path)| Path::new(path).is_absolute())
+    })
+}
+
 /// One repository (a clone or the hub) that git commands run in.
 #[derive(Debug, Clone)]
 pub struct Repo {
     dir: PathBuf,
+    /// An agent works in this repository: its hooks are not farm's to run.
+    agents: bool,
 }
 
 /// One ref of a push, as `git push --porcelain` reported it.
@@ -322,7 +417,26 @@ impl Pushed {
 
 impl Repo {
     pub fn new(dir: impl Into<PathBuf>) -> Repo {
-        Repo { dir: dir.into() }
+        Repo {
+            dir: dir.into(),
+            agents: false,
+        }
+    }
+
+    /// A repository an agent works in (its private clone): farm's git
+    /// commands there run no hook the agent could have planted — in
+    /// `.git/hooks`, or wherever the clone's own config points
+    /// `core.hooksPath` (see [`users_hooks`] for the user's own). A failing
+    /// `pre-push` hook so planted made every push fail, the recovery's
+    /// rescue push too, at every restart. `-c` reaches this git and what it
+    /// runs in this repository only: a hub on this machine is reached by a
+    /// `receive-pack` started with git's repository variables cleared, so
+    /// the hub's own hooks still run.
+    pub fn of_agent(dir: impl Into<PathBuf>) -> Repo {
+        Repo {
+            dir: dir.into(),
+            agents: true,
+        }
     }
 
     pub fn dir(&self) -> &Path {
@@ -336,9 +450,11 @@ impl Repo {
     {
         let mut cmd = Command::new("git");
         unset_repository_env(&mut cmd);
-        cmd.arg("-C")
-            .arg(&self.dir)
-            .args(args)
+        cmd.arg("-C").arg(&self.dir);
+        if self.agents && !users_hooks() {
+            cmd.args(["-c", "core.hooksPath=/dev/null"]);
+        }
+        cmd.args(args)
             .env("GIT_TERMINAL_PROMPT", "0")
             .env("LC_ALL", "C")
             .stdin(Stdio::null());
@@ -366,9 +482,11 @@ impl Repo {
         S: AsRef<OsStr>,
     {
         let once = || {
-            self.command(args.clone())
-                .output()
-                .map_err(|e| self.error(args.clone(), e.to_string()))
+            let (out, stalled) = self.exec(&mut self.command(args.clone()), args.clone())?;
+            match stalled {
+                Some(host) => Err(self.stalled(args.clone(), &host, &out)),
+                None => Ok(out),
+            }
         };
         let mut out = once()?;
         if reads(args.clone()) {
@@ -380,6 +498,46 @@ impl Repo {
             }
         }
         Ok(out)
+    }
+
+    /// Run `cmd` (git `args`) to its end; a git talking to a remote over
+    /// the network under the watchdog (see [`super::watchdog`]): its output,
+    /// and the remote's host when the watchdog stopped it.
+    fn exec<I, S>(&self, cmd: &mut Command, args: I) -> Result<(Output, Option<String>), GitError>
+    where
+        I: IntoIterator<Item = S> + Clone,
+        S: AsRef<OsStr>,
+    {
+        let host = remote_of(&strings(args.clone())).and_then(network_host);
+        let Some(host) = host else {
+            let out = cmd.output().map_err(|e| self.error(args, e.to_string()))?;
+            return Ok((out, None));
+        };
+        let (out, stalled) = super::watchdog::output(cmd, net_timeout())
+            .map_err(|e| self.error(args, e.to_string()))?;
+        Ok((out, stalled.then_some(host)))
+    }
+
+    /// The error of a git the watchdog stopped: it failed for the network,
+    /// and is tried again as a remote that did not answer.
+    fn stalled<I, S>(&self, args: I, host: &str, out: &Output) -> GitError
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let quiet = net_timeout();
+        let mut e = self.error(args, String::from_utf8_lossy(&out.stderr).into_owned());
+        let stopped = format!(
+            "no byte came from or went to `{host}` for {}, so git was stopped (--net-timeout)",
+            crate::age::Age(quiet)
+        );
+        e.said = if e.said.is_empty() {
+            stopped
+        } else {
+            format!("{stopped}; {}", e.said)
+        };
+        e.transient = true;
+        e
     }
 
     /// Like [`Repo::output`], for a git whose exit code is its answer: a
@@ -744,9 +902,9 @@ impl Repo {
                 Ok(())
             });
         }
-        let out = cmd.output();
+        let out = self.exec(&mut cmd, &args);
         drop(alive_w);
-        let out = out.map_err(|e| self.error(&args, e.to_string()))?;
+        let (out, stalled) = out?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         let mut report = parse_porcelain(&stdout);
@@ -759,6 +917,13 @@ impl Repo {
             wait_for_eof(alive, PUSH_SETTLES);
         }
         match report {
+            // Stopped by the watchdog: judged as a push that lost its
+            // remote — a report with a rejection is an answer; anything
+            // else may or may not have landed, and pushing again tells.
+            Some(updates) if stalled.is_some() && updates.iter().any(RefUpdate::rejected) => {
+                Ok(updates)
+            }
+            _ if let Some(host) = &stalled => Err(self.stalled(&args, host, &out)),
             // Every ref reported pushed, yet git failed talking to the remote:
             // what landed is unknown, so it counts as a failure to talk to
             // it. (A report with rejections is an answer, even though git
@@ -909,6 +1074,66 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn only_a_remote_over_the_network_is_watched_and_named_by_its_host() {
+        let host = |args: &[&str]| {
+            let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+            remote_of(&args).and_then(network_host)
+        };
+        let h = |s: &str| Some(s.to_owned());
+        assert_eq!(
+            host(&[
+                "ls-remote",
+                "--symref",
+                "git://127.0.0.1:9418/hub.git",
+                "HEAD"
+            ]),
+            h("127.0.0.1:9418")
+        );
+        assert_eq!(
+            host(&[
+                "push",
+                "--porcelain",
+                "--atomic",
+                "ssh://me@box:22/srv/hub",
+                "HEAD:refs/heads/main"
+            ]),
+            h("box:22")
+        );
+        assert_eq!(
+            host(&[
+                "fetch",
+                "--porcelain",
+                "git@github.com:o/r.git",
+                "refs/heads/main"
+            ]),
+            h("github.com")
+        );
+        assert_eq!(
+            host(&[
+                "clone",
+                "--quiet",
+                "--branch",
+                "main",
+                "--config",
+                "gc.auto=0",
+                "https://h/r",
+                "/d"
+            ]),
+            h("h")
+        );
+        for local in [
+            &["push", "/srv/hub", "HEAD:refs/heads/main"][..],
+            &["fetch", "file:///srv/hub", "main"],
+            &["clone", "--branch", "main", "./a/b:c", "/d"],
+            &["push", "origin", "HEAD:refs/heads/main"],
+            &["commit", "-m", "git://x/y"],
+            &["rev-parse", "HEAD"],
+        ] {
+            assert_eq!(host(local), None, "{local:?}");
+        }
+    }
 
     #[test]
     fn porcelain_is_judged_ref_by_ref() {

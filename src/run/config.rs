@@ -33,6 +33,25 @@ pub fn stale_after(settings: &Settings) -> Result<Duration, Error> {
     })
 }
 
+/// How long a network git may stay silent: `--net-timeout` (or
+/// `FARM_NET_TIMEOUT`), else farm.toml's `net_timeout`, else
+/// [`crate::git::command::NET_TIMEOUT`]. (`farm run` sets it before it reads
+/// farm.toml, from the flag alone, and again once it has.)
+pub fn net_timeout(flags: &Flags, settings: &Settings) -> Result<Duration, Error> {
+    let quiet = match (flags.net_timeout, settings.net_timeout.as_deref()) {
+        (Some(d), _) => d,
+        (None, Some(text)) => parse_duration(text).map_err(|e| {
+            Error::usage(format!("farm.toml `net_timeout`: {e}")).hint("a duration: 30s, 2m, 10m")
+        })?,
+        (None, None) => crate::git::command::NET_TIMEOUT,
+    };
+    if quiet.is_zero() {
+        return Err(Error::usage("--net-timeout must be longer than 0s")
+            .hint("a duration: 30s, 2m, 10m (default 2m)"));
+    }
+    Ok(quiet)
+}
+
 /// `farm run`'s flags (flattened into its command's arguments).
 #[derive(Debug, Clone, clap::Args)]
 pub struct Flags {
@@ -62,6 +81,12 @@ pub struct Flags {
     /// this [default: 30m, or farm.toml's `stale_after`].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub stale_after: Option<Duration>,
+
+    /// Stop a git talking to a hub over the network when no byte came or
+    /// went for this long (it is then tried again, as a hub that did not
+    /// answer) [default: 2m, or farm.toml's `net_timeout`].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", env = "FARM_NET_TIMEOUT")]
+    pub net_timeout: Option<Duration>,
 
     /// How often a running session's claim is heartbeated (at most a
     /// quarter of --stale-after). Default: a quarter of --stale-after, and
@@ -162,6 +187,8 @@ pub struct RunConfig {
     pub timeout: Duration,
     pub stale_after: Duration,
     pub heartbeat: Duration,
+    /// How long a git talking to the hub over the network may stay silent.
+    pub net_timeout: Duration,
     /// The agents' names, one per loop.
     pub names: Vec<String>,
     /// The role of each agent that has one (`[roles]`, without `-j`).
@@ -288,6 +315,7 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
             "--timeout and --stale-after must be longer than 0s",
         ));
     }
+    let net_timeout = net_timeout(flags, settings)?;
     let via = flags
         .prompt_via
         .or(settings.prompt_via)
@@ -390,6 +418,7 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
         via,
         timeout,
         stale_after,
+        net_timeout,
         heartbeat,
         names,
         roles,
