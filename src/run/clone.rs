@@ -113,7 +113,14 @@ const WORK_BRANCH: &str = "farm-work";
 
 /// An agent's private clone of the hub.
 pub struct PrivateClone {
-    repo: Repo,
+    /// The clone's repository; farm's git commands reach it through
+    /// [`PrivateClone::repo`], which first puts its config back.
+    raw: Repo,
+    /// What `.git/config` holds as farm keeps it (see [`own_config`]).
+    config: Vec<u8>,
+    /// The hub, as farm was given it: pushed to and fetched from by URL,
+    /// whatever the clone's config says.
+    hub_url: String,
     /// Held for the loop's life: this clone is this loop's alone.
     _lock: std::fs::File,
     /// The same repository in-process, for what needs no hub (`None`: the
@@ -171,12 +178,17 @@ impl PrivateClone {
         {
             let _ = borrow_objects(&dir, &local.git_dir);
         }
+        // The config first: git2 and git both read it, and what an agent
+        // left there must neither redirect nor run anything from here on.
+        if dir.join(".git/config").is_file() {
+            own_config(&dir, hub, &SETTINGS)?;
+        }
         let broken = match usable(&dir) {
             Ok(()) => None,
             Err(why) => Some(set_aside(&dir, &why, &say)?),
         };
         let repo = if dir.join(".git").is_dir() {
-            Repo::new(&dir)
+            Repo::of_agent(&dir)
         } else {
             std::fs::create_dir_all(dir.parent().unwrap_or(&dir))
                 .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
@@ -191,25 +203,16 @@ impl PrivateClone {
                 let _ = std::fs::remove_dir_all(&dir);
                 Repo::clone_from(&hub.url, &dir, &hub.branch, shared, &settings)
             })
+            .map(|made| Repo::of_agent(made.dir()))
             .map_err(Error::from)?
         };
         if let Some(local) = &hub.local {
             borrow_objects(&dir, &local.git_dir)?;
         }
+        own_config(&dir, hub, &SETTINGS)?;
         let mut work = Workdir::open(&dir).map_err(|e| {
             Error::failure(format!("cannot open the clone `{}`: {e}", dir.display()))
         })?;
-        // The clone's own settings, each a git process only when it must
-        // change (a run starts 2 clones per agent: this was 5 processes each).
-        let settings = [("remote.origin.url", hub.url.as_str())]
-            .into_iter()
-            .chain(SETTINGS);
-        for (key, value) in settings {
-            let now = work.as_ref().and_then(|w| w.local_config(key));
-            if now.as_deref() != Some(value) {
-                repo.run(["config", key, value])?;
-            }
-        }
         // farm's own commits need an identity even where none is configured
         // (asked of git itself: the user's files and environment count).
         // The same process tells what git2 cannot see: a setting that
@@ -233,8 +236,16 @@ impl PrivateClone {
                 repo.run(["config", key, &value])?;
             }
         }
+        let config = std::fs::read(dir.join(".git/config")).map_err(|e| {
+            Error::failure(format!(
+                "cannot read `{}`: {e}",
+                dir.join(".git/config").display()
+            ))
+        })?;
         let mut clone = PrivateClone {
-            repo,
+            raw: repo,
+            config,
+            hub_url: hub.url.clone(),
             work,
             clean: Cell::new(false),
             behind: Cell::new(false),
@@ -355,7 +366,7 @@ impl PrivateClone {
             let Some(op) = Operation::found(&git_dir) else {
                 break;
             };
-            let aborted = self.repo.check([op.command(), "--abort"])?
+            let aborted = self.repo()?.check([op.command(), "--abort"])?
                 && Operation::found(&git_dir) != Some(op);
             if !aborted {
                 self.clear_by_hand(op)?;
@@ -367,7 +378,7 @@ impl PrivateClone {
                 &head[..12.min(head.len())]
             ));
         }
-        if Operation::found(&git_dir).is_some() || !self.repo.conflicted()?.is_empty() {
+        if Operation::found(&git_dir).is_some() || !self.repo()?.conflicted()?.is_empty() {
             // Still there (or conflicts with no operation, as a `stash pop`
             // leaves them): the files go back to HEAD, conflicts and all.
             self.clear_by_hand(Operation::Merge)?;
@@ -396,7 +407,7 @@ impl PrivateClone {
                     self.git(["symbolic-ref", "HEAD", &head_name])?;
                     break;
                 }
-                if self.repo.rev(&orig_head)?.is_some() {
+                if self.repo()?.rev(&orig_head)?.is_some() {
                     if head_name.starts_with("refs/heads/") {
                         self.git(["update-ref", &head_name, &orig_head])?;
                         self.git(["symbolic-ref", "HEAD", &head_name])?;
@@ -513,7 +524,7 @@ impl PrivateClone {
         }
         const SALVAGED: &str = "refs/farm/salvaged/";
         let spec = format!("+refs/heads/*:{SALVAGED}*");
-        let fetched = self.repo.run([
+        let fetched = self.repo()?.run([
             OsStr::new("fetch"),
             OsStr::new("--quiet"),
             OsStr::new("--no-tags"),
@@ -561,8 +572,43 @@ impl PrivateClone {
         self.out.note(&format!("{}: {what}", self.name));
     }
 
+    /// The clone's repository, its config first put back as farm keeps it
+    /// (see [`own_config`]).
+    fn repo(&self) -> Result<&Repo, Error> {
+        self.own_config()?;
+        Ok(&self.raw)
+    }
+
+    /// Put `.git/config` back as farm keeps it, if anything changed it
+    /// since (see [`own_config`]); said when it did. Reading the file is
+    /// all it costs when nothing did: it runs before each of farm's git
+    /// commands here.
+    fn own_config(&self) -> Result<(), Error> {
+        self.restore_config().map_err(|e| {
+            Error::failure(format!(
+                "cannot put back the git config of the clone `{}`: {e}",
+                self.dir().display()
+            ))
+            .hint("farm makes its clones itself: remove the clone and run again")
+        })
+    }
+
+    fn restore_config(&self) -> std::io::Result<()> {
+        let git_dir = self.dir().join(".git");
+        if is_config(&git_dir, &self.config) && !git_dir.join("commondir").exists() {
+            return Ok(());
+        }
+        write_config(self.dir(), &self.config)?;
+        self.say(&format!(
+            "the clone's git config was changed (by a session?); put back as farm keeps it, \
+             with the hub `{}` its only remote",
+            self.hub_url
+        ));
+        Ok(())
+    }
+
     pub fn dir(&self) -> &Path {
-        self.repo.dir()
+        self.raw.dir()
     }
 
     /// Do `step` in-process (git2): its answer, or `None` when the clone
@@ -574,7 +620,12 @@ impl PrivateClone {
         step: &str,
         op: impl FnOnce(&Workdir) -> Result<T, git2::Error>,
     ) -> Option<T> {
-        match op(self.work.as_ref()?) {
+        let work = self.work.as_ref()?;
+        if let Err(e) = self.own_config() {
+            self.out.debug(&format!("{}: {step}: {e}", self.name));
+            return None;
+        }
+        match op(work) {
             Ok(t) => Some(t),
             Err(e) => {
                 self.out.debug(&self.fallback_note(step, &e));
@@ -593,13 +644,13 @@ impl PrivateClone {
     }
 
     fn git<const N: usize>(&self, args: [&str; N]) -> Result<String, Error> {
-        self.healing(|| self.repo.run(args))
+        self.healing(|| self.raw.run(args))
     }
 
     /// Run git in the clone; whether it succeeded (for commands whose
     /// failure is an answer), healed as [`PrivateClone::git`] is.
     fn check<const N: usize>(&self, args: [&str; N]) -> Result<bool, Error> {
-        self.healing(|| self.repo.check(args))
+        self.healing(|| self.raw.check(args))
     }
 
     /// Run `op`; if it failed on a git lock file left in this clone (a git
@@ -613,6 +664,7 @@ impl PrivateClone {
     /// them again writes again (found by the chaos suite: a run exited 1 on
     /// a killed `git commit`).
     fn healing<T>(&self, op: impl Fn() -> Result<T, GitError>) -> Result<T, Error> {
+        self.own_config()?;
         match op() {
             Err(e) if e.signal.is_some() || e.said.contains(".lock': File exists") => {
                 let alive = self
@@ -633,12 +685,18 @@ impl PrivateClone {
     /// Talk to the hub, patiently: a hub that does not answer is tried
     /// again with backoff, a line said each time.
     fn net<T>(&self, what: &str, op: impl FnMut() -> Result<T, GitError>) -> Result<T, Error> {
+        self.own_config()?;
         patiently(what, &|l: &str| self.say(l), op).map_err(Error::from)
     }
 
+    /// Fetch the hub's `branch` into `origin/<branch>`, from the hub's URL.
+    /// (Forced, as the refspec `git clone` writes is: the remote-tracking
+    /// ref follows the hub, wherever it went.)
     pub fn fetch(&self, branch: &str) -> Result<(), Error> {
+        let spec = format!("+refs/heads/{branch}:refs/remotes/origin/{branch}");
         self.net("fetching", || {
-            self.repo.run(["fetch", "--quiet", "origin", branch])
+            self.raw
+                .run(["fetch", "--quiet", "--no-tags", &self.hub_url, &spec])
         })?;
         Ok(())
     }
@@ -703,7 +761,7 @@ impl PrivateClone {
         self.files_stale()?;
         for state in ["rebase-merge", "rebase-apply"] {
             if self.dir().join(".git").join(state).exists() {
-                self.repo
+                self.repo()?
                     .check(["rebase", "--abort"])
                     .map_err(Error::from)?;
             }
@@ -712,7 +770,7 @@ impl PrivateClone {
         // dropped it: a merge left half-way (an error mid-integration) must
         // not make the next session's first commit a merge.
         if self.dir().join(".git/MERGE_HEAD").exists() {
-            self.repo.check(["merge", "--abort"])?;
+            self.repo()?.check(["merge", "--abort"])?;
         }
         let target = self.fetch_if_moved(hub)?;
         if !(self.clean.get() && !self.behind.get() && self.head()? == target) {
@@ -924,7 +982,7 @@ impl PrivateClone {
     pub fn commit_all(&self, message: &str) -> Result<bool, Error> {
         let committed = match self.in_process("commit", |w| w.commit_all(message)) {
             Some(committed) => committed,
-            None => self.healing(|| self.repo.commit_all(message))?,
+            None => self.healing(|| self.raw.commit_all(message))?,
         };
         // Everything was staged: the tracked files equal the index.
         self.tracked.set(true);
@@ -960,10 +1018,10 @@ impl PrivateClone {
             return Ok(true);
         }
         self.catch_up_worktree()?;
-        if self.repo.check(["rebase", "--quiet", upstream])? {
+        if self.repo()?.check(["rebase", "--quiet", upstream])? {
             return Ok(true);
         }
-        self.repo.check(["rebase", "--abort"])?;
+        self.repo()?.check(["rebase", "--abort"])?;
         Ok(false)
     }
 
@@ -1006,7 +1064,7 @@ impl PrivateClone {
         ])?;
         let _ = std::fs::remove_dir_all(self.dir().join(dir));
         if self
-            .repo
+            .repo()?
             .check(["cat-file", "-e", &format!("{base}:{dir}")])
             .map_err(Error::from)?
         {
@@ -1063,7 +1121,7 @@ impl PrivateClone {
 
     /// The files left conflicted (unmerged in the index).
     pub fn conflicts(&self) -> Result<Vec<String>, Error> {
-        Ok(self.repo.conflicted()?)
+        Ok(self.repo()?.conflicted()?)
     }
 
     /// Stage everything and commit the merge in progress, if any, with
@@ -1087,7 +1145,12 @@ impl PrivateClone {
         hold: &[BorrowedFd<'_>],
     ) -> Result<Published, StoreError> {
         let spec = [format!("HEAD:refs/heads/{branch}")];
-        store.publish(held, &self.repo, "origin", &spec, hold)
+        self.restore_config().map_err(|source| StoreError::Io {
+            action: "put back the git config of",
+            path: self.dir().to_owned(),
+            source,
+        })?;
+        store.publish(held, &self.raw, &self.hub_url, &spec, hold)
     }
 
     /// Resolve a merge that stopped on task `id`'s own files alone: someone
@@ -1106,8 +1169,8 @@ impl PrivateClone {
             return Ok(false);
         }
         let (Some(theirs), Some(ours)) = (
-            self.repo.file_at(upstream, &pending)?,
-            self.repo.file_at("HEAD", &done)?,
+            self.repo()?.file_at(upstream, &pending)?,
+            self.repo()?.file_at("HEAD", &done)?,
         ) else {
             return Ok(false);
         };
@@ -1132,7 +1195,7 @@ impl PrivateClone {
     pub fn merge(&self, upstream: &str, branch: &str, id: &str) -> Result<bool, Error> {
         self.catch_up_worktree()?;
         let message = format!("farm: merge `{branch}` into the work on `{id}`");
-        match self.repo.run(["merge", "--quiet", "--no-edit", "-m", &message, upstream]) {
+        match self.repo()?.run(["merge", "--quiet", "--no-edit", "-m", &message, upstream]) {
             Ok(_) => Ok(true),
             Err(_) if !self.conflicts()?.is_empty() => Ok(false),
             // (Killed: the loop reopens the clone, whose recovery undoes it.)
@@ -1225,14 +1288,14 @@ impl PrivateClone {
     /// took it or had moved on.
     pub fn push_branch(&self, branch: &str) -> Result<Pushed, Error> {
         let spec = [format!("HEAD:refs/heads/{branch}")];
-        self.net("pushing", || self.repo.push("origin", &spec))
+        self.net("pushing", || self.raw.push(&self.hub_url, &spec))
     }
 
     /// Push a commit to a new branch on the hub (a rescue branch).
     pub fn push_ref(&self, commit: &str, branch: &str) -> Result<(), Error> {
         let spec = [format!("{commit}:refs/heads/{branch}")];
         match self.net("pushing a rescue branch", || {
-            self.repo.push("origin", &spec)
+            self.raw.push(&self.hub_url, &spec)
         })? {
             Pushed::Ok => Ok(()),
             Pushed::Rejected(r) => {
@@ -1384,6 +1447,200 @@ fn lock_files(dir: &Path, deep: bool, out: &mut Vec<PathBuf>) {
             }
         } else if path.extension().is_some_and(|e| e == "lock") {
             out.push(path);
+        }
+    }
+}
+
+/// The settings of a clone's `.git/config` kept from what is there when it
+/// is opened: the repository's format (git cannot read it without them),
+/// the file system's traits git probed when it cloned, and the commit
+/// identity. None of them names a remote, a program, a hook, a filter, a
+/// pager, an editor, another file to read or another work tree.
+const KEPT: [&str; 8] = [
+    "core.repositoryformatversion",
+    "core.filemode",
+    "core.symlinks",
+    "core.ignorecase",
+    "core.precomposeunicode",
+    "extensions.objectformat",
+    "user.name",
+    "user.email",
+];
+
+/// Write the clone at `dir` a `.git/config` of farm's own: the [`KEPT`]
+/// settings of the one there, the hub as its only remote (`origin`), and
+/// `settings`; nothing else.
+///
+/// farm owns its clones' config because an agent works in the clone and
+/// git obeys that file: `remote.origin.pushurl` or `url`, `url.*.insteadOf`
+/// or `pushInsteadOf` sent the work and its rescue branches to the agent's
+/// own repository (and farm said "integrated"); `core.hooksPath`,
+/// `core.fsmonitor`, `core.sshCommand`, `core.gitProxy`, `credential.*`,
+/// `filter.*`, `diff.external`, `core.pager`, `core.editor`,
+/// `sequence.editor`, `gpg.program`, `merge.*.driver`, `remote.*.uploadpack`
+/// and `receivepack`, `include.*` and `includeIf.*` (another file, or a
+/// FIFO that hangs every git), `core.worktree` and `extensions.*` —
+/// each runs a command, reads another file, or points git elsewhere, and
+/// the list grows with git. So it is not a list of what to remove but of
+/// what to keep. Read with `--no-includes`, from outside the clone: its
+/// own git must not follow what it names. A `commondir` file (which would
+/// make the clone read another repository's config) is removed.
+fn own_config(dir: &Path, hub: &Hub, settings: &[(&str, &str)]) -> Result<(), Error> {
+    let path = dir.join(".git/config");
+    let listed = Repo::new(std::env::temp_dir()).run_input(
+        [
+            OsStr::new("config"),
+            OsStr::new("--file"),
+            path.as_os_str(),
+            OsStr::new("--no-includes"),
+            OsStr::new("--null"),
+            OsStr::new("--list"),
+        ],
+        &[],
+        b"",
+    );
+    // A config git cannot parse keeps nothing: a repository of the default
+    // format then, which `usable` judges.
+    let listed = listed.unwrap_or_default();
+    let kept: Vec<(String, String)> = listed
+        .split(|&b| b == 0)
+        .filter_map(|entry| {
+            let entry = String::from_utf8_lossy(entry);
+            let (key, value) = entry.split_once('\n').unwrap_or((&entry, ""));
+            let key = key.to_ascii_lowercase();
+            KEPT.iter()
+                .find(|k| k.eq_ignore_ascii_case(&key))
+                .map(|k| ((*k).to_owned(), value.to_owned()))
+        })
+        .collect();
+    let text = config_text(&kept, &hub.url, &hub.branch, settings);
+    write_config(dir, text.as_bytes()).map_err(|e| {
+        Error::failure(format!("cannot write `{}`: {e}", path.display()))
+            .hint("farm makes its clones itself: remove the clone and run again")
+    })
+}
+
+/// The text of a clone's config as farm keeps it (see [`own_config`]).
+fn config_text(
+    kept: &[(String, String)],
+    url: &str,
+    branch: &str,
+    settings: &[(&str, &str)],
+) -> String {
+    let last = |key: &str| {
+        kept.iter()
+            .rfind(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    };
+    let boolean = |key: &str| last(key).filter(|v| matches!(*v, "true" | "false"));
+    let format = last("extensions.objectformat").filter(|v| matches!(*v, "sha1" | "sha256"));
+    let mut text = String::from("[core]\n");
+    let version = if format.is_some() { "1" } else { "0" };
+    text.push_str(&format!("\trepositoryformatversion = {version}\n"));
+    text.push_str(&format!(
+        "\tfilemode = {}\n",
+        boolean("core.filemode").unwrap_or("true")
+    ));
+    text.push_str("\tbare = false\n\tlogallrefupdates = true\n");
+    for key in ["symlinks", "ignorecase", "precomposeunicode"] {
+        if let Some(v) = boolean(&format!("core.{key}")) {
+            text.push_str(&format!("\t{key} = {v}\n"));
+        }
+    }
+    if let Some(format) = format {
+        text.push_str(&format!("[extensions]\n\tobjectformat = {format}\n"));
+    }
+    let user: Vec<(&str, &str)> = ["name", "email"]
+        .into_iter()
+        .filter_map(|k| Some((k, last(&format!("user.{k}"))?)))
+        .collect();
+    if !user.is_empty() {
+        text.push_str("[user]\n");
+        for (k, v) in user {
+            text.push_str(&format!("\t{k} = {}\n", quoted(v)));
+        }
+    }
+    text.push_str(&format!(
+        "[remote \"origin\"]\n\turl = {}\n\tfetch = {}\n\ttagOpt = --no-tags\n",
+        quoted(url),
+        quoted(&format!(
+            "+refs/heads/{branch}:refs/remotes/origin/{branch}"
+        ))
+    ));
+    let mut section = "";
+    for (key, value) in settings {
+        let (sect, name) = key.split_once('.').unwrap_or((key, ""));
+        if sect != section {
+            text.push_str(&format!("[{sect}]\n"));
+            section = sect;
+        }
+        text.push_str(&format!("\t{name} = {}\n", quoted(value)));
+    }
+    text
+}
+
+/// `value` as a git config value: quoted, with `"`, `\\` and control
+/// characters escaped.
+fn quoted(value: &str) -> String {
+    let mut out = String::from("\"");
+    for c in value.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Whether `git_dir/config` is a plain file holding `text`.
+fn is_config(git_dir: &Path, text: &[u8]) -> bool {
+    let path = git_dir.join("config");
+    std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file())
+        && std::fs::read(&path).is_ok_and(|now| now == text)
+}
+
+/// Replace the clone's `.git/config` with `text`, as git does: written to
+/// `config.lock` (created exclusively) and renamed over it (a symlink
+/// there is replaced, not followed). A `config.lock` with no git working
+/// in the clone is stale (the clone is this loop's alone) and removed.
+fn write_config(dir: &Path, text: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let git_dir = dir.join(".git");
+    let lock = git_dir.join("config.lock");
+    let _ = std::fs::remove_file(git_dir.join("commondir"));
+    let mut file = match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&lock)
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let alive = dir.canonicalize().ok().and_then(|d| git_working_in(&d));
+            if let Some(pid) = alive {
+                return Err(std::io::Error::other(format!(
+                    "`{}` is held by git (pid {pid})",
+                    lock.display()
+                )));
+            }
+            std::fs::remove_file(&lock)?;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&lock)?
+        }
+        opened => opened?,
+    };
+    let written = file.write_all(text).and_then(|()| file.sync_data());
+    drop(file);
+    match written.and_then(|()| std::fs::rename(&lock, git_dir.join("config"))) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = std::fs::remove_file(&lock);
+            Err(e)
         }
     }
 }
@@ -1837,7 +2094,7 @@ mod tests {
             !clone.merge("origin/main", "main", "t").unwrap(),
             "a conflict"
         );
-        assert_eq!(clone.repo.conflicted().unwrap(), ["a.txt"]);
+        assert_eq!(clone.raw.conflicted().unwrap(), ["a.txt"]);
         let text = std::fs::read_to_string(d.join("a.txt")).unwrap();
         assert!(
             text.contains("<<<<<<<") && text.contains("ONE") && text.contains("uno"),

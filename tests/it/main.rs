@@ -11,6 +11,7 @@ mod death;
 mod faults;
 mod fencing;
 mod hold;
+mod hostile;
 mod input;
 mod race;
 mod reap;
