@@ -706,23 +706,22 @@ fn a_task_the_clone_never_sees_ready_stops_the_run() {
         "set -eu\necho w > \"w-$FARM_TASK\"\ngit add -A\ngit commit -q -m \"$FARM_TASK\"\n",
     );
     farm_run(&env, &agent, &[]).success();
-    // Both of the agent's clones (the second did an integration).
+    // Both of the agent's clones (the second did an integration). Sparse
+    // checkout is turned on by the user's config (in the environment): a
+    // clone's own config is farm's, and put back as farm keeps it.
     for clone in clone_dirs(&env) {
         std::fs::write(
             clone.join(".git/info/sparse-checkout"),
             "/*\n!/tasks/stuck.md\n",
         )
         .unwrap();
-        let config = std::process::Command::new("git")
-            .args(["config", "core.sparseCheckout", "true"])
-            .current_dir(&clone)
-            .status()
-            .unwrap();
-        assert!(config.success());
     }
     add_task(&env, &["stuck", "-m", "Anything"]);
     let out = env
         .farm_git(run_args(&env, &agent, &[]))
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "core.sparseCheckout")
+        .env("GIT_CONFIG_VALUE_0", "true")
         .run_within(Duration::from_secs(60))
         .code(1);
     let looks = out.stderr.matches("is not ready on the branch").count();
