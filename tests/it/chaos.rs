@@ -473,6 +473,8 @@ impl Round {
             git(repo, &["add", "-A"]);
             git(repo, &["commit", "-q", "-m", "a board of chaos"]);
         };
+        // Where a hostile agent's config points farm's pushes (see agent.sh).
+        git(c, &["init", "-q", "--bare", "elsewhere.git"]);
         let mut daemon = None;
         let (repo, hooks, hub_arg) = match hub {
             Hub::Bare => {
@@ -640,6 +642,10 @@ else
     pid=$(git show HEAD | git patch-id --stable | cut -d' ' -f1)
     echo "commit $FARM_TASK $FARM_AGENT $me $sha $pid" >> "$L"
   fi
+  # Hostile too: the clone's config points pushes at a repository of its
+  # own (farm pushes to the hub it was given; nothing may land there).
+  git config remote.origin.pushurl "$C/elsewhere.git"
+  git config url."$C/elsewhere.git".pushInsteadOf "${{FARM_HUB:-}}"
 fi
 rm -f "$C/phase/$me" "$C/live/$FARM_TASK.$me" "$C/tmp.$me" "$C/tmp.$me.r"
 echo "end $FARM_TASK $FARM_AGENT $kind $me $(now)" >> "$L"
@@ -1332,6 +1338,20 @@ exit 0
     /// Check every invariant on the hub as the round left it.
     fn check(&mut self, figures: &mut Figures) {
         let ids: Vec<String> = (0..TASKS).map(task_id).collect();
+
+        // Nothing went where the agents' config pointed farm's pushes.
+        figures.check("nothing pushed where an agent's git config points");
+        let elsewhere = self.c().join("elsewhere.git");
+        let (_, refs, _) = git_in(&elsewhere, &self.c().join("home"), ["for-each-ref"]);
+        if !refs.trim().is_empty() {
+            self.violation(
+                "pushed-elsewhere",
+                format!(
+                    "refs pushed where an agent's config pointed: {}",
+                    refs.trim()
+                ),
+            );
+        }
 
         // Every task done exactly once on main.
         let log = self.git_out(&[
