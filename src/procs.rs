@@ -307,12 +307,26 @@ pub fn sweep(tag: Option<&str>, dir: Option<&Path>) -> usize {
             .into_iter()
             .filter(|p| !spared.contains(&p.pid))
             .collect();
+        // git's own helpers run under a shell it started (`sh -c
+        // git-receive-pack …` for a push to a path): such a shell, left in a
+        // clone by a killed farm's push, is that push landing — what fencing
+        // waits for — not a session's leftover.
+        let runs_git = |pid: u32| {
+            let mut below = vec![pid];
+            while let Some(p) = below.pop() {
+                if is_git(p) {
+                    return true;
+                }
+                below.extend(all.iter().filter(|c| c.ppid == p).map(|c| c.pid));
+            }
+            false
+        };
         let mut hit: BTreeSet<u32> = all
             .iter()
             .filter(|p| {
                 entry.as_deref().is_some_and(|e| carries(p.pid, e))
                     || dir.as_deref().is_some_and(|d| {
-                        p.ppid != me && !p.tty && works_in(p.pid, d) && !is_git(p.pid)
+                        p.ppid != me && !p.tty && works_in(p.pid, d) && !runs_git(p.pid)
                     })
             })
             .map(|p| p.pid)
