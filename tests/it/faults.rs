@@ -1131,3 +1131,28 @@ fn a_publish_cut_between_its_refs_loses_nothing_and_names_the_lock() {
         "tasks/done/c1.md\n"
     );
 }
+
+/// A rescue branch the hub refused was said as a Rust debug list
+/// (`[("refs/heads/farm/rescue/…", "[remote rejected] …")]`); it is said
+/// ref by ref, in words.
+#[test]
+fn a_refused_rescue_branch_is_said_in_words() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["r1", "-m", "Anything", "--max-attempts", "1"]);
+    let hook = env.hub.join(".git/hooks/pre-receive");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\nwhile read old new ref; do\n  case \"$ref\" in refs/heads/farm/rescue/*) echo 'no rescue here' >&2; exit 1;; esac\ndone\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let agent = env.agent_script(
+        "fail.sh",
+        "echo w > w.txt\ngit add w.txt && git commit -q -m half\necho 'gave up'\nexit 1\n",
+    );
+    let out = farm_run(&env, &agent, &[]);
+    assert!(out.stderr.contains("refused `farm/rescue/r1/"), "{out:#?}");
+    assert!(!out.stderr.contains("[(\""), "a debug list: {out:#?}");
+    assert!(out.stderr.contains(": [remote rejected]"), "{out:#?}");
+}
