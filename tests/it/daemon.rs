@@ -1,5 +1,6 @@
 //! A hub on "another machine": a bare repository served by `git daemon` on
-//! 127.0.0.1, which the tests can stop and start again to play a network
+//! 127.0.0.1 (or, [`Daemon::over`], by `sshd` or git's smart-HTTP backend:
+//! servers.rs), which the tests can stop and start again to play a network
 //! outage; and [`Machine`]s, each a host name, a state dir and a working
 //! directory of its own, which share nothing with each other but the URL.
 
@@ -11,10 +12,14 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::common::{Farm, GIT_ENV, Output};
+pub use crate::servers::Transport;
+use crate::servers::{self, client_env};
 
-/// A base directory holding `hub.git` (once made), served by `git daemon`.
+/// A base directory holding `hub.git` (once made), served by `git daemon`
+/// or another [`Transport`]'s server.
 pub struct Daemon {
     pub base: tempfile::TempDir,
+    transport: Transport,
     port: Option<u16>,
     child: Option<Child>,
     /// Ref updates a stop cut in half (see [`Daemon::torn`]).
@@ -24,12 +29,23 @@ pub struct Daemon {
 impl Daemon {
     /// A base directory, no hub, no daemon yet.
     pub fn new() -> Daemon {
-        Daemon {
+        Daemon::over(Transport::Git).unwrap()
+    }
+
+    /// The same, to be served over `transport`; None (the reason printed)
+    /// if its server cannot run here, which fails the test instead where
+    /// `FARM_REQUIRE_SERVERS=1`.
+    pub fn over(transport: Transport) -> Option<Daemon> {
+        if !servers::available(transport) {
+            return None;
+        }
+        Some(Daemon {
             base: tempfile::tempdir().unwrap(),
+            transport,
             port: None,
             child: None,
             torn: std::cell::Cell::new(0),
-        }
+        })
     }
 
     /// A served hub whose `main` holds one commit with `files` (path, text).
@@ -53,11 +69,8 @@ impl Daemon {
         }
     }
 
-    /// `git init --bare -b main hub.git`, and a first commit on `main` with
-    /// `files`, pushed from a scratch repository that is then removed.
-    pub fn make_hub(&self, files: &[(&str, &str)]) {
-        let hub = self.hub_dir();
-        let scratch = self.base.path().join("scratch");
+    /// `git init --bare -b main hub.git`: an empty hub.
+    pub fn init_hub(&self) {
         let base = Repo {
             dir: self.base.path().to_owned(),
             home: self.base.path().to_owned(),
@@ -68,8 +81,20 @@ impl Daemon {
             "--bare".as_ref(),
             "-b".as_ref(),
             "main".as_ref(),
-            hub.as_os_str(),
+            self.hub_dir().as_os_str(),
         ]);
+    }
+
+    /// [`Daemon::init_hub`], and a first commit on `main` with `files`,
+    /// pushed from a scratch repository that is then removed.
+    pub fn make_hub(&self, files: &[(&str, &str)]) {
+        let hub = self.hub_dir();
+        let scratch = self.base.path().join("scratch");
+        let base = Repo {
+            dir: self.base.path().to_owned(),
+            home: self.base.path().to_owned(),
+        };
+        self.init_hub();
         base.git([
             "init".as_ref(),
             "-q".as_ref(),
@@ -101,9 +126,25 @@ impl Daemon {
         self.port.expect("the daemon was started")
     }
 
-    /// `git://127.0.0.1:PORT/hub.git`.
+    /// `git://127.0.0.1:PORT/hub.git`, or the `ssh://` or `http://` URL.
     pub fn url(&self) -> String {
-        format!("git://127.0.0.1:{}/hub.git", self.port())
+        match self.transport {
+            Transport::Git => format!("git://127.0.0.1:{}/hub.git", self.port()),
+            Transport::Ssh => servers::ssh_url(self.base.path(), self.port()),
+            Transport::Http => servers::http_url(self.port()),
+        }
+    }
+
+    /// What a client needs in its environment to reach the hub besides
+    /// the hermetic one (ssh: `GIT_SSH_COMMAND`).
+    pub fn client_env(&self) -> Vec<(&'static str, std::ffi::OsString)> {
+        client_env(self.transport, self.base.path())
+    }
+
+    /// What git runs as ssh, for a repository's `core.sshCommand` (a
+    /// client in this process, which cannot set its own environment).
+    pub fn ssh_command(&self) -> Option<String> {
+        (self.transport == Transport::Ssh).then(|| servers::ssh_command(self.base.path()))
     }
 
     /// Start the daemon: on a free port the first time, on the same port
@@ -132,7 +173,11 @@ impl Daemon {
                 }
             }
         }
-        panic!("git daemon would not start: {why}\n{}", self.log());
+        panic!(
+            "the {:?} server would not start: {why}\n{}",
+            self.transport,
+            self.log()
+        );
     }
 
     fn try_start(&self, port: u16) -> Result<Child, String> {
@@ -141,20 +186,30 @@ impl Daemon {
             .append(true)
             .open(self.base.path().join("daemon.log"))
             .unwrap();
-        let mut child = crate::common::git_command()
-            .arg("daemon")
-            .arg("--reuseaddr")
-            .arg("--enable=receive-pack")
-            .arg("--export-all")
-            .arg("--informative-errors")
-            // The default limit (32) is enforced by killing live connections
-            // from an address that already has one — every client here is
-            // 127.0.0.1 — which would inject faults no test asked for.
-            .arg("--max-connections=0")
-            .arg(format!("--base-path={}", self.base.path().display()))
-            .arg("--listen=127.0.0.1")
-            .arg(format!("--port={port}"))
-            .arg(self.base.path())
+        let mut cmd = match self.transport {
+            Transport::Git => {
+                let mut cmd = crate::common::git_command();
+                cmd.arg("daemon")
+                    .arg("--reuseaddr")
+                    .arg("--enable=receive-pack")
+                    .arg("--export-all")
+                    .arg("--informative-errors")
+                    // The default limit (32) is enforced by killing live
+                    // connections from an address that already has one —
+                    // every client here is 127.0.0.1 — which would inject
+                    // faults no test asked for.
+                    .arg("--max-connections=0")
+                    .arg(format!("--base-path={}", self.base.path().display()))
+                    .arg("--listen=127.0.0.1")
+                    .arg(format!("--port={port}"))
+                    .arg(self.base.path());
+                cmd
+            }
+            Transport::Ssh => servers::sshd_command(self.base.path(), port),
+            Transport::Http => servers::http_command(self.base.path(), port),
+        };
+        let what = format!("{:?} server", self.transport);
+        let mut child = cmd
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", self.base.path())
@@ -167,19 +222,19 @@ impl Daemon {
             // children (upload-pack, receive-pack) down with it.
             .process_group(0)
             .spawn()
-            .map_err(|e| format!("cannot spawn git daemon: {e}"))?;
+            .map_err(|e| format!("cannot spawn the {what}: {e}"))?;
         let start = Instant::now();
         loop {
             if let Some(status) = child.try_wait().unwrap() {
-                return Err(format!("git daemon on port {port} exited: {status}"));
+                return Err(format!("the {what} on port {port} exited: {status}"));
             }
             if TcpStream::connect(("127.0.0.1", port)).is_ok() {
                 return Ok(child);
             }
             if start.elapsed() > Duration::from_secs(10) {
-                kill_group(&mut child);
+                kill_server(&mut child);
                 return Err(format!(
-                    "git daemon on port {port} never accepted a connection"
+                    "the {what} on port {port} never accepted a connection"
                 ));
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -190,7 +245,7 @@ impl Daemon {
     /// falling off the network would; returns once none of them is left.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            kill_group(&mut child);
+            kill_server(&mut child);
         }
     }
 
@@ -239,7 +294,9 @@ impl Daemon {
 
     /// A new machine that reaches this hub by URL only.
     pub fn machine(&self, host: &str) -> Machine {
-        Machine::new(host, &self.url())
+        let mut machine = Machine::new(host, &self.url());
+        machine.env = self.client_env();
+        machine
     }
 }
 
@@ -273,6 +330,93 @@ fn kill_group(child: &mut Child) {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// SIGKILL a server (which leads its process group) and everything it
+/// started, in its group or not: sshd runs each session in a session of
+/// its own (setsid), out of the group's reach. Everything is stopped first
+/// (SIGSTOP), until no new process appears, so that none forks or is
+/// orphaned away from the tree while it is being killed; then killed.
+fn kill_server(child: &mut Child) {
+    let root = child.id();
+    let pgid = root as i32;
+    let mut seen = std::collections::BTreeSet::new();
+    loop {
+        let fresh: Vec<u32> = tree_of(root, pgid)
+            .into_iter()
+            .filter(|p| seen.insert(*p))
+            .collect();
+        if fresh.is_empty() {
+            break;
+        }
+        for pid in fresh {
+            // SAFETY: kill(2) on a process this test's server started.
+            unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+        }
+    }
+    for pid in &seen {
+        // SAFETY: as above.
+        unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+    }
+    kill_group(child);
+    let start = Instant::now();
+    while seen.iter().any(|p| running(*p)) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "a process of the server {root} outlived SIGKILL"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `root`, its descendants and the members of group `pgid`, alive.
+fn tree_of(root: u32, pgid: i32) -> Vec<u32> {
+    let procs: Vec<(u32, u32, i32)> = std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter_map(|e| {
+                    let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+                    let (state, ppid, pgrp) = stat_of(pid)?;
+                    (state != "Z" && state != "X").then_some((pid, ppid, pgrp))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        for (pid, ppid, _) in &procs {
+            if *ppid == parent && !tree.contains(pid) {
+                tree.push(*pid);
+            }
+        }
+        i += 1;
+    }
+    for (pid, _, pgrp) in &procs {
+        if *pgrp == pgid && !tree.contains(pid) {
+            tree.push(*pid);
+        }
+    }
+    tree.retain(|p| running(*p));
+    tree
+}
+
+/// The state, parent and process group of `pid`, from `/proc/PID/stat`.
+fn stat_of(pid: u32) -> Option<(String, u32, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid pgrp ...`; comm may hold spaces and parens.
+    let (_, rest) = stat.rsplit_once(") ")?;
+    let mut fields = rest.split(' ');
+    let state = fields.next()?.to_owned();
+    let ppid = fields.next()?.parse().ok()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some((state, ppid, pgrp))
+}
+
+/// Is `pid` a process that is not a zombie?
+fn running(pid: u32) -> bool {
+    stat_of(pid).is_some_and(|(state, _, _)| state != "Z" && state != "X")
 }
 
 /// Does any process of group `pgid` still run? Zombies do not count: the
@@ -379,6 +523,8 @@ pub struct Machine {
     pub host: String,
     pub tmp: tempfile::TempDir,
     url: String,
+    /// What its git needs to reach the hub (see [`Daemon::client_env`]).
+    pub env: Vec<(&'static str, std::ffi::OsString)>,
 }
 
 impl Machine {
@@ -389,6 +535,7 @@ impl Machine {
             host: host.to_owned(),
             tmp,
             url: url.to_owned(),
+            env: Vec::new(),
         }
     }
 
@@ -414,6 +561,7 @@ impl Machine {
             .env("FARM_STATE_DIR", self.state_dir())
             .env("FARM_HOST", &self.host)
             .envs(GIT_ENV)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .current_dir(self.cwd());
         farm
     }
@@ -533,40 +681,85 @@ pub fn pgid_of(pid: u32) -> i32 {
 
 /// The fixture itself: the hub is served, a stop really cuts it off (so an
 /// outage test that passes is not passing by accident), and a restart serves
-/// it again at the same URL.
-#[test]
-fn daemon_serves_stops_and_restarts_on_the_same_url() {
-    let mut daemon = Daemon::with_hub(&[("tasks/a.md", "+++\ntitle = \"A\"\n+++\n")]);
+/// it again at the same URL; over every transport.
+fn serves_stops_and_restarts_on_the_same_url(transport: Transport) {
+    let Some(mut daemon) = Daemon::over(transport) else {
+        return;
+    };
+    daemon.make_hub(&[("tasks/a.md", "+++\ntitle = \"A\"\n+++\n")]);
+    daemon.start();
     let url = daemon.url();
     let here = Repo {
         dir: daemon.base.path().to_owned(),
         home: daemon.base.path().to_owned(),
     };
+    // The client's part (ssh: its key and config) as `-c` options.
+    let client: Vec<String> = daemon
+        .ssh_command()
+        .map(|ssh| vec!["-c".to_owned(), format!("core.sshCommand={ssh}")])
+        .unwrap_or_default();
+    let git = |args: &[&str]| {
+        let all: Vec<&str> = client
+            .iter()
+            .map(String::as_str)
+            .chain(args.iter().copied())
+            .collect();
+        here.git_output(all)
+    };
     let main = daemon.hub().git(["rev-parse", "main"]);
-    let ls = here.git(["ls-remote", &url, "refs/heads/main"]);
+    let (ok, ls, err) = git(&["ls-remote", &url, "refs/heads/main"]);
+    assert!(ok, "ls-remote {url}: {err}\n{}", daemon.log());
     assert_eq!(ls.split('\t').next(), Some(main.as_str()), "{ls}");
 
     daemon.stop();
-    let (ok, _, err) = here.git_output(["ls-remote", &url]);
+    let (ok, _, err) = git(&["ls-remote", &url]);
     assert!(!ok, "the hub still answers after stop()");
     assert!(!err.is_empty());
 
     daemon.start();
     assert_eq!(daemon.url(), url);
-    let ls = here.git(["ls-remote", &url, "refs/heads/main"]);
+    let (ok, ls, err) = git(&["ls-remote", &url, "refs/heads/main"]);
+    assert!(
+        ok,
+        "ls-remote {url} after the restart: {err}\n{}",
+        daemon.log()
+    );
     assert_eq!(ls.split('\t').next(), Some(main.as_str()), "{ls}");
 
     // Pushes go through too (receive-pack is enabled).
     let clone = daemon.base.path().join("clone");
-    here.git(["clone", "-q", &url, &clone.display().to_string()]);
+    let (ok, _, err) = git(&["clone", "-q", &url, &clone.display().to_string()]);
+    assert!(ok, "clone {url}: {err}");
     let clone = Repo {
         dir: clone,
         home: daemon.base.path().to_owned(),
     };
+    if let Some(ssh) = daemon.ssh_command() {
+        clone.git(["config", "core.sshCommand", &ssh]);
+    }
     clone.git(["commit", "-q", "--allow-empty", "-m", "pushed"]);
     clone.git(["push", "-q", "origin", "main"]);
     assert_eq!(
         daemon.hub().git(["log", "-1", "--format=%s", "main"]),
         "pushed"
     );
+    // And a stop takes the servers' children with it.
+    let root = daemon.child.as_ref().unwrap().id();
+    daemon.stop();
+    assert!(!running(root), "the {transport:?} server survived stop()");
+}
+
+#[test]
+fn daemon_serves_stops_and_restarts_on_the_same_url() {
+    serves_stops_and_restarts_on_the_same_url(Transport::Git);
+}
+
+#[test]
+fn sshd_serves_stops_and_restarts_on_the_same_url() {
+    serves_stops_and_restarts_on_the_same_url(Transport::Ssh);
+}
+
+#[test]
+fn http_serves_stops_and_restarts_on_the_same_url() {
+    serves_stops_and_restarts_on_the_same_url(Transport::Http);
 }

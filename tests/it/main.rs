@@ -20,6 +20,7 @@ mod remote;
 mod report;
 mod run;
 mod schedules;
+mod servers;
 mod settings;
 mod steer;
 // The generated night the report's browser test loads (shared with
