@@ -12,6 +12,8 @@ use farm::claims::record::{Claim, Holder, Nonce};
 use farm::claims::{Attempt, ClaimStore, Held, Reap, Release, Released, StoreError};
 use farm::names::TaskId;
 
+use crate::daemon::{Daemon, Transport};
+
 fn id(s: &str) -> TaskId {
     TaskId::parse(s).unwrap()
 }
@@ -194,14 +196,117 @@ pub fn a_claim_replaced_after_listing_is_not_reaped(store: &dyn ClaimStore) {
     assert_eq!(now.record.unwrap().nonce, fresh.claim().nonce);
 }
 
+/// Where one test's claims live, kept (its directory, its server) as long
+/// as the store is used: the fs store's directory, or the git store's bare
+/// hub, on a path or served over a [`Transport`].
+pub struct Hub {
+    tmp: tempfile::TempDir,
+    git: bool,
+    served: Option<Daemon>,
+}
+
+impl Hub {
+    fn fs() -> Option<Hub> {
+        Some(Hub {
+            tmp: tempfile::tempdir().unwrap(),
+            git: false,
+            served: None,
+        })
+    }
+
+    /// A git store on a fresh bare repository on a path: it stands in for
+    /// the remote, which the store talks to only through `git fetch` and
+    /// `git push`, as to any URL.
+    fn git() -> Option<Hub> {
+        let hub = Hub {
+            tmp: tempfile::tempdir().unwrap(),
+            git: true,
+            served: None,
+        };
+        let made = crate::common::git_command()
+            .args(["init", "--quiet", "--bare", "-b", "main"])
+            .arg(hub.dir().join("hub.git"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        Some(hub)
+    }
+
+    /// A git store on a fresh bare repository served over `transport`;
+    /// None if its server cannot run here (see [`Daemon::over`]).
+    fn served(transport: Transport) -> Option<Hub> {
+        let mut daemon = Daemon::over(transport)?;
+        daemon.init_hub();
+        daemon.start();
+        Some(Hub {
+            tmp: tempfile::tempdir().unwrap(),
+            git: true,
+            served: Some(daemon),
+        })
+    }
+
+    /// The directory that holds `hub.git`.
+    fn dir(&self) -> &Path {
+        self.served
+            .as_ref()
+            .map_or(self.tmp.path(), |d| d.base.path())
+    }
+
+    /// What the git store is given as its remote.
+    fn url(&self) -> String {
+        match &self.served {
+            Some(daemon) => daemon.url(),
+            None => self.dir().join("hub.git").display().to_string(),
+        }
+    }
+
+    /// Let the repository `dir` reach the hub: ssh's key and config, as
+    /// `core.sshCommand` (this process cannot set its own environment).
+    fn client(&self, dir: &Path) {
+        if let Some(ssh) = self.served.as_ref().and_then(Daemon::ssh_command) {
+            let set = crate::common::git_command()
+                .arg("-C")
+                .arg(dir)
+                .args(["config", "core.sshCommand", &ssh])
+                .status()
+                .unwrap();
+            assert!(set.success());
+        }
+    }
+
+    /// A new store on this hub, with a cache of its own.
+    fn store(&self) -> Box<dyn ClaimStore> {
+        let cache = tempfile::tempdir_in(self.tmp.path()).unwrap().keep();
+        self.store_in(&cache.join("claims.git"))
+    }
+
+    /// A store on this hub whose cache (the git store's) is `cache`, as a
+    /// farm started again on the same state dir has.
+    fn store_in(&self, cache: &Path) -> Box<dyn ClaimStore> {
+        if !self.git {
+            return Box::new(FsStore::new(self.tmp.path()));
+        }
+        let store = GitStore::open(&self.url(), cache).unwrap();
+        self.client(cache);
+        Box::new(store)
+    }
+}
+
+/// The contract's tests for one store, made by `$make` (a `fn() ->
+/// Option<Hub>`, None to skip); after `;`, tests of that store that take
+/// the [`Hub`] itself.
 macro_rules! contract {
-    ($store:ident, $make:expr) => {
+    ($store:ident, $make:expr $(; $($hub_test:ident),*)?) => {
         mod $store {
             use super::*;
+            fn with_hub(check: impl FnOnce(&Hub)) {
+                let make: fn() -> Option<Hub> = $make;
+                if let Some(hub) = make() {
+                    check(&hub);
+                }
+            }
             fn with_store(check: fn(&dyn ClaimStore)) {
-                let tmp = tempfile::tempdir().unwrap();
-                let make: fn(&Path) -> Box<dyn ClaimStore> = $make;
-                check(&*make(tmp.path()));
+                with_hub(|hub| check(&*hub.store()));
             }
             #[test]
             fn exactly_one_wins_and_the_loser_sees_the_winner() {
@@ -239,61 +344,61 @@ macro_rules! contract {
             fn a_claim_replaced_after_listing_is_not_reaped() {
                 with_store(super::a_claim_replaced_after_listing_is_not_reaped);
             }
+            #[test]
+            fn a_stop_notice_is_kept_and_is_no_claim() {
+                with_store(super::a_stop_notice_is_kept_and_is_no_claim);
+            }
+            $($(
+                #[test]
+                fn $hub_test() {
+                    with_hub(super::$hub_test);
+                }
+            )*)?
         }
     };
 }
 
-contract!(fs, |hub| Box::new(FsStore::new(hub)));
-/// A git store on a fresh bare repository in `dir`. A bare repository on a
-/// path stands in for the remote: the store talks to it only through `git
-/// fetch` and `git push`, as to any URL.
-fn git_store(dir: &std::path::Path, cache: &std::path::Path) -> Box<dyn ClaimStore> {
-    let remote = dir.join("hub.git");
-    let made = crate::common::git_command()
-        .args(["init", "--quiet", "--bare", "-b", "main"])
-        .arg(&remote)
-        .status()
-        .unwrap();
-    assert!(made.success());
-    Box::new(GitStore::open(remote.to_str().unwrap(), cache).unwrap())
+/// The git store's contract, on a hub made by `$make`: a path, or served
+/// by `git daemon`, `sshd` or git's smart-HTTP backend.
+macro_rules! git_contract {
+    ($store:ident, $make:expr) => {
+        contract!($store, $make;
+            a_heartbeat_that_landed_unseen_is_not_a_lost_claim,
+            a_publish_that_landed_unseen_is_pushed_not_lost,
+            a_publish_cut_between_its_refs_is_not_pushed,
+            a_claim_stamped_by_a_clock_far_behind_is_not_reaped_as_it_appears);
+    };
 }
 
-contract!(git, |dir| git_store(dir, &dir.join("cache/claims.git")));
+contract!(fs, Hub::fs);
+git_contract!(git, Hub::git);
+git_contract!(git_over_daemon, || Hub::served(Transport::Git));
+git_contract!(git_over_ssh, || Hub::served(Transport::Ssh));
+git_contract!(git_over_http, || Hub::served(Transport::Http));
 
 /// `farm stop`'s notice lives beside the claims without being one.
-#[test]
-fn a_stop_notice_is_kept_and_is_no_claim() {
+pub fn a_stop_notice_is_kept_and_is_no_claim(store: &dyn ClaimStore) {
     use farm::claims::StopNotice;
-    for kind in ["fs", "git"] {
-        let tmp = tempfile::tempdir().unwrap();
-        let store: Box<dyn ClaimStore> = if kind == "fs" {
-            Box::new(FsStore::new(tmp.path()))
-        } else {
-            git_store(tmp.path(), &tmp.path().join("cache"))
-        };
-        assert_eq!(store.stop_notice(true).unwrap(), None, "{kind}");
-        won(store.try_claim(claim("t", "alice", None), false).unwrap());
-        let first = StopNotice::new("ops", false);
-        store.post_stop(&first).unwrap();
-        let read = store.stop_notice(true).unwrap().expect("posted");
-        assert_eq!(
-            (read.nonce, read.by, read.now),
-            (first.nonce, first.by, false),
-            "{kind}"
-        );
-        let second = StopNotice::new("ops", true);
-        store.post_stop(&second).unwrap();
-        assert_eq!(
-            store.stop_notice(true).unwrap().unwrap().nonce,
-            second.nonce,
-            "{kind}"
-        );
-        let names: Vec<_> = store.list().unwrap().into_iter().map(|l| l.name).collect();
-        assert_eq!(names, ["t"], "{kind}");
-    }
+    assert_eq!(store.stop_notice(true).unwrap(), None);
+    won(store.try_claim(claim("t", "alice", None), false).unwrap());
+    let first = StopNotice::new("ops", false);
+    store.post_stop(&first).unwrap();
+    let read = store.stop_notice(true).unwrap().expect("posted");
+    assert_eq!(
+        (read.nonce, read.by, read.now),
+        (first.nonce, first.by, false)
+    );
+    let second = StopNotice::new("ops", true);
+    store.post_stop(&second).unwrap();
+    assert_eq!(
+        store.stop_notice(true).unwrap().unwrap().nonce,
+        second.nonce
+    );
+    let names: Vec<_> = store.list().unwrap().into_iter().map(|l| l.name).collect();
+    assert_eq!(names, ["t"]);
 }
 
-/// A hook on `dir/hub.git` (see [`git_store`]) that, once, when an update
+/// A hook on `dir/hub.git` (see [`Hub::dir`]) that, once, when an update
 /// of the claims branch has committed (in a push that has `also` on the
 /// hub, if not empty), puts another commit on top of it, as another farm
 /// would, and SIGKILLs receive-pack before it reports: the push landed
@@ -331,12 +436,10 @@ fn land_unseen_once(dir: &Path, also: &str) -> std::path::PathBuf {
 /// heartbeat, landed: the claim is still ours, not "released, reaped or
 /// taken over" (which stopped the session and left the record to go
 /// stale).
-#[test]
-fn a_heartbeat_that_landed_unseen_is_not_a_lost_claim() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = git_store(tmp.path(), &tmp.path().join("cache"));
+pub fn a_heartbeat_that_landed_unseen_is_not_a_lost_claim(hub: &Hub) {
+    let store = hub.store();
     let held = won(store.try_claim(claim("t", "alice", me()), false).unwrap());
-    let mark = land_unseen_once(tmp.path(), "");
+    let mark = land_unseen_once(hub.dir(), "");
     let beat = store.heartbeat(&held, SystemTime::now());
     assert!(mark.exists(), "the hook did not run");
     beat.expect("the heartbeat landed: the claim is still ours");
@@ -352,20 +455,19 @@ fn a_heartbeat_that_landed_unseen_is_not_a_lost_claim() {
 /// rejected there. The work is on `main` and the claim released: that is
 /// `Pushed`, not `Lost` ("nothing was published"), whose caller would
 /// rescue work that landed and count an attempt.
-#[test]
-fn a_publish_that_landed_unseen_is_pushed_not_lost() {
+pub fn a_publish_that_landed_unseen_is_pushed_not_lost(hub: &Hub) {
     use farm::claims::Published;
+    let store = hub.store();
     let tmp = tempfile::tempdir().unwrap();
-    let store = git_store(tmp.path(), &tmp.path().join("cache"));
-    let hub = tmp.path().join("hub.git");
     let work = work_repo(tmp.path());
+    hub.client(work.dir());
     let held = won(store.try_claim(claim("t", "alice", me()), false).unwrap());
     // Only the publish: it updates main too.
-    let mark = land_unseen_once(tmp.path(), "refs/heads/main");
+    let mark = land_unseen_once(hub.dir(), "refs/heads/main");
     let published = store.publish(
         &held,
         &work,
-        hub.to_str().unwrap(),
+        &hub.url(),
         &["HEAD:refs/heads/main".to_owned()],
         &[],
     );
@@ -437,25 +539,24 @@ fn cut_between_refs_once(dir: &Path) -> std::path::PathBuf {
 /// [`cut_between_refs_once`]): that is not `Pushed` — the caller would call
 /// the task done and drop the work — and the lock left on the hub is named,
 /// with what to do, by the next push it blocks.
-#[test]
-fn a_publish_cut_between_its_refs_is_not_pushed() {
+pub fn a_publish_cut_between_its_refs_is_not_pushed(hub: &Hub) {
     use farm::claims::Published;
+    let store = hub.store();
     let tmp = tempfile::tempdir().unwrap();
-    let store = git_store(tmp.path(), &tmp.path().join("cache"));
-    let hub = tmp.path().join("hub.git");
     let work = work_repo(tmp.path());
+    hub.client(work.dir());
     let held = won(store.try_claim(claim("t", "alice", me()), false).unwrap());
-    let mark = cut_between_refs_once(tmp.path());
+    let mark = cut_between_refs_once(hub.dir());
     let published = store.publish(
         &held,
         &work,
-        hub.to_str().unwrap(),
+        &hub.url(),
         &["HEAD:refs/heads/main".to_owned()],
         &[],
     );
     assert!(mark.exists(), "the hook did not run");
     assert!(
-        hub.join("refs/heads/main.lock").exists(),
+        hub.dir().join("hub.git/refs/heads/main.lock").exists(),
         "the hook left no lock"
     );
     match &published {
@@ -467,7 +568,7 @@ fn a_publish_cut_between_its_refs_is_not_pushed() {
     let blocked = store.publish(
         &held,
         &work,
-        hub.to_str().unwrap(),
+        &hub.url(),
         &["HEAD:refs/heads/main".to_owned()],
         &[],
     );
@@ -522,12 +623,10 @@ fn a_stale_ref_lock_blocks_the_fs_store_with_its_name() {
 /// at once by a farm that had just seen it appear; with ±10 minutes between
 /// machines, the slow one did 11 sessions and finished none. A record seen
 /// appear is judged on the judge's own clock, and the skew is named.
-#[test]
-fn a_claim_stamped_by_a_clock_far_behind_is_not_reaped_as_it_appears() {
+pub fn a_claim_stamped_by_a_clock_far_behind_is_not_reaped_as_it_appears(hub: &Hub) {
     let tmp = tempfile::tempdir().unwrap();
-    let here = git_store(tmp.path(), &tmp.path().join("cache-here"));
-    let hub = tmp.path().join("hub.git");
-    let there = GitStore::open(hub.to_str().unwrap(), &tmp.path().join("cache-there")).unwrap();
+    let here = hub.store_in(&tmp.path().join("cache-here"));
+    let there = hub.store_in(&tmp.path().join("cache-there"));
     assert!(here.list().unwrap().is_empty(), "a first look");
     let behind = SystemTime::now() - Duration::from_secs(420);
     let mut slow = Claim::new(id("t"), "bob", None, 1, behind);
@@ -553,7 +652,7 @@ fn a_claim_stamped_by_a_clock_far_behind_is_not_reaped_as_it_appears() {
     assert!((-440..=-410).contains(&secs), "box2's clock: {off:?}");
     // A farm started later, on the same state dir, still knows it appeared.
     drop(here);
-    let again = GitStore::open(hub.to_str().unwrap(), &tmp.path().join("cache-here")).unwrap();
+    let again = hub.store_in(&tmp.path().join("cache-here"));
     let listed = again.list().unwrap();
     assert!(!listed[0].judge(&two_minutes).reapable);
 }
