@@ -13,8 +13,8 @@
 //!
 //! `FARM_CHAOS_KILLS` sets the planned kills per round (default 7);
 //! `FARM_CHAOS_ONLY=rebase/farm,push/git` deals only those kinds of kill
-//! (as the totals name them) and `FARM_CHAOS_HUB=bare|init|daemon` uses only
-//! that hub, to hunt one fault with many rounds;
+//! (as the totals name them) and `FARM_CHAOS_HUB=bare|init|daemon|ssh|http`
+//! uses only that hub, to hunt one fault with many rounds;
 //! `FARM_CHAOS_KEEP=1` keeps the directories of a round that found a
 //! violation (ledger, farm's output, state dir and clones, hub). The seed
 //! is printed first; every round prints its figures and the suite ends with
@@ -23,7 +23,8 @@
 //!
 //! Each round picks a hub — a bare repository, a `farm init` work tree (both
 //! with the fs store) or a bare repository served by `git daemon` (the git
-//! store, by URL) — and a restarter: the test itself ("by hand") or
+//! store, by URL; a second test runs rounds through `sshd` and through git's
+//! smart-HTTP backend) — and a restarter: the test itself ("by hand") or
 //! `loop.sh`. Agents are `sh` scripts that append a line to their task's
 //! `work/<task>.txt`, prepend their id to a shared file (a fifth of the tasks
 //! each on `shared-a.txt` and `shared-b.txt`, so rebases conflict and merge
@@ -76,7 +77,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::common::{FARM, GIT_ENV, git_in, patch_ids};
-use crate::daemon::Daemon;
+use crate::daemon::{Daemon, Transport};
 
 /// Tasks per board.
 const TASKS: usize = 30;
@@ -230,8 +231,9 @@ enum Hub {
     Bare,
     /// A work tree made a hub by `farm init`, fs store.
     Init,
-    /// A bare repository served by `git daemon`, git store, reached by URL.
-    Daemon,
+    /// A bare repository served by `git daemon` (or sshd, or git's
+    /// smart-HTTP backend), git store, reached by URL.
+    Url(Transport),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -506,8 +508,8 @@ impl Round {
                 let arg = hub.display().to_string();
                 (hub.clone(), hub.join(".git/hooks"), arg)
             }
-            Hub::Daemon => {
-                let d = Daemon::new();
+            Hub::Url(transport) => {
+                let d = Daemon::over(transport).expect("the campaign checked its servers");
                 d.make_hub(&files);
                 let bare = d.hub_dir();
                 daemon = Some(d);
@@ -727,6 +729,7 @@ exit 0
             .env("GIT_CONFIG_COUNT", "1")
             .env("GIT_CONFIG_KEY_0", "core.hooksPath")
             .env("GIT_CONFIG_VALUE_0", c.join("hooks"))
+            .envs(self.daemon.iter().flat_map(Daemon::client_env))
             .current_dir(c.join("home"))
             .stdin(Stdio::null());
     }
@@ -1604,7 +1607,7 @@ exit 0
                 ),
             ),
         }
-        if self.hub != Hub::Daemon
+        if !matches!(self.hub, Hub::Url(_))
             && let Ok(dir) = std::fs::read_dir(self.repo.join("current_tasks"))
         {
             let files: Vec<String> = dir
@@ -1712,13 +1715,43 @@ fn label(moment: Moment, target: Target) -> String {
 /// found nothing. A failure prints the seed: replay it with FARM_CHAOS_KEEP=1.
 #[test]
 fn chaos_kills_keep_every_task_done_once_and_nothing_lost() {
+    let rounds = env_number("FARM_CHAOS_ROUNDS").unwrap_or(3) as usize;
+    campaign(rounds, |n| {
+        match std::env::var("FARM_CHAOS_HUB").as_deref() {
+            Err(_) => [Hub::Bare, Hub::Init, Hub::Url(Transport::Git)][n % 3],
+            Ok("bare") => Hub::Bare,
+            Ok("init") => Hub::Init,
+            Ok("daemon") => Hub::Url(Transport::Git),
+            Ok("ssh") => Hub::Url(Transport::Ssh),
+            Ok("http") => Hub::Url(Transport::Http),
+            Ok(other) => panic!("FARM_CHAOS_HUB={other:?}: one of bare, init, daemon, ssh, http"),
+        }
+    });
+}
+
+/// The same over the transports fleets reach their hub by: a round through
+/// a real `sshd` (restarted by hand) and one through `git http-backend`
+/// (under loop.sh), where a killed push is a killed ssh session or a cut
+/// HTTP response, not a git:// connection. More rounds over one of them:
+/// `FARM_CHAOS_HUB=ssh` (or `http`) with the test above.
+#[test]
+fn chaos_kills_over_ssh_and_http_keep_every_task_done_once() {
+    let hubs = [Transport::Ssh, Transport::Http];
+    if !hubs.iter().all(|t| crate::servers::available(*t)) {
+        return;
+    }
+    campaign(hubs.len(), |n| Hub::Url(hubs[n % hubs.len()]));
+}
+
+/// `rounds` rounds, round `n` on `hub_of(n)` (by hand when `n` is even,
+/// under loop.sh when odd); the figures printed, every violation a failure.
+fn campaign(rounds: usize, hub_of: impl Fn(usize) -> Hub) {
     let seed = env_number("FARM_CHAOS_SEED").unwrap_or_else(|| {
         SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap()
             .as_nanos() as u64
     });
-    let rounds = env_number("FARM_CHAOS_ROUNDS").unwrap_or(3) as usize;
     let kills = env_number("FARM_CHAOS_KILLS").unwrap_or(7) as usize;
     eprintln!(
         "chaos: seed {seed} (replay: FARM_CHAOS_SEED={seed}), {rounds} round(s) of {TASKS} tasks, {kills} planned kills each"
@@ -1728,13 +1761,12 @@ fn chaos_kills_keep_every_task_done_once_and_nothing_lost() {
     let mut figures = Figures::default();
     let started = Instant::now();
     for n in 0..rounds {
-        let hub = match std::env::var("FARM_CHAOS_HUB").as_deref() {
-            Err(_) => [Hub::Bare, Hub::Init, Hub::Daemon][n % 3],
-            Ok("bare") => Hub::Bare,
-            Ok("init") => Hub::Init,
-            Ok("daemon") => Hub::Daemon,
-            Ok(other) => panic!("FARM_CHAOS_HUB={other:?}: one of bare, init, daemon"),
-        };
+        let hub = hub_of(n);
+        if let Hub::Url(transport) = hub
+            && !crate::servers::available(transport)
+        {
+            continue;
+        }
         let looped = n % 2 == 1;
         let round_seed = rng.next();
         let mut round_rng = Rng(round_seed);
