@@ -1778,9 +1778,11 @@ fn campaign(rounds: usize, hub_of: impl Fn(usize) -> Hub) {
                 "restarted by hand"
             }
         );
+        let round_started = Instant::now();
         let mut round = Round::new(n, seed, hub, looped);
         round.drive(&mut round_rng, &mut deck, kills, &mut figures);
         round.check(&mut figures);
+        eprintln!("chaos: round {n} took {:?}", round_started.elapsed());
         figures.rounds += 1;
         if !round.violations.is_empty() && std::env::var_os("FARM_CHAOS_KEEP").is_some() {
             round.keep();
