@@ -130,7 +130,10 @@ fn prepare_sshd(base: &Path) {
     std::fs::copy(dir.join("client_key.pub"), dir.join("authorized_keys")).unwrap();
     // The server side of a session (git-upload-pack, git-receive-pack and
     // the hub's hooks) gets the test's PATH and no user or system git
-    // config, as `git daemon` does.
+    // config, as `git daemon` does. sshd runs the command through the
+    // user's login shell, and Debian's bash then reads ~/.bashrc (a
+    // pyenv init there cost 0.4 s a connection, and its PATH won) unless
+    // it is a nested shell: SHLVL=1 says so.
     let path = std::env::var("PATH").unwrap_or_default();
     let mut config = format!(
         "ListenAddress 127.0.0.1\n\
@@ -146,7 +149,7 @@ fn prepare_sshd(base: &Path) {
          PrintMotd no\n\
          UseDNS no\n\
          LogLevel ERROR\n\
-         SetEnv \"PATH={path}\" GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 LC_ALL=C\n\
+         SetEnv SHLVL=1 \"PATH={path}\" GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 LC_ALL=C\n\
          AcceptEnv GIT_PROTOCOL\n",
         dir = dir.display(),
     );
