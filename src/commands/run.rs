@@ -158,7 +158,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     }
     // A `farm stop` posted before this run began is not for it.
     let old_stop = run.store.stop_notice(true)?.map(|n| n.nonce);
-    let finished = std::sync::atomic::AtomicBool::new(false);
+    let finished = Finished::default();
     let mut signals = Signals::new([SIGINT, SIGTERM])
         .map_err(|e| Error::failure(format!("cannot install signal handlers: {e}")).caused_by(e))?;
     let handle = signals.handle();
@@ -219,7 +219,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
             })
             .collect();
         handle.close();
-        finished.store(true, std::sync::atomic::Ordering::SeqCst);
+        finished.set();
         results
     });
 
@@ -478,14 +478,38 @@ fn steer_board(run: &Run, steer: &Steer) {
     }
 }
 
+/// The loops are done: the run's side threads, which look at something now
+/// and then, end at once rather than at their next look (their 200 ms
+/// sleeps were most of an empty board's `farm run`: 0.22 s against 0.12 s).
+#[derive(Default)]
+struct Finished {
+    done: std::sync::Mutex<bool>,
+    wake: std::sync::Condvar,
+}
+
+impl Finished {
+    fn set(&self) {
+        *self.done.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.wake.notify_all();
+    }
+
+    /// Wait `at_most`, or until the loops are done; whether they are.
+    fn after(&self, at_most: Duration) -> bool {
+        let done = self.done.lock().unwrap_or_else(|e| e.into_inner());
+        let (done, _) = self
+            .wake
+            .wait_timeout_while(done, at_most, |done| !*done)
+            .unwrap_or_else(|e| e.into_inner());
+        *done
+    }
+}
+
 /// [`steer_board`] once the branch moved, at most once a minute, until the
 /// loops are done.
-fn steer_every_minute(run: &Run, finished: &std::sync::atomic::AtomicBool, steer: &Steer) {
-    use std::sync::atomic::Ordering;
+fn steer_every_minute(run: &Run, finished: &Finished, steer: &Steer) {
     let mut last = std::time::Instant::now();
     let mut seen = run.hub.branch_rev();
-    while !finished.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(200));
+    while !finished.after(Duration::from_millis(200)) {
         if last.elapsed() < Duration::from_secs(60) || run.stop.draining() {
             continue;
         }
@@ -501,12 +525,7 @@ fn steer_every_minute(run: &Run, finished: &std::sync::atomic::AtomicBool, steer
 }
 
 /// Fire the schedules at every minute boundary until the loops are done.
-fn fire_every_minute(
-    run: &Run,
-    finished: &std::sync::atomic::AtomicBool,
-    mut loader: crate::schedule::fire::Loader,
-) {
-    use std::sync::atomic::Ordering;
+fn fire_every_minute(run: &Run, finished: &Finished, mut loader: crate::schedule::fire::Loader) {
     let minute = |t: std::time::SystemTime| {
         t.duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
@@ -514,8 +533,7 @@ fn fire_every_minute(
             / 60
     };
     let mut last = minute(std::time::SystemTime::now());
-    while !finished.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(200));
+    while !finished.after(Duration::from_millis(200)) {
         let now = minute(std::time::SystemTime::now());
         if now != last && !run.stop.draining() {
             last = now;
@@ -526,12 +544,7 @@ fn fire_every_minute(
 
 /// Look for a `farm stop` notice now and then (this process's loops, and
 /// every other run on the hub, see the same one) until the loops are done.
-fn watch_for_stop(
-    run: &Run,
-    old: Option<&crate::claims::record::Nonce>,
-    finished: &std::sync::atomic::AtomicBool,
-) {
-    use std::sync::atomic::Ordering;
+fn watch_for_stop(run: &Run, old: Option<&crate::claims::record::Nonce>, finished: &Finished) {
     // A notice costs a fetch with the git store; a file read with fs.
     let every = if run.store.kind() == "git" {
         Duration::from_secs(10)
@@ -539,8 +552,7 @@ fn watch_for_stop(
         Duration::from_secs(1)
     };
     let mut next = std::time::Instant::now() + every;
-    while !finished.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(100));
+    while !finished.after(Duration::from_millis(100)) {
         if std::time::Instant::now() < next || run.stop.killing() {
             continue;
         }
@@ -565,5 +577,26 @@ fn watch_for_stop(
             ));
         }
         run.wake_all();
+    }
+}
+
+#[cfg(test)]
+mod finished_tests {
+    use super::Finished;
+    use std::time::Duration;
+
+    #[test]
+    fn a_side_thread_ends_when_the_loops_do_not_at_its_next_look() {
+        let finished = Finished::default();
+        assert!(!finished.after(Duration::from_millis(1)));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(20));
+                finished.set();
+            });
+            // Woken by `set`, long before its minute is up.
+            assert!(finished.after(Duration::from_secs(60)));
+        });
+        assert!(finished.after(Duration::ZERO));
     }
 }
