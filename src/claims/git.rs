@@ -718,8 +718,8 @@ impl ClaimStore for GitStore {
         // commits the refs of an atomic push one after another, so a
         // receive-pack killed between them lands the release alone.
         let mut tried: Option<Tip> = None;
-        // Rounds in a row that a ref lock on the hub refused the work.
-        let mut locked = 0;
+        // Since when a ref lock on the hub has refused every round.
+        let mut locked: Option<std::time::Instant> = None;
         for round in 0..ROUNDS {
             let tip = match self.own_tip(held, &mut fresh) {
                 Ok(Some(tip)) => tip,
@@ -785,12 +785,11 @@ impl ClaimStore for GitStore {
             }
             match updates.iter().find_map(|u| u.lock_file().map(|f| (u, f))) {
                 Some((u, file)) => {
-                    locked += 1;
-                    if locked >= LOCKED_ROUNDS {
+                    if locked.get_or_insert_with(std::time::Instant::now).elapsed() >= STALE_LOCK {
                         return Err(stale_lock(&u.to, file));
                     }
                 }
-                None => locked = 0,
+                None => locked = None,
             }
             if !updates.iter().any(|u| u.moved()) {
                 let why: Vec<String> = updates
@@ -810,10 +809,12 @@ impl ClaimStore for GitStore {
     }
 }
 
-/// Rounds in a row that a lock file on the hub refuses a ref before it is
-/// called stale: git itself waits 100 ms for a ref lock, and a push holds
-/// one for milliseconds; with [`back_off`], this is about two seconds.
-const LOCKED_ROUNDS: u32 = 10;
+/// How long a ref lock on the hub must refuse every push of ours before it
+/// is called stale: a live push holds one for milliseconds and git waits
+/// 100 ms for it, but on a busy claims branch some live push holds it at
+/// many a moment — 2 s of refusals in a row was seen under load (chaos,
+/// over ssh) with no lock left behind.
+pub(crate) const STALE_LOCK: Duration = Duration::from_secs(10);
 
 /// A ref lock that stays on the hub refuses every push of its ref; a push
 /// cut by a kill leaves one (git never removes another's lock).

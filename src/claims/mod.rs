@@ -133,7 +133,7 @@ pub(crate) fn publish_checked<S: ClaimStore + ?Sized>(
     // answer is final, and the same push again says what it was.
     const TRIES: usize = 3;
     let mut tries = 0;
-    let mut locked = 0;
+    let mut locked: Option<std::time::Instant> = None;
     let updates = loop {
         match store.heartbeat(held, SystemTime::now()) {
             Err(StoreError::Lost { why, .. }) => return Ok(Published::Lost(why)),
@@ -154,8 +154,7 @@ pub(crate) fn publish_checked<S: ClaimStore + ?Sized>(
                     .iter()
                     .find_map(|u| u.lock_file().map(|f| (u, f)))
                     .expect("found above");
-                locked += 1;
-                if locked >= TRIES {
+                if locked.get_or_insert_with(std::time::Instant::now).elapsed() >= git::STALE_LOCK {
                     return Err(git::stale_lock(&u.to, file));
                 }
                 std::thread::sleep(std::time::Duration::from_millis(500));
