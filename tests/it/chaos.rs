@@ -47,6 +47,34 @@
 //! the agent, the agent's child (its `git commit` or its `sleep`; at the
 //! gate, the test command), and farm's git child.
 //!
+//! Faults that are not a kill of farm's own, dealt from the same deck where
+//! they fit the hub:
+//! - `cut/hub` (URL hubs, git store): the hub's `reference-transaction`
+//!   hook, on cue, lets both refs of an atomic publish (the claims and
+//!   main) commit, puts main back and SIGKILLs its receive-pack — what a
+//!   kill between the two renames leaves: the claim released, the work on
+//!   no ref. `cutlocked/hub` leaves `refs/heads/main.lock` too; the test
+//!   plays the person who removes it once farm's output names it (an exit
+//!   of farm that names it is the test's doing, restarted as after a
+//!   kill). The work a cut publish carried must be on a hub ref after the
+//!   round; its rescue branch is not needless, since the redone task's
+//!   commit names another session (a rescue branch is needless only if its
+//!   commits are on main by patch id: farm rescued work it also landed).
+//! - `push/operator` (fs store): while a push is held in the hub's
+//!   `pre-receive`, an operator's `farm release --force <its task>`; it must
+//!   end (it waits for the push), and the task is still done once.
+//!
+//! Hostile sessions: one task in ten (seeded), on its first attempt only
+//! (so that the refused attempt is one of twenty, never the last), also
+//! rewrites the board in its commit — moves another task's file to
+//! `tasks/done/`, deletes it, or edits `farm.toml`. None of it may land.
+//!
+//! Skewed clocks: on URL hubs restarted by hand, every other farm start
+//! runs under libfaketime with its wall clock 7 minutes behind (monotonic
+//! clock untouched; the agents' own clock unskewed), so its claims carry
+//! stamps 7 minutes old to the unskewed farms before and after it. Without
+//! libfaketime the skew is skipped, unless `FARM_REQUIRE_SERVERS` is set.
+//!
 //! Checked after every round, every violation collected and listed at the end:
 //! - every task done exactly once on main: one commit adding
 //!   `tasks/done/<t>.md`, no `tasks/<t>.md` or `tasks/failed/<t>.md` left,
@@ -61,7 +89,13 @@
 //! - no agent wedged: the board settles within a generous bound, and farm
 //!   exits only with 0 unless the test killed it;
 //! - no needless rescue branch: each holds a commit not on main by patch id
-//!   (`git cherry`), and none deletes work that landed;
+//!   (`git cherry`), and none deletes work that landed (a hostile
+//!   session's own commit aside: that is why it was refused);
+//! - no hostile session's board edit on main (`farm.toml` as the board
+//!   made it; no hostile commit on main, as made or by patch id);
+//! - the work of a publish cut between its refs on a hub ref; a ref lock
+//!   left on the hub named in farm's output within 20 s;
+//! - an operator's forced release during a push ends within 60 s;
 //! - no session's escapee runs on after its session ended (its last note
 //!   no later than a grace period after the session's `end`);
 //! - nothing of a session outlives farm: a second or two after a SIGKILL of
@@ -247,6 +281,12 @@ enum Moment {
     Release,
     Reap,
     Random,
+    /// The hub's receive-pack killed between the refs of an atomic push
+    /// (git store): the claim released, `main` put back.
+    Cut,
+    /// The same, with `refs/heads/main.lock` left on the hub for a person
+    /// (the test) to remove.
+    CutLocked,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -255,6 +295,10 @@ enum Target {
     Agent,
     Child,
     Git,
+    /// The hub's receive-pack (killed by the hub's own hook).
+    Hub,
+    /// An operator's `farm release --force` of the task being pushed.
+    Operator,
 }
 
 /// The kills a round chooses from: every moment with every target that
@@ -284,7 +328,22 @@ const KILLS: &[(Moment, Target)] = &[
     (Moment::Random, Target::Agent),
     (Moment::Random, Target::Child),
     (Moment::Random, Target::Git),
+    (Moment::Cut, Target::Hub),
+    (Moment::CutLocked, Target::Hub),
+    (Moment::Push, Target::Operator),
 ];
+
+/// Whether a kind of kill means something on `hub`: a cut between the
+/// refs of an atomic push needs the git store (claims and work in one
+/// push); the forced release during a push is the fs store's fence.
+fn fits(kill: (Moment, Target), hub: Hub) -> bool {
+    let url = matches!(hub, Hub::Url(_));
+    match kill {
+        (Moment::Cut | Moment::CutLocked, _) => url,
+        (_, Target::Operator) => !url,
+        _ => true,
+    }
+}
 
 /// [`KILLS`], or those of them `FARM_CHAOS_ONLY` names.
 fn kills_dealt() -> Vec<(Moment, Target)> {
@@ -305,20 +364,26 @@ fn kills_dealt() -> Vec<(Moment, Target)> {
     kills
 }
 
-/// The kinds of kill dealt from a shuffled deck, reshuffled when it runs
-/// out: a few rounds make every kind of kill at least once.
+/// The kinds of kill dealt from a shuffled deck, refilled when it runs
+/// out: a few rounds make every kind of kill at least once. A kind that
+/// does not fit the round's hub stays in the deck for a round it fits.
 struct Deck(Vec<(Moment, Target)>);
 
 impl Deck {
-    fn deal(&mut self, rng: &mut Rng) -> (Moment, Target) {
-        if self.0.is_empty() {
-            self.0 = kills_dealt();
-            for i in (1..self.0.len()).rev() {
-                let j = rng.below(i + 1);
-                self.0.swap(i, j);
+    fn deal(&mut self, rng: &mut Rng, hub: Hub) -> Option<(Moment, Target)> {
+        for _ in 0..2 {
+            if let Some(i) = self.0.iter().rposition(|k| fits(*k, hub)) {
+                return Some(self.0.remove(i));
             }
+            let mut fresh = kills_dealt();
+            for i in (1..fresh.len()).rev() {
+                let j = rng.below(i + 1);
+                fresh.swap(i, j);
+            }
+            fresh.append(&mut self.0);
+            self.0 = fresh;
         }
-        self.0.pop().unwrap()
+        None
     }
 }
 
@@ -374,6 +439,51 @@ struct Round {
     last_scan: Instant,
     reported: BTreeSet<u32>,
     violations: Vec<Violation>,
+    /// The tasks whose first attempt also rewrites the board: the misdeed
+    /// (`move`, `delete` or `control`) and the other task it aims at.
+    hostile: BTreeMap<String, (&'static str, String)>,
+    /// Every other farm restarted by hand runs with its wall clock
+    /// [`SKEW`] behind (URL hubs, where claims carry stamps).
+    skew: bool,
+}
+
+/// How far behind a skewed farm's wall clock runs (libfaketime's spelling).
+const SKEW: &str = "-7m";
+
+/// libfaketime, if installed: where the distribution puts it.
+fn faketime_lib() -> Option<PathBuf> {
+    let found = [
+        "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/faketime/libfaketime.so.1",
+        "/usr/local/lib/faketime/libfaketime.so.1",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|p| p.exists());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("FARM_REQUIRE_SERVERS").is_none(),
+            "libfaketime is not installed (the chaos suite's skewed clocks): apt-get install faketime"
+        );
+    }
+    found
+}
+
+/// One task in ten, seeded, whose session also rewrites the board on its
+/// first attempt (so that the refusal costs one attempt of twenty, never
+/// all): moves another task's file to tasks/done/, deletes it, or edits
+/// farm.toml.
+fn hostile_plan(rng: &mut Rng) -> BTreeMap<String, (&'static str, String)> {
+    let mut plan = BTreeMap::new();
+    for i in 0..TASKS {
+        if rng.below(10) == 0 {
+            let how = rng.pick(&["move", "delete", "control"]);
+            let other = task_id((i + 1 + rng.below(TASKS - 1)) % TASKS);
+            plan.insert(task_id(i), (how, other));
+        }
+    }
+    plan
 }
 
 impl Drop for Round {
@@ -438,7 +548,7 @@ fn board_files() -> Vec<(String, String)> {
 }
 
 impl Round {
-    fn new(n: usize, seed: u64, hub: Hub, looped: bool) -> Round {
+    fn new(n: usize, seed: u64, hub: Hub, looped: bool, rng: &mut Rng) -> Round {
         let dir = tempfile::tempdir().unwrap();
         let c = dir.path();
         for sub in [
@@ -534,6 +644,8 @@ impl Round {
             last_scan: Instant::now(),
             reported: BTreeSet::new(),
             violations: Vec::new(),
+            hostile: hostile_plan(rng),
+            skew: matches!(hub, Hub::Url(_)) && !looped,
         };
         round.write_scripts();
         if let Some(d) = round.daemon.as_mut() {
@@ -582,6 +694,11 @@ impl Round {
     /// its own (`FARM_CHAOS_GEN=<tag>-<pid>`) before it execs farm.
     fn write_scripts(&self) {
         let c = self.c().display().to_string();
+        let misdeeds: String = self
+            .hostile
+            .iter()
+            .map(|(task, (how, other))| format!("  {task}) misdeed='{how} {other}';;\n"))
+            .collect();
         write_script(
             &self.c().join("agent.sh"),
             &format!(
@@ -590,6 +707,8 @@ impl Round {
 # on the merge prompt, keep both sides of every conflict. Everything it did
 # goes to the ledger, outside the hub.
 set -u
+# A skewed farm's clock is its own: the ledger's times are the test's.
+unset LD_PRELOAD FAKETIME FAKETIME_DONT_FAKE_MONOTONIC
 C='{c}'
 L="$C/ledger"
 now() {{ date +%s%N; }}
@@ -636,6 +755,19 @@ else
   if [ -n "$f" ]; then
     {{ echo "$FARM_TASK"; cat "$f"; }} > "$C/tmp.$me"
     cat "$C/tmp.$me" > "$f"
+  fi
+  case "$FARM_TASK" in
+{misdeeds}  *) misdeed=;;
+  esac
+  if [ -n "$misdeed" ] && [ "${{FARM_ATTEMPT:-}}" = 1 ]; then
+    # Hostile: rewrite what is not this task's own (farm must refuse it).
+    set -- $misdeed
+    case "$1" in
+    move) if [ -e "tasks/$2.md" ]; then mkdir -p tasks/done; git mv -f "tasks/$2.md" "tasks/done/$2.md"; else echo '# rewritten by session' "$me" >> farm.toml; fi;;
+    delete) for f in "tasks/$2.md" "tasks/done/$2.md"; do [ -e "$f" ] && git rm -q -f "$f"; done;;
+    control) echo '# rewritten by session' "$me" >> farm.toml;;
+    esac
+    echo "hostile $FARM_TASK $FARM_AGENT $me $1 $2" >> "$L"
   fi
   git add -A
   echo commit > "$C/phase/$me"
@@ -693,7 +825,11 @@ C='{c}'
 refs=$(cat)
 case "$refs" in *refs/heads/main*) ;; *) exit 0;; esac
 if [ -e "$C/{arm}" ]; then
-  echo $PPID > "$C/{mark}/$$"
+  # The task this push finishes, for an operator to release by force.
+  t=$(echo "$refs" | while read -r o n r; do
+    [ "$r" = refs/heads/main ] && git diff --name-only --diff-filter=A "$o" "$n" -- tasks/done/
+  done | sed -n 's|^tasks/done/\(.*\)\.md$|\1|p' | head -n 1)
+  echo "$PPID $t" > "$C/{mark}/$$"
   d=$(cat "$C/{arm}" 2>/dev/null)
   sleep "${{d:-{slow}}}"
   rm -f "$C/{mark}/$$"
@@ -712,6 +848,33 @@ exit 0
             write_script(&dir.join("pre-receive"), &pre);
             write_script(&dir.join("post-receive"), &post);
         }
+        // On the hub, on cue (`arm-cut`, taken once): a receive-pack killed
+        // once both refs of an atomic push (the claims and main) are
+        // committed, with main put back — what a kill between the two
+        // renames leaves — and, if the cue says `lock`, main.lock left.
+        write_script(
+            &self.hooks.join("reference-transaction"),
+            &format!(
+                r#"#!/bin/sh
+C='{c}'
+[ "$1" = committed ] || {{ cat > /dev/null; exit 0; }}
+claims= main= old=
+while read -r o n ref; do
+  [ "$ref" = refs/heads/farm/claims ] && claims=$n
+  [ "$ref" = refs/heads/main ] && {{ main=$n; old=$o; }}
+done
+[ -n "$claims" ] && [ -n "$main" ] || exit 0
+mv "$C/arm-cut" "$C/cut.$$" 2>/dev/null || exit 0
+unset GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_QUARANTINE_PATH
+git update-ref refs/heads/main "$old" "$main"
+how=$(cat "$C/cut.$$")
+[ "$how" = lock ] && : > refs/heads/main.lock
+echo "$old $main ${{how:-nolock}}" >> "$C/cuts"
+rm -f "$C/cut.$$"
+kill -9 $PPID
+"#
+            ),
+        );
     }
 
     /// `farm ARGS` as the round runs it: hermetic, with the round's marker
@@ -785,11 +948,34 @@ exit 0
         })
         .env("FARM", self.c().join("farm.sh"))
         .env("FARM_LOOP_MAX_DELAY", "1")
+        .envs(self.skewed_env())
         .stdout(self.out_file())
         .stderr(self.out_file())
         .process_group(0);
         self.child = Some(cmd.spawn().expect("farm starts"));
         self.gens += 1;
+    }
+
+    /// The environment that puts the next farm started by hand [`SKEW`]
+    /// behind on its wall clock (not its monotonic one), every other
+    /// start: its claims are judged by the unskewed farms before and after.
+    fn skewed_env(&self) -> Vec<(&'static str, String)> {
+        if !self.skew || self.gens.is_multiple_of(2) {
+            return Vec::new();
+        }
+        let Some(lib) = faketime_lib() else {
+            return Vec::new();
+        };
+        eprintln!(
+            "chaos: round {} farm start {} runs {SKEW} on its wall clock",
+            self.n,
+            self.gens + 1
+        );
+        vec![
+            ("LD_PRELOAD", lib.display().to_string()),
+            ("FAKETIME", SKEW.to_owned()),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1".to_owned()),
+        ]
     }
 
     /// loop.sh's lines on respawning a farm that ended by itself: any exit
@@ -801,9 +987,13 @@ exit 0
         lines
             .iter()
             .enumerate()
-            .filter(|(_, l)| {
+            .filter(|(i, l)| {
+                // Exits naming the main.lock the test left are the test's.
                 l.strip_prefix("loop.sh: farm run exited ")
                     .is_some_and(|rest| !rest.starts_with("137;"))
+                    && !lines[i.saturating_sub(8)..*i]
+                        .iter()
+                        .any(|b| b.contains("main.lock"))
             })
             .map(|(i, l)| {
                 let before = &lines[i.saturating_sub(4)..i];
@@ -838,6 +1028,14 @@ exit 0
                     return None;
                 }
                 let what = if self.looped { "loop.sh" } else { "farm" };
+                if !self.looped && self.names_lock() {
+                    // The test's hook left main.lock on the hub: farm
+                    // named it and stopped, as it should; restart it as
+                    // after a kill.
+                    std::thread::sleep(Duration::from_secs(1));
+                    self.start();
+                    continue;
+                }
                 self.exits += 1;
                 if self.exits <= 3 {
                     let tail = self.out_tail();
@@ -873,6 +1071,15 @@ exit 0
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// Whether farm's last lines name the `main.lock` the test left.
+    fn names_lock(&self) -> bool {
+        let text = std::fs::read_to_string(self.c().join("farm.out")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(8)..]
+            .iter()
+            .any(|l| l.contains("main.lock"))
     }
 
     fn out_tail(&self) -> String {
@@ -1042,6 +1249,7 @@ exit 0
                 Moment::Push => {
                     let marks = self.marks("pushing");
                     (!marks.is_empty()).then(|| match target {
+                        Target::Operator => Some(rng.pick(&marks).0),
                         Target::Git => {
                             let pushes = self.git_children(farm, "push");
                             (!pushes.is_empty()).then(|| rng.pick(&pushes))
@@ -1055,6 +1263,7 @@ exit 0
                     // claim to reap: kill one at a session first.
                     Some(Some(farm))
                 }
+                Moment::Cut | Moment::CutLocked => None,
                 Moment::Random => (Instant::now() >= random_at).then(|| match target {
                     Target::Farm => Some(farm),
                     Target::Agent => {
@@ -1073,6 +1282,7 @@ exit 0
                         let g = self.git_children(farm, "");
                         (!g.is_empty()).then(|| rng.pick(&g))
                     }
+                    Target::Hub | Target::Operator => None,
                 }),
             };
             if let Some(Some(pid)) = victim {
@@ -1182,6 +1392,100 @@ exit 0
         }
     }
 
+    /// The lines the hub's cut hook wrote: `old new lock|nolock`.
+    fn cuts(&self) -> Vec<String> {
+        std::fs::read_to_string(self.c().join("cuts"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Cut the next atomic publish between its refs (the hub's hook does,
+    /// on cue) and, if `locked`, play the person who removes the
+    /// `main.lock` it left once farm named it.
+    fn cut(&mut self, label: &str, locked: bool, deadline: Instant, figures: &mut Figures) {
+        let before = self.cuts().len();
+        let arm = self.c().join("arm-cut");
+        std::fs::write(&arm, if locked { "lock" } else { "" }).unwrap();
+        let give_up = (Instant::now() + MOMENT_WAIT).min(deadline);
+        while self.cuts().len() == before {
+            let over = self.running_farm(deadline).is_none() || Instant::now() > give_up;
+            // Taken back, unless the hook took it meanwhile: then it is
+            // cutting, and says so in a moment.
+            if over && std::fs::remove_file(&arm).is_ok() {
+                *figures.missed.entry(label.to_owned()).or_default() += 1;
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        eprintln!(
+            "chaos: round {} kill {label} (a receive-pack, between the refs of an atomic push)",
+            self.n
+        );
+        *figures.kills.entry(label.to_owned()).or_default() += 1;
+        if !locked {
+            return;
+        }
+        let out = self.c().join("farm.out");
+        let at = std::fs::metadata(&out).map_or(0, |m| m.len() as usize);
+        let named_by = Instant::now() + Duration::from_secs(20);
+        figures.check("a ref lock left on the hub is named");
+        loop {
+            let text = std::fs::read(&out).unwrap_or_default();
+            if String::from_utf8_lossy(&text[at.min(text.len())..]).contains("main.lock") {
+                break;
+            }
+            if Instant::now() > named_by {
+                self.violation(
+                    "lock-unnamed",
+                    format!(
+                        "farm did not name the `refs/heads/main.lock` left on the hub within 20s; its output ends:\n{}",
+                        self.out_tail()
+                    ),
+                );
+                break;
+            }
+            if self.running_farm(deadline).is_none() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // The person, told, removes it.
+        let _ = std::fs::remove_file(self.repo.join("refs/heads/main.lock"));
+    }
+
+    /// An operator's `farm release --force TASK` on the hub, while the
+    /// push of TASK is held in flight: it must end (waiting for the push,
+    /// or making it fail), and the round's invariants hold after it.
+    fn operator_release(&mut self, task: &str, figures: &mut Figures) {
+        let mut cmd = Command::new(FARM);
+        self.farm_env(&mut cmd);
+        cmd.env_remove("GIT_CONFIG_COUNT")
+            .args(["release", "--force", task])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let started = Instant::now();
+        let out = output_within(cmd, Duration::from_secs(60));
+        figures.check("a forced release during a push ends");
+        let Some((code, said)) = out else {
+            self.violation(
+                "operator-release",
+                format!("`farm release --force {task}` did not end within 60s"),
+            );
+            return;
+        };
+        if said.contains("in flight to end") {
+            figures.check("a forced release waited for the push in flight");
+        }
+        eprintln!(
+            "chaos: round {} `farm release --force {task}` exited {code:?} after {:.1}s: {}",
+            self.n,
+            started.elapsed().as_secs_f64(),
+            said.trim().replace('\n', " | ")
+        );
+    }
+
     /// Drive the round: start farm, make the planned kills, restart farm
     /// after each of its deaths (by hand, or loop.sh does), wait for the
     /// board to settle.
@@ -1189,7 +1493,9 @@ exit 0
         let deadline = Instant::now() + ROUND_LIMIT;
         self.start();
         for _ in 0..kills {
-            let (moment, target) = deck.deal(rng);
+            let Some((moment, target)) = deck.deal(rng, self.hub) else {
+                break; // nothing dealt fits this hub
+            };
             if moment == Moment::Reap {
                 // A farm killed in a session, then its successor right
                 // after it starts, while it reaps.
@@ -1212,7 +1518,26 @@ exit 0
                 }
             }
             let label = label(moment, target);
+            if matches!(moment, Moment::Cut | Moment::CutLocked) {
+                self.cut(&label, moment == Moment::CutLocked, deadline, figures);
+                continue;
+            }
             match self.find_victim(rng, moment, target, deadline) {
+                Some((_, hook)) if target == Target::Operator => {
+                    let mark = self.c().join("pushing").join(hook.to_string());
+                    let text = std::fs::read_to_string(mark).unwrap_or_default();
+                    match text.split_whitespace().nth(1) {
+                        Some(task) => {
+                            eprintln!(
+                                "chaos: round {} {label}: `farm release --force {task}` while its push is held",
+                                self.n
+                            );
+                            *figures.kills.entry(label).or_default() += 1;
+                            self.operator_release(task, figures);
+                        }
+                        None => *figures.missed.entry(label).or_default() += 1,
+                    }
+                }
                 Some((farm, pid)) => {
                     if moment == Moment::Reap {
                         std::thread::sleep(rng.millis(0, 150));
@@ -1507,6 +1832,97 @@ exit 0
             }
         }
 
+        // No hostile session's board edit landed: farm.toml as the board
+        // had it, and no hostile commit on main, as made or by patch id
+        // (its work is on a rescue branch: the check above).
+        figures.check("farm.toml on main as the board made it");
+        let toml = self.git(&["show", "main:farm.toml"]).1;
+        let made = board_files()
+            .into_iter()
+            .find(|(p, _)| p == "farm.toml")
+            .map(|(_, t)| t)
+            .unwrap_or_default();
+        if toml != made {
+            self.violation(
+                "board-rewritten",
+                format!("farm.toml on main is not the board's: {toml:?}"),
+            );
+        }
+        let on_main = patch_ids(
+            &self.repo,
+            &self.git_out(&["log", "main", "--no-merges", "-p"]),
+        );
+        let main_commits: BTreeSet<String> = self
+            .git_out(&["rev-list", "main"])
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        for line in &ledger {
+            let f: Vec<&str> = line.split(' ').collect();
+            if f[0] != "hostile" || f.len() < 6 {
+                continue;
+            }
+            let (task, session, how, other) = (f[1], f[3], f[4], f[5]);
+            let made = ledger.iter().find_map(|l| {
+                let c: Vec<&str> = l.split(' ').collect();
+                (c[0] == "commit" && c.len() >= 6 && c[3] == session).then(|| (c[4], c[5]))
+            });
+            let Some((sha, patch)) = made else {
+                continue; // killed before it committed
+            };
+            figures.check("no hostile board edit lands");
+            if main_commits.contains(sha) || on_main.contains(patch) {
+                self.violation(
+                    "board-rewritten",
+                    format!(
+                        "session {session} of `{task}` ({how} `{other}`) landed on main: commit {sha}"
+                    ),
+                );
+            }
+        }
+
+        // A publish cut between its refs: the work it carried is on a hub
+        // ref (a rescue branch, or main once redone from it). A cut of
+        // farm's own record (an attempt's note, progress) carries no
+        // agent's work: said, not judged here.
+        for cut in self.cuts() {
+            let Some(new) = cut.split(' ').nth(1) else {
+                continue;
+            };
+            let done = self
+                .git(&[
+                    "diff",
+                    "--name-only",
+                    "--diff-filter=A",
+                    &format!("{new}^"),
+                    new,
+                    "--",
+                    "tasks/done/",
+                ])
+                .1;
+            let subject = self.git(&["log", "-1", "--format=%s", new]).1;
+            if done.trim().is_empty() {
+                eprintln!(
+                    "chaos: round {} a cut publish of farm's own record ({}) is {}on a hub ref",
+                    self.n,
+                    subject.trim(),
+                    if reachable.contains(new) { "" } else { "NOT " }
+                );
+                continue;
+            }
+            figures.check("a publish cut between its refs is rescued");
+            if !reachable.contains(new) {
+                self.violation(
+                    "cut-lost",
+                    format!(
+                        "the publish cut between its refs ({cut}: {}, {}) is on no hub ref",
+                        subject.trim(),
+                        done.trim()
+                    ),
+                );
+            }
+        }
+
         // No two sessions of one task at once.
         let mut spans: BTreeMap<&str, Vec<(u128, u128, &str)>> = BTreeMap::new();
         let mut starts: BTreeMap<&str, (u128, &str, &str)> = BTreeMap::new();
@@ -1630,7 +2046,15 @@ exit 0
             self.violation("fsck", format!("git fsck on the hub: {out}{err}"));
         }
 
-        // Rescue branches: each needed, none a revert of landed work.
+        // Rescue branches: each needed, none a revert of landed work (but
+        // a hostile session's own commit, refused for what it undoes).
+        let hostile_subjects: Vec<String> = ledger
+            .iter()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                (f[0] == "hostile" && f.len() >= 4).then(|| format!("(session {})", f[3]))
+            })
+            .collect();
         let rescues = self.git_out(&[
             "for-each-ref",
             "--format=%(refname)",
@@ -1654,6 +2078,10 @@ exit 0
             }
             let commits = self.git_out(&["rev-list", "--no-merges", &format!("main..{rescue}")]);
             for c in commits.lines() {
+                let subject = self.git_out(&["log", "-1", "--format=%s", c]);
+                if hostile_subjects.iter().any(|h| subject.trim().ends_with(h)) {
+                    continue;
+                }
                 let diff = self.git_out(&[
                     "diff-tree",
                     "--no-commit-id",
@@ -1689,14 +2117,40 @@ exit 0
             }
         }
         let sessions = ledger.iter().filter(|l| l.starts_with("start ")).count();
+        let hostile = ledger.iter().filter(|l| l.starts_with("hostile ")).count();
         let rescued = rescues.lines().count();
         eprintln!(
-            "chaos: round {} ({:?} hub, {}): {sessions} sessions, {rescued} rescue branch(es), {} farm start(s) by hand",
+            "chaos: round {} ({:?} hub, {}): {sessions} sessions ({hostile} hostile), {rescued} rescue branch(es), {} cut(s), {} farm start(s) by hand",
             self.n,
             self.hub,
             if self.looped { "loop.sh" } else { "by hand" },
+            self.cuts().len(),
             self.gens
         );
+    }
+}
+
+/// Run `cmd` (its output piped; a few lines) for at most `limit`: its exit
+/// code and its output, or None if it was still running (then killed).
+fn output_within(mut cmd: Command, limit: Duration) -> Option<(Option<i32>, String)> {
+    let mut child = cmd.spawn().expect("the command starts");
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let out = child.wait_with_output().unwrap();
+            let said = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return Some((status.code(), said));
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -1784,7 +2238,7 @@ fn campaign(rounds: usize, plan: impl Fn(usize) -> (Hub, bool)) {
             }
         );
         let round_started = Instant::now();
-        let mut round = Round::new(n, seed, hub, looped);
+        let mut round = Round::new(n, seed, hub, looped, &mut round_rng);
         round.drive(&mut round_rng, &mut deck, kills, &mut figures);
         round.check(&mut figures);
         eprintln!("chaos: round {n} took {:?}", round_started.elapsed());
