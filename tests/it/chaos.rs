@@ -1886,15 +1886,16 @@ kill -9 $PPID
         // farm's own record (an attempt's note, progress) carries no
         // agent's work: said, not judged here.
         for cut in self.cuts() {
-            let Some(new) = cut.split(' ').nth(1) else {
+            let (Some(old), Some(new)) = (cut.split(' ').next(), cut.split(' ').nth(1)) else {
                 continue;
             };
+            // What the cut push would have moved main by.
             let done = self
                 .git(&[
                     "diff",
                     "--name-only",
                     "--diff-filter=A",
-                    &format!("{new}^"),
+                    old,
                     new,
                     "--",
                     "tasks/done/",
