@@ -1883,45 +1883,46 @@ kill -9 $PPID
         }
 
         // A publish cut between its refs: the work it carried is on a hub
-        // ref (a rescue branch, or main once redone from it). A cut of
-        // farm's own record (an attempt's note, progress) carries no
-        // agent's work: said, not judged here.
+        // ref (a rescue branch, or main once redone from it), as made or by
+        // patch id — all but farm's progress commit on top, which farm
+        // writes anew when it integrates the work again. A cut of farm's
+        // own record (an attempt's note) carries no work: said, not judged.
         for cut in self.cuts() {
             let (Some(old), Some(new)) = (cut.split(' ').next(), cut.split(' ').nth(1)) else {
                 continue;
             };
-            // What the cut push would have moved main by.
-            let done = self
-                .git(&[
-                    "diff",
-                    "--name-only",
-                    "--diff-filter=A",
-                    old,
-                    new,
-                    "--",
-                    "tasks/done/",
-                ])
-                .1;
-            let subject = self.git(&["log", "-1", "--format=%s", new]).1;
-            if done.trim().is_empty() {
+            let carried = self.git_out(&[
+                "log",
+                "--no-merges",
+                "--format=%H %s",
+                &format!("{old}..{new}"),
+            ]);
+            let work: Vec<(&str, &str)> = carried
+                .lines()
+                .filter_map(|l| l.split_once(' '))
+                .filter(|(_, s)| !s.starts_with("farm: progress:"))
+                .collect();
+            if work.iter().all(|(_, s)| s.starts_with("farm: attempt ")) {
+                let on = work.iter().all(|(c, _)| reachable.contains(*c));
                 eprintln!(
                     "chaos: round {} a cut publish of farm's own record ({}) is {}on a hub ref",
                     self.n,
-                    subject.trim(),
-                    if reachable.contains(new) { "" } else { "NOT " }
+                    work.iter().map(|(_, s)| *s).collect::<Vec<_>>().join("; "),
+                    if on { "" } else { "NOT " }
                 );
                 continue;
             }
-            figures.check("a publish cut between its refs is rescued");
-            if !reachable.contains(new) {
-                self.violation(
-                    "cut-lost",
-                    format!(
-                        "the publish cut between its refs ({cut}: {}, {}) is on no hub ref",
-                        subject.trim(),
-                        done.trim()
-                    ),
-                );
+            for (c, subject) in work {
+                figures.check("the work of a publish cut between its refs on a hub ref");
+                let patch = patch_ids(&self.repo, &self.git_out(&["show", c]));
+                if !reachable.contains(c) && patch.is_disjoint(&patches) {
+                    self.violation(
+                        "cut-lost",
+                        format!(
+                            "commit {c} ({subject}) of a publish cut between its refs ({cut}) is on no hub ref"
+                        ),
+                    );
+                }
             }
         }
 
