@@ -237,7 +237,7 @@ impl Daemon {
         // dies with the bench even when the bench is killed and cannot drop
         // this (in a group of its own, a Ctrl-C does not reach it).
         let mut cmd = command(daemon_program()?);
-        farm::claims::host::die_with_parent(&mut cmd);
+        farm::procs::die_with_parent(&mut cmd);
         let child = cmd
             .arg("--reuseaddr")
             .arg("--enable=receive-pack")
@@ -653,7 +653,7 @@ fn run_workers(scratch: &Path, url: &str, hub: &str, workers: usize) -> Res<Repo
     let mut children = Workers(Vec::with_capacity(workers));
     for i in 0..workers {
         let mut cmd = command(&exe);
-        farm::claims::host::die_with_parent(&mut cmd);
+        farm::procs::die_with_parent(&mut cmd);
         let child = cmd
             .env(WORKER_ENV, url)
             .env(INDEX_ENV, i.to_string())

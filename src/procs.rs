@@ -204,7 +204,9 @@ impl Drop for Keeper {
 }
 
 /// Make `command`'s process die when this one does (Linux: the parent-death
-/// signal, SIGKILL). Linux sends it when the spawning *thread* ends: spawn
+/// signal, SIGKILL), so that a farm killed with SIGKILL leaves nothing it
+/// started running (a session, a test command, `farm claim`'s command under
+/// a claim that now reads as dead). Linux sends it when the spawning *thread* ends: spawn
 /// from a thread that outlives the child.
 pub fn die_with_parent(command: &mut Command) {
     let parent = std::process::id();

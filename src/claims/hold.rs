@@ -41,7 +41,7 @@ pub fn run(
         .env("FARM_AGENT", &held.claim().agent)
         .env("FARM_NONCE", held.claim().nonce.as_str())
         .env("FARM_CLAIM", store.claim_location(&task));
-    crate::claims::host::die_with_parent(&mut command);
+    crate::procs::die_with_parent(&mut command);
     // Register before spawning so that a signal in between is not lost.
     let mut signals = Signals::new([SIGTERM, SIGHUP, SIGINT])
         .map_err(|e| Error::failure(format!("cannot install signal handlers: {e}")).caused_by(e))?;

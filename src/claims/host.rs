@@ -61,31 +61,6 @@ fn boot_id() -> String {
         .unwrap_or_default()
 }
 
-/// Make `command`'s process die when this one does (Linux: the parent-death
-/// signal, SIGKILL), so that a farm killed with SIGKILL leaves nothing it
-/// started running under a claim that now reads as dead. Note that Linux
-/// sends it when the spawning *thread* ends: spawn from a thread that
-/// outlives the child.
-pub fn die_with_parent(command: &mut std::process::Command) {
-    use std::os::unix::process::CommandExt;
-    let parent = std::process::id();
-    // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) between
-    // fork and exec.
-    unsafe {
-        command.pre_exec(move || {
-            #[cfg(target_os = "linux")]
-            {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                // The parent may have died before prctl took effect.
-                if libc::getppid() as u32 != parent {
-                    libc::_exit(137);
-                }
-            }
-            Ok(())
-        });
-    }
-}
-
 /// The start time of a running process, or `None` when no process has this
 /// pid or it has already exited (a zombie waiting for its parent: it has
 /// dropped its locks and will run no more).

@@ -503,7 +503,7 @@ fn work_repo(dir: &Path) -> farm::git::command::Repo {
 /// the clone, so the work was on no hub ref. This hook plays that cut: once
 /// both refs are committed it puts `main` back, leaves its lock, and kills
 /// receive-pack before it reports.
-fn cut_between_refs_once(dir: &Path) -> std::path::PathBuf {
+pub(crate) fn cut_between_refs_once(dir: &Path) -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let mark = dir.join("cut");
     let hook = dir.join("hub.git/hooks/reference-transaction");

@@ -1067,7 +1067,6 @@ fn a_run_waits_for_space_in_a_full_state_dir() {
 /// command that removes it, and once it is gone the next run does the task.
 #[test]
 fn a_publish_cut_between_its_refs_loses_nothing_and_names_the_lock() {
-    use std::os::unix::fs::PermissionsExt;
     let env = Env::git_hub(&[]);
     add_task(&env, &["c1", "-m", "Anything"]);
     let bare = env.tmp.path().join("hub.git");
@@ -1081,28 +1080,8 @@ fn a_publish_cut_between_its_refs_loses_nothing_and_names_the_lock() {
             .unwrap();
         String::from_utf8(out.stdout).unwrap()
     };
-    let mark = env.tmp.path().join("cut");
-    let hook = bare.join("hooks/reference-transaction");
-    std::fs::write(
-        &hook,
-        format!(
-            "#!/bin/sh\n[ \"$1\" = committed ] || {{ cat > /dev/null; exit 0; }}\n\
-             claims= main= old=\n\
-             while read o n ref; do\n\
-               [ \"$ref\" = refs/heads/farm/claims ] && claims=$n\n\
-               [ \"$ref\" = refs/heads/main ] && {{ main=$n; old=$o; }}\n\
-             done\n\
-             [ -n \"$claims\" ] && [ -n \"$main\" ] || exit 0\n\
-             [ -e '{mark}' ] && exit 0\n: > '{mark}'\n\
-             unset GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_QUARANTINE_PATH\n\
-             git update-ref refs/heads/main \"$old\" \"$main\"\n\
-             : > refs/heads/main.lock\n\
-             kill -9 $PPID\n",
-            mark = mark.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The bare hub is `TMP/hub.git`, as the contract suite's hook wants.
+    let mark = crate::contract::cut_between_refs_once(env.tmp.path());
     let agent = env.agent_script(
         "work.sh",
         "echo w > \"w-$FARM_TASK\"\ngit add -A && git commit -q -m \"work on $FARM_TASK\"\n",
