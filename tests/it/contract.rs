@@ -366,7 +366,8 @@ macro_rules! git_contract {
             a_heartbeat_that_landed_unseen_is_not_a_lost_claim,
             a_publish_that_landed_unseen_is_pushed_not_lost,
             a_publish_cut_between_its_refs_is_not_pushed,
-            a_claim_stamped_by_a_clock_far_behind_is_not_reaped_as_it_appears);
+            a_claim_stamped_by_a_clock_far_behind_is_not_reaped_as_it_appears,
+            a_claims_cache_missing_an_old_commit_still_claims);
     };
 }
 
@@ -655,4 +656,30 @@ pub fn a_claim_stamped_by_a_clock_far_behind_is_not_reaped_as_it_appears(hub: &H
     let again = hub.store_in(&tmp.path().join("cache-here"));
     let listed = again.list().unwrap();
     assert!(!listed[0].judge(&two_minutes).reapable);
+}
+
+/// A claims cache that lacks a commit of the claims' history when a push
+/// walks it ("Could not read <oid>; could not parse commit <oid>", seen in
+/// CI's sixty-task run, which ended a loop and the run with exit 1): the
+/// claim is built again on the tip fetched whole, not given up.
+pub fn a_claims_cache_missing_an_old_commit_still_claims(hub: &Hub) {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache-here");
+    let here = hub.store_in(&cache);
+    let there = hub.store_in(&tmp.path().join("cache-there"));
+    won(here.try_claim(claim("a", "alice", None), false).unwrap());
+    let listed = farm::git::command::Repo::new(&cache)
+        .run(["ls-remote", &hub.url(), "refs/heads/farm/claims"])
+        .unwrap();
+    let first = listed.split_whitespace().next().unwrap().to_owned();
+    won(there.try_claim(claim("b", "bob", None), false).unwrap());
+    assert_eq!(here.list().unwrap().len(), 2, "here has seen b's claim");
+    // Lose the first claims commit from this cache.
+    let loose = cache.join("objects").join(&first[..2]).join(&first[2..]);
+    std::fs::remove_file(&loose).expect("the first commit is a loose object here");
+    // The branch moves on elsewhere; this cache builds on what it saw.
+    won(there.try_claim(claim("c", "bob", None), false).unwrap());
+    won(here.try_claim(claim("d", "alice", None), false).unwrap());
+    let names: Vec<String> = there.list().unwrap().into_iter().map(|l| l.name).collect();
+    assert_eq!(names, ["a", "b", "c", "d"]);
 }
