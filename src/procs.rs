@@ -292,8 +292,9 @@ fn own_line() -> BTreeSet<u32> {
 
 /// Kill every live process carrying `tag`, every descendant of one, and
 /// (with `dir`) every process working inside `dir` — but farm's own
-/// children, git (which the clone's recovery waits for rather than cuts
-/// short mid-write) and what has a controlling terminal (a person looking
+/// children, git, what runs git and what git started (a push's shell or
+/// `ssh`: the clone's recovery waits for a push rather than cuts it short)
+/// and what has a controlling terminal (a person looking
 /// into a clone; an escapee that called `setsid` has none) — rescanning
 /// until none is left alive (or [`SWEEP_FOR`] has passed). Returns how
 /// many were killed.
@@ -323,12 +324,35 @@ pub fn sweep(tag: Option<&str>, dir: Option<&Path>) -> usize {
             }
             false
         };
+        // And what git itself started there: the `ssh` carrying a killed
+        // farm's push to its hub (cutting it left the push half-known, and
+        // its work rescued though it had landed).
+        let under_git = |pid: u32| {
+            let mut at = pid;
+            for _ in 0..64 {
+                let Some(p) = all.iter().find(|p| p.pid == at) else {
+                    return false;
+                };
+                if p.ppid <= 1 {
+                    return false;
+                }
+                if is_git(p.ppid) {
+                    return true;
+                }
+                at = p.ppid;
+            }
+            false
+        };
         let mut hit: BTreeSet<u32> = all
             .iter()
             .filter(|p| {
                 entry.as_deref().is_some_and(|e| carries(p.pid, e))
                     || dir.as_deref().is_some_and(|d| {
-                        p.ppid != me && !p.tty && works_in(p.pid, d) && !runs_git(p.pid)
+                        p.ppid != me
+                            && !p.tty
+                            && works_in(p.pid, d)
+                            && !runs_git(p.pid)
+                            && !under_git(p.pid)
                     })
             })
             .map(|p| p.pid)
