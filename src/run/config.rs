@@ -14,8 +14,8 @@ use std::time::{Duration, SystemTime};
 use crate::age::parse_duration;
 use crate::claims::ClaimsKind;
 use crate::error::Error;
-use crate::run::agent::AgentConfig;
 use crate::run::classify;
+use crate::run::config_dir::AgentConfig;
 use crate::run::presets::{self, Preset};
 use crate::run::session::PromptVia;
 use crate::settings::Settings;
@@ -178,7 +178,7 @@ pub struct World<'a> {
 
 /// Everything `farm run` was told, validated: what the loops read and never
 /// change. (Run state — the journal, shared counters, the hub and the claim
-/// store — is [`crate::run::agent::Run`]'s.)
+/// store — is [`crate::run::state::Run`]'s.)
 #[derive(Debug, Clone)]
 pub struct RunConfig {
     /// The agent's command line, split into words; never empty.

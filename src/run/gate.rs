@@ -14,12 +14,12 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use serde_json::json;
 
-use crate::claims::StoreError;
 use crate::error::{Code, Error};
+use crate::run::interrupt::{Halt, Heartbeat, Interrupt};
 use crate::run::turn::Turn;
 use crate::suite::Suite;
 use crate::suite::report::{Outcome, Report};
@@ -36,10 +36,6 @@ pub(super) enum Verdict {
     Untested(String),
     /// The test command cannot run at all: the run stops.
     Broken(String),
-    /// The run was killed meanwhile.
-    Stopped,
-    /// The claim was taken away meanwhile.
-    Lost,
 }
 
 /// The tests of a change the gate let through.
@@ -62,16 +58,14 @@ impl Passed {
     }
 }
 
-/// One run of the suite, as the gate sees it.
+/// One run of the suite, as the gate sees it (when it was not cut short).
 enum Tested {
     Ran(Report),
     Failed(Error),
-    Stopped,
-    Lost,
 }
 
 /// Judge the clone's HEAD, the work on top of `onto` (the branch's commit).
-pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Error> {
+pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Halt> {
     let Turn {
         run, clone, name, ..
     } = turn;
@@ -122,7 +116,7 @@ pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Error> {
     let chosen = chosen.as_deref();
     clone.files_for_tests()?;
     let first = match tests(turn, suite, clone.dir(), "gate", chosen) {
-        Tested::Ran(report) => report,
+        Ok(Tested::Ran(report)) => report,
         other => return after_tests(turn, other),
     };
     let mut judged = judge(&base_passed, &first, None);
@@ -130,7 +124,7 @@ pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Error> {
     if !judged.red.is_empty() || judged.fewer {
         // Again, at once, on the same tree: what passes now was flaky.
         let again = match tests(turn, suite, clone.dir(), "rerun", chosen) {
-            Tested::Ran(report) => report,
+            Ok(Tested::Ran(report)) => report,
             other => return after_tests(turn, other),
         };
         judged = judge(&base_passed, &last, Some(&again));
@@ -191,7 +185,7 @@ pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Error> {
 /// passes there (and nothing is kept: `commit` is empty). What the gate
 /// says instead when the run was stopped, the claim lost, or the command
 /// cannot run at all.
-fn baseline(turn: Turn<'_>, suite: &Suite, onto: &str) -> Result<Result<Results, Verdict>, Error> {
+fn baseline(turn: Turn<'_>, suite: &Suite, onto: &str) -> Result<Result<Results, Verdict>, Halt> {
     let Turn {
         run, clone, name, ..
     } = turn;
@@ -204,10 +198,8 @@ fn baseline(turn: Turn<'_>, suite: &Suite, onto: &str) -> Result<Result<Results,
     clone.tree_at(&dir, onto)?;
     let tested = tests(turn, suite, &dir, "baseline", None);
     clone.drop_tree(&dir);
-    Ok(match tested {
+    Ok(match tested? {
         Tested::Ran(report) => Ok(Results::of(onto, &report)),
-        Tested::Stopped => Err(Verdict::Stopped),
-        Tested::Lost => Err(Verdict::Lost),
         Tested::Failed(e) if e.code == Code::Usage => Err(Verdict::Broken(e.to_string())),
         Tested::Failed(e) => {
             run.say(
@@ -235,12 +227,10 @@ fn write_sample(turn: Turn<'_>, chosen: &BTreeSet<String>) -> Result<std::path::
 
 /// A test run in the clone that ended other than with a report: the clone
 /// made clean again, and what that means.
-fn after_tests(turn: Turn<'_>, tested: Tested) -> Result<Verdict, Error> {
+fn after_tests(turn: Turn<'_>, tested: Result<Tested, Interrupt>) -> Result<Verdict, Halt> {
     turn.clone.after_tests();
-    Ok(match tested {
+    Ok(match tested? {
         Tested::Ran(_) => Verdict::Pass(None),
-        Tested::Stopped => Verdict::Stopped,
-        Tested::Lost => Verdict::Lost,
         Tested::Failed(e) if e.code == Code::Usage => Verdict::Broken(e.to_string()),
         Tested::Failed(e) => Verdict::Untested(e.to_string()),
     })
@@ -248,7 +238,13 @@ fn after_tests(turn: Turn<'_>, tested: Tested) -> Result<Verdict, Error> {
 
 /// Run the suite in `dir`, heartbeating the claim, journaled as `kind`;
 /// only the tests listed in `sample` when it is given (see [`sample`]).
-fn tests(turn: Turn<'_>, suite: &Suite, dir: &Path, kind: &str, sample: Option<&Path>) -> Tested {
+fn tests(
+    turn: Turn<'_>,
+    suite: &Suite,
+    dir: &Path,
+    kind: &str,
+    sample: Option<&Path>,
+) -> Result<Tested, Interrupt> {
     let Turn {
         run, name, held, ..
     } = turn;
@@ -261,20 +257,11 @@ fn tests(turn: Turn<'_>, suite: &Suite, dir: &Path, kind: &str, sample: Option<&
     }
     let env = env.as_slice();
     let started = Instant::now();
-    let mut last_beat = Instant::now();
-    let mut lost = false;
+    let mut beat = Heartbeat::new(run, held);
+    let mut cut = None;
     let ran = crate::suite::run::run_while(suite, dir, env, &mut || {
-        if run.stop.killing() {
-            return false;
-        }
-        if last_beat.elapsed() >= run.config.heartbeat {
-            last_beat = Instant::now();
-            if let Err(StoreError::Lost { .. }) = run.store.heartbeat(held, SystemTime::now()) {
-                lost = true;
-                return false;
-            }
-        }
-        true
+        cut = beat.check().err();
+        cut.is_none()
     });
     let mut fields = json!({
         "task": turn.task.id.as_str(),
@@ -284,13 +271,12 @@ fn tests(turn: Turn<'_>, suite: &Suite, dir: &Path, kind: &str, sample: Option<&
     let tested = match ran {
         Ok(Some(ran)) => {
             fields["counts"] = json!(ran.report.counts());
-            Tested::Ran(ran.report)
+            Ok(Tested::Ran(ran.report))
         }
-        Ok(None) if lost => Tested::Lost,
-        Ok(None) => Tested::Stopped,
+        Ok(None) => Err(cut.unwrap_or(Interrupt::Stopped)),
         Err(e) => {
             fields["error"] = json!(e.to_string());
-            Tested::Failed(e)
+            Ok(Tested::Failed(e))
         }
     };
     run.journal.log(name, "tests", fields);

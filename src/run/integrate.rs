@@ -9,13 +9,14 @@ use serde_json::json;
 use crate::board::paths::Place;
 use crate::claims::{Held, Published, StoreError};
 use crate::error::Error;
-use crate::run::agent::Run;
 use crate::run::clone::PrivateClone;
 use crate::run::gate::{self, Passed, Verdict};
+use crate::run::interrupt::{Halt, Heartbeat, Interrupt};
 use crate::run::landing::{self, Refused};
 use crate::run::progress;
 use crate::run::prompt;
 use crate::run::session::{self, Outcome};
+use crate::run::state::Run;
 use crate::run::turn::{Supervised, Turn, supervise};
 use crate::run::usage;
 
@@ -43,14 +44,13 @@ pub(super) fn after_rejection(run: &Run, round: usize) {
     }
 }
 
+/// How integrating a session's work ended, when it was not cut short (see
+/// [`Halt`]).
 pub(super) enum Integrated {
     Pushed,
-    Lost,
     Conflict(Vec<String>),
     /// The branch kept moving for [`push_rounds`] rounds.
     Busy,
-    /// The run was killed during a merge session or the tests.
-    Interrupted,
     /// The test gate kept it off the branch (see [`gate`]).
     Gated(Verdict),
     /// The task is in `tasks/done/` (or `tasks/failed/`) on the branch
@@ -62,7 +62,7 @@ pub(super) enum Integrated {
 
 /// Bring the work (already committed, task moved to done) onto the hub's
 /// branch and push it. `base` is the commit the session started from.
-pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Error> {
+pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Halt> {
     let Turn {
         run,
         clone,
@@ -136,14 +136,9 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Error>
     // Rounds of rejected pushes can outlast the heartbeat interval on a
     // busy hub (a claim went stale after 30 rounds in 2 minutes under load
     // and was taken over): beat between rounds, as the session did.
-    let mut last_beat = Instant::now();
+    let mut beat = Heartbeat::new(run, held);
     for round in 0..push_rounds(run) {
-        if last_beat.elapsed() >= run.config.heartbeat {
-            last_beat = Instant::now();
-            if let Err(StoreError::Lost { .. }) = run.store.heartbeat(held, SystemTime::now()) {
-                return Ok(Integrated::Lost);
-            }
-        }
+        beat.due()?;
         // Catch up without the lock first, then take the hub's push lock and
         // catch up again only if the branch moved meanwhile: the agents of
         // this host take turns at the push (an agent whose work conflicted
@@ -179,8 +174,6 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Error>
                 .log(name, "conflict", json!({"task": id, "files": files}));
             match merge_session(turn, &files)? {
                 Merge::Resolved => continue, // catch up with what moved meanwhile, then push
-                Merge::Lost => return Ok(Integrated::Lost),
-                Merge::Interrupted => return Ok(Integrated::Interrupted),
                 Merge::Unresolved => {
                     clone.abort_merge()?;
                     return Ok(Integrated::Conflict(files));
@@ -197,8 +190,6 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Error>
         // hub has one; else a push rejected brings a new tree, tested again).
         let passed = match gate::check(turn, &onto)? {
             Verdict::Pass(passed) => passed,
-            Verdict::Lost => return Ok(Integrated::Lost),
-            Verdict::Stopped => return Ok(Integrated::Interrupted),
             verdict => return Ok(Integrated::Gated(verdict)),
         };
         // The progress document goes in the same push, written over the
@@ -224,7 +215,7 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Error>
             }
             Published::Lost(why) => {
                 run.say(name, &format!("`{id}`: not published: {why}"));
-                return Ok(Integrated::Lost);
+                return Err(Interrupt::Lost(why).into());
             }
             Published::Rejected(_) => {
                 drop(lock);
@@ -275,9 +266,9 @@ fn progress_commit(turn: Turn<'_>, path: &str, passed: Option<&Passed>) -> Resul
     Ok(work)
 }
 
-/// One fresh session with the merge prompt in the conflicted clone. True
-/// when it left no conflict behind (the merge is then committed).
-pub(super) fn merge_session(turn: Turn<'_>, files: &[String]) -> Result<Merge, Error> {
+/// One fresh session with the merge prompt in the conflicted clone:
+/// resolved when it left no conflict behind (the merge is then committed).
+pub(super) fn merge_session(turn: Turn<'_>, files: &[String]) -> Result<Merge, Halt> {
     let Turn {
         run,
         clone,
@@ -297,10 +288,7 @@ pub(super) fn merge_session(turn: Turn<'_>, files: &[String]) -> Result<Merge, E
         ],
     );
     let (log, prompt_file) = run.session_files(name, &format!("{}-merge", task.id));
-    let _turn = match slot.wait(run, held) {
-        Ok(turn) => turn,
-        Err(merge) => return Ok(merge),
-    };
+    let _turn = slot.wait(&mut Heartbeat::new(run, held))?;
     // Journaled as a session of its own, with what became of the merge (its
     // exit alone said "success" for a merge it left unresolved).
     run.journal.log(
@@ -311,7 +299,13 @@ pub(super) fn merge_session(turn: Turn<'_>, files: &[String]) -> Result<Merge, E
     let Supervised {
         outcome, lost, ran, ..
     } = supervise(turn, &text, &log, &prompt_file, run.config.timeout)?;
-    let merge = judge_merge(turn, files, &outcome, lost)?;
+    let merge = judge_merge(turn, files, &outcome, lost);
+    let result = match &merge {
+        Ok(merge) => merge.label(),
+        Err(Halt::Interrupted(Interrupt::Stopped)) => "interrupted",
+        Err(Halt::Interrupted(Interrupt::Lost(_))) => "claim lost",
+        Err(Halt::Failed(_)) => return merge,
+    };
     let spent = usage::read(&session::agent_output(
         &std::fs::read_to_string(&log).unwrap_or_default(),
     ));
@@ -322,7 +316,7 @@ pub(super) fn merge_session(turn: Turn<'_>, files: &[String]) -> Result<Merge, E
         json!({
             "task": task.id.as_str(),
             "outcome": outcome.to_string(),
-            "result": merge.label(),
+            "result": result,
             "secs": ran.as_secs_f64(),
             "log": log.display().to_string(),
             "cost_usd": spent.cost_usd,
@@ -330,7 +324,7 @@ pub(super) fn merge_session(turn: Turn<'_>, files: &[String]) -> Result<Merge, E
             "output_tokens": spent.output_tokens,
         }),
     );
-    Ok(merge)
+    merge
 }
 
 /// What a merge session that ended with `outcome` left: resolved only when
@@ -340,14 +334,15 @@ fn judge_merge(
     files: &[String],
     outcome: &Outcome,
     lost: bool,
-) -> Result<Merge, Error> {
+) -> Result<Merge, Halt> {
     let (run, clone) = (turn.run, turn.clone);
     if lost {
-        return Ok(Merge::Lost);
+        let why = "the claim was taken away during the merge session";
+        return Err(Interrupt::Lost(why.to_owned()).into());
     }
     match outcome {
         Outcome::Success => {}
-        Outcome::Interrupted => return Ok(Merge::Interrupted),
+        Outcome::Interrupted => return Err(Interrupt::Stopped.into()),
         _ => return Ok(Merge::Unresolved),
     }
     if !clone.conflicts()?.is_empty() || clone.has_markers(files) {
@@ -363,14 +358,10 @@ fn judge_merge(
     Ok(Merge::Resolved)
 }
 
-/// How a merge session ended.
+/// How a merge session ended, when it was not cut short.
 pub(super) enum Merge {
     Resolved,
     Unresolved,
-    /// The run was killed meanwhile.
-    Interrupted,
-    /// The claim was taken away meanwhile.
-    Lost,
 }
 
 impl Merge {
@@ -379,8 +370,6 @@ impl Merge {
         match self {
             Merge::Resolved => "resolved",
             Merge::Unresolved => "unresolved",
-            Merge::Interrupted => "interrupted",
-            Merge::Lost => "claim lost",
         }
     }
 }
@@ -439,7 +428,7 @@ pub(super) fn publish_branch(
             std::thread::sleep(Duration::from_millis(50));
         }
         wait = (wait * 2).min(Duration::from_secs(2));
-        if let Err(StoreError::Lost { why, .. }) = run.store.heartbeat(held, SystemTime::now()) {
+        if let Err(Interrupt::Lost(why)) = Heartbeat::new(run, held).now() {
             return Ok(Published::Lost(why));
         }
     }

@@ -4,12 +4,15 @@
 //! and its configuration, resolved once ([`config`]).
 
 pub mod agent;
+pub mod attempts;
 pub mod breaker;
 pub mod classify;
 pub mod clone;
 pub mod config;
+pub mod config_dir;
 pub mod gate;
 pub mod integrate;
+pub mod interrupt;
 pub mod journal;
 pub mod landing;
 pub mod limits;
@@ -21,6 +24,7 @@ pub mod session;
 pub mod settle;
 pub mod slot;
 pub mod standing;
+pub mod state;
 pub mod tally;
 pub mod transcript;
 pub mod turn;

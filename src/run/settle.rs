@@ -1,26 +1,28 @@
-//! Settling what a session left: commit it, integrate or rescue it, note a
-//! failed attempt on the board, and say how the task ended.
+//! Settling what a session left, decide-then-do: the facts of its end are
+//! gathered (what it committed, whether the claim is still ours, whether it
+//! started, whether it built on where it started), one pure decision says
+//! what comes next ([`decide`], then [`landed`] for what integrating the
+//! work came to), and [`Settling`] carries it out: integrate, or rescue the
+//! work and note the failed attempt, and say how the task ended.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::SystemTime;
 
-use crate::board::edit::{Edit, Edited, Push, Tx};
 use crate::board::paths::Place;
-use crate::board::{self, Task};
 use serde_json::json;
 
-use crate::claims::host::Here;
-use crate::claims::record::{Nonce, timestamp};
-use crate::claims::{Held, Published, StoreError};
+use crate::claims::record::Nonce;
+use crate::claims::{Held, StoreError};
 use crate::error::Error;
-use crate::run::agent::{Run, Unstarted};
+use crate::run::attempts::{Attempted, Recorded, last_line, record_attempt};
 use crate::run::classify::Class;
-use crate::run::clone::io_error;
 use crate::run::gate::Verdict;
-use crate::run::integrate::{Integrated, after_rejection, integrate, publish_branch, push_rounds};
+use crate::run::integrate::{Integrated, integrate, push_rounds};
+use crate::run::interrupt::{Halt, Interrupt};
 use crate::run::landing;
 use crate::run::session::Outcome;
-use crate::run::turn::{Turn, retake};
+use crate::run::state::{Run, Unstarted};
+use crate::run::turn::{Ran, Turn, retake};
 
 /// How one claimed task ended.
 pub(super) enum End {
@@ -35,7 +37,7 @@ pub(super) enum End {
     },
     /// The claim was taken over by another holder: work rescued (if any),
     /// no attempt counted, not released. (A claim removed with nobody
-    /// holding the task after is a failed attempt: see [`retake`](crate::run::turn::retake).)
+    /// holding the task after is a failed attempt: see [`retake`].)
     Lost {
         rescued: bool,
     },
@@ -105,30 +107,8 @@ pub(super) fn release(run: &Run, held: Held, result: Result<End, Error>) -> Resu
     result
 }
 
-/// What a session left to settle.
-pub(super) struct Ran {
-    pub(super) attempt: u32,
-    /// The commit the session started from.
-    pub(super) base: String,
-    pub(super) log: PathBuf,
-    pub(super) outcome: Outcome,
-    pub(super) class: Class,
-    /// The claim was taken away while it ran.
-    pub(super) lost: bool,
-    /// It did not start at all (see [`classify::did_not_start`]).
-    pub(super) unstarted: bool,
-}
-
-impl Ran {
-    /// The session did its task: what is left is integration alone, which
-    /// needs the agent no more (it can go on to its next session).
-    pub(super) fn succeeded(&self) -> bool {
-        !self.lost && matches!(self.outcome, Outcome::Success) && self.class == Class::Success
-    }
-}
-
-/// Settle what a session left in `clone`: commit it, then integrate it
-/// (success) or rescue it and note the failed attempt.
+/// Settle what a session left in `clone`: commit it, gather the facts of
+/// its end, decide, and carry the decision out.
 pub(super) fn finish(turn: Turn<'_>, ran: Ran) -> Result<End, Error> {
     let Turn {
         run,
@@ -138,124 +118,277 @@ pub(super) fn finish(turn: Turn<'_>, ran: Ran) -> Result<End, Error> {
         held,
         ..
     } = turn;
-    let Ran {
-        attempt,
-        base,
-        log,
-        outcome,
-        class,
-        lost,
-        unstarted,
-    } = ran;
-    let id = task.id.as_str();
-    let nonce = held.claim().nonce.clone();
     // A session must build on the commit it started from: history rewritten
     // under it (a reset to the root, say) would rebase into a board holding
     // the task twice, or be rejected push after push.
-    let descends = clone.descends_from(&base)?;
+    let descends = clone.descends_from(&ran.base)?;
     // What the agent left uncommitted is committed: with the move to done
     // when it succeeded (one commit), on its own otherwise (to be rescued).
-    if class == Class::Success && !lost && descends {
-        clone.mark_done(task, name, attempt, &log)?;
+    if ran.class == Class::Success && !ran.lost && descends {
+        clone.mark_done(task, name, ran.attempt, &ran.log)?;
     } else {
-        clone.commit_leftovers(name, id)?;
+        clone.commit_leftovers(name, task.id.as_str())?;
     }
-    clone.undo_claim_tampering(&base, name)?;
-    let work_tip = clone.head()?;
-    // The rescue takes HEAD as it is when needed: after integration began it
-    // holds the work rebased or merged (with a merge session's commits);
-    // a merge in progress is aborted first, back to the work itself.
-    let rescue = |why: &str| -> Result<bool, Error> {
-        clone.abort_merge()?;
-        let tip = clone.head()?;
-        if work_tip == base && tip == base {
-            return Ok(false);
+    clone.undo_claim_tampering(&ran.base, name)?;
+    // Whether the agent can start at all is judged across the run's
+    // sessions; a session whose claim was taken away tells nothing of it.
+    let unstarted = match ran.lost {
+        true => None,
+        false if ran.unstarted && !matches!(ran.outcome, Outcome::Interrupted) => {
+            Some(run.not_started(&task.id))
         }
-        // A push whose answer was lost (the hub cut off mid-reply) may have
-        // landed: what the branch has already, by ancestry or patch, needs
-        // no rescue branch.
-        let upstream = format!("origin/{}", run.hub.branch);
-        if clone.fetch_if_moved(&run.hub).is_ok() && !clone.has_own_commits(&upstream, &tip)? {
-            run.journal.log(
-                name,
-                "rescue_skipped",
-                json!({"task": id, "why": why, "because": "its commits are on the branch"}),
-            );
-            return Ok(false);
+        false => {
+            run.started();
+            None
         }
-        let branch = format!("farm/rescue/{id}/{nonce}");
-        clone.push_ref(&tip, &branch)?;
-        run.journal.log(
-            name,
-            "rescue",
-            json!({"task": id, "branch": branch, "why": why}),
-        );
-        run.say(
-            name,
-            &format!("`{id}`: {why}; its commits are on `{branch}`"),
-        );
-        Ok(true)
     };
-
-    // The attempt noted on the board under `held` (with `detail` lines:
-    // the tests it turned red).
-    let note = |held: &Held, why: &str, detail: &[String], rescued: bool| {
-        record_attempt(
-            Turn { held, ..turn },
-            Attempted {
-                attempt,
-                why,
-                detail,
-                log: &log,
-                rescue: rescued.then_some(&nonce),
-            },
-        )
-    };
-    // The claim is gone. Taken over by another holder, the task is theirs:
-    // nothing to count here. Gone with nobody holding the task, it was
-    // removed, not passed on — by the session itself, as often as not, and
-    // farm cannot tell that from a reaper that left the task free: the
-    // session failed, and the attempt is counted under the claim taken
-    // again (else such a session runs again and again, counting nothing).
-    let lost_claim = |why: &str, rescued: bool| -> Result<End, Error> {
-        let Some(again) = retake(run, name, task, attempt)? else {
-            return Ok(End::Lost { rescued });
-        };
-        let why = format!("{why}, and nobody held it after: the claim was removed");
-        let noted = note(&again, &why, &[], rescued);
-        match run.store.release_held(again) {
-            Ok(()) | Err(StoreError::Lost { .. }) => {}
-            Err(e) if noted.is_ok() => return Err(e.into()),
-            Err(_) => {}
-        }
-        // Not pending any more: finished by whoever took the task over.
-        Ok(match noted? {
-            Recorded::Pushed => End::Failed { rescued },
-            Recorded::Gone | Recorded::Lost => End::Lost { rescued },
-        })
-    };
-    // A failed attempt: its work rescued, the attempt noted on the board.
-    let fail_with = |rescue_why: &str, why: &str, detail: &[String]| -> Result<End, Error> {
-        let rescued = rescue(rescue_why)?;
-        if note(held, why, detail, rescued)? != Recorded::Lost {
-            return Ok(End::Failed { rescued });
-        }
-        lost_claim(&format!("{why}; the claim was gone"), rescued)
-    };
-    let fail = |rescue_why: &str, why: &str| fail_with(rescue_why, why, &[]);
-
-    if lost {
-        let why = "the claim was taken away while the session ran";
-        let rescued = rescue(why)?;
-        return lost_claim(why, rescued);
+    let said = last_line(&ran.log).map_or(String::new(), |l| format!(", saying {l}"));
+    let step = decide(&Facts {
+        id: task.id.as_str(),
+        base: &ran.base,
+        outcome: &ran.outcome,
+        class: ran.class.clone(),
+        lost: ran.lost,
+        unstarted,
+        descends,
+        said: &said,
+    });
+    Settling {
+        turn,
+        attempt: ran.attempt,
+        log: ran.log,
+        outcome: ran.outcome,
+        said,
+        nonce: held.claim().nonce.clone(),
+        work_tip: clone.head()?,
+        base: ran.base,
     }
-    if unstarted && !matches!(outcome, Outcome::Interrupted) {
-        let said = last_line(&log).map_or(String::new(), |l| format!(", saying {l}"));
-        match run.not_started(&task.id) {
-            // Maybe this task's own doing (a prompt too long for an
-            // argument): try another task before judging the agent.
-            Unstarted::First => {
-                let rescued = rescue("the session did not start")?;
+    .carry_out(step)
+}
+
+/// What settling knows of a session's end before it decides.
+pub(super) struct Facts<'a> {
+    pub(super) id: &'a str,
+    /// The commit the session started from.
+    pub(super) base: &'a str,
+    pub(super) outcome: &'a Outcome,
+    pub(super) class: Class,
+    /// The claim was taken away while it ran.
+    pub(super) lost: bool,
+    /// It did not start (and was not stopped): what that means, given the
+    /// run's last session that did not start either.
+    pub(super) unstarted: Option<Unstarted>,
+    /// Its HEAD descends from the commit it started from.
+    pub(super) descends: bool,
+    /// `, saying <the log's last line>`, or nothing.
+    pub(super) said: &'a str,
+}
+
+/// What comes after a session, or after integrating its work.
+#[derive(Debug, PartialEq)]
+pub(super) enum Step {
+    /// The claim was taken away (why): rescue the work; an attempt counts
+    /// only when nobody holds the task after (see [`retake`]).
+    Lose(String),
+    /// The session did not start, the first in a row: rescue, count nothing.
+    Unstarted,
+    /// The run was stopped: rescue the work (saying why), count nothing.
+    Stop(String),
+    /// A usage limit or an API error: rescue the work, count no attempt;
+    /// every loop waits (until `reset`, when the CLI said).
+    Limited {
+        reset: Option<SystemTime>,
+        transient: bool,
+    },
+    /// The agent CLI, or the test gate, cannot work (`why`): rescue the work
+    /// (saying `rescue`); the run stops.
+    Fatal { rescue: String, why: String },
+    /// The task is done: integrate the work.
+    Integrate,
+    /// A failed attempt: rescue the work (saying `rescue`), note the attempt
+    /// on the board (saying `note`, with `detail` lines quoted under it).
+    Fail {
+        rescue: String,
+        note: String,
+        detail: Vec<String>,
+    },
+    /// The work landed.
+    Done,
+    /// The task was settled by someone else meanwhile (it is in `place` on
+    /// the branch): rescue the work, count nothing.
+    Elsewhere(Place),
+}
+
+impl Step {
+    fn fail(rescue: impl Into<String>, note: impl Into<String>) -> Step {
+        Step::Fail {
+            rescue: rescue.into(),
+            note: note.into(),
+            detail: Vec::new(),
+        }
+    }
+}
+
+/// What comes after a session, by the facts of its end: a claim taken away
+/// first, then an agent that did not start, then history rewritten, then
+/// the table of (outcome, classification) ([`next_step`]).
+pub(super) fn decide(f: &Facts<'_>) -> Step {
+    if f.lost {
+        return Step::Lose("the claim was taken away while the session ran".into());
+    }
+    match &f.unstarted {
+        // Maybe this task's own doing (a prompt too long for an argument):
+        // try another task before judging the agent.
+        Some(Unstarted::First) => return Step::Unstarted,
+        // Two tasks in a row: an agent that cannot start, a setup error.
+        Some(Unstarted::Elsewhere(other)) => {
+            return Step::Fatal {
+                rescue: "the session did not start".into(),
+                why: format!(
+                    "it does not start: {} at once on `{other}`, then on `{}`{}",
+                    f.outcome, f.id, f.said
+                ),
+            };
+        }
+        // The same task again (no other is ready): this task's failure.
+        Some(Unstarted::Again) | None => {}
+    }
+    if !f.descends {
+        return Step::fail(
+            "its history does not descend from where it started",
+            format!(
+                "the session rewrote the history it started on: its HEAD does not descend from {}",
+                &f.base[..f.base.len().min(12)]
+            ),
+        );
+    }
+    next_step(f.outcome, f.class.clone())
+}
+
+/// What comes after integrating a session's work, by how it ended; `rounds`
+/// is how many pushes it had.
+pub(super) fn landed(result: Result<Integrated, Interrupt>, branch: &str, rounds: usize) -> Step {
+    let integrated = match result {
+        Ok(integrated) => integrated,
+        Err(Interrupt::Lost(_)) => {
+            return Step::Lose("the claim was taken away before the push".into());
+        }
+        Err(Interrupt::Stopped) => {
+            return Step::Stop("the run was stopped during a merge session".into());
+        }
+    };
+    match integrated {
+        Integrated::Pushed => Step::Done,
+        Integrated::Busy => Step::fail(
+            "could not push: the branch kept moving",
+            format!("could not push after {rounds} rounds: `{branch}` kept moving"),
+        ),
+        Integrated::Gated(Verdict::Red { why, errors }) => Step::Fail {
+            rescue: "the tests turned red".into(),
+            note: format!("the tests: {why}"),
+            detail: errors,
+        },
+        Integrated::Gated(Verdict::Broken(why)) => Step::Fatal {
+            rescue: "the tests cannot run".into(),
+            why: format!("the test gate cannot run: {why}"),
+        },
+        Integrated::Gated(verdict) => {
+            let why = match verdict {
+                Verdict::Untested(why) => why,
+                _ => "the test gate did not judge it".to_owned(),
+            };
+            Step::fail(
+                "its tests could not be read",
+                format!("its tests could not be read: {why}"),
+            )
+        }
+        Integrated::Elsewhere(place) => Step::Elsewhere(place),
+        Integrated::Refused(refused) => Step::fail(
+            "it changes what a session may not",
+            format!(
+                "it changes what a session may not: {}",
+                landing::describe(&refused)
+            ),
+        ),
+        Integrated::Conflict(files) => Step::fail(
+            format!("could not merge ({})", files.join(", ")),
+            format!("its work conflicts with `{branch}` in {}", files.join(", ")),
+        ),
+    }
+}
+
+/// The table from a session's (outcome, classification) to the next step.
+/// A stop asked of the run comes first, whatever the log says; then the
+/// agent CLI's own state (limits, API errors, setup); only then the task's.
+pub(super) fn next_step(outcome: &Outcome, class: Class) -> Step {
+    match (outcome, class) {
+        // Also a session farm stopped itself, for refused credentials.
+        (_, Class::Fatal(why)) => Step::Fatal {
+            rescue: "the agent CLI cannot work".into(),
+            why,
+        },
+        (Outcome::Interrupted, _) => Step::Stop("the run was stopped".into()),
+        (_, Class::Limited { reset }) => Step::Limited {
+            reset,
+            transient: false,
+        },
+        (_, Class::Transient) => Step::Limited {
+            reset: None,
+            transient: true,
+        },
+        (Outcome::Success, Class::Success) => Step::Integrate,
+        (Outcome::Success, _) => Step::fail(
+            "the session reported an error",
+            "the session exited 0 but its result says it failed",
+        ),
+        (failed, _) => Step::fail(format!("session {failed}"), failed.to_string()),
+    }
+}
+
+/// A session's end being settled: what carrying out a [`Step`] needs.
+struct Settling<'a> {
+    turn: Turn<'a>,
+    attempt: u32,
+    log: PathBuf,
+    outcome: Outcome,
+    /// `, saying <the log's last line>`, or nothing.
+    said: String,
+    nonce: Nonce,
+    /// The commit the session started from, and its work as committed.
+    base: String,
+    work_tip: String,
+}
+
+impl Settling<'_> {
+    /// Carry `step` out; how the task ended.
+    fn carry_out(&self, step: Step) -> Result<End, Error> {
+        let Turn { run, name, .. } = self.turn;
+        let id = self.turn.task.id.as_str();
+        Ok(match step {
+            Step::Integrate => {
+                let result = match integrate(self.turn, &self.base) {
+                    Ok(integrated) => Ok(integrated),
+                    Err(Halt::Interrupted(cut)) => Err(cut),
+                    Err(Halt::Failed(e)) => return Err(e),
+                };
+                let next = landed(result, &run.hub.branch, push_rounds(run));
+                return self.carry_out(next);
+            }
+            Step::Done => {
+                run.say(
+                    name,
+                    &format!("`{id}` done: integrated into `{}`", run.hub.branch),
+                );
+                run.journal.log(name, "done", json!({"task": id}));
+                End::Done
+            }
+            Step::Lose(why) => {
+                let rescued = self.rescue(&why)?;
+                return self.lost_claim(&why, rescued);
+            }
+            Step::Unstarted => {
+                let rescued = self.rescue("the session did not start")?;
+                let (outcome, said) = (&self.outcome, &self.said);
                 run.say(
                     name,
                     &format!(
@@ -267,93 +400,25 @@ pub(super) fn finish(turn: Turn<'_>, ran: Ran) -> Result<End, Error> {
                     "unstarted",
                     json!({"task": id, "outcome": outcome.to_string()}),
                 );
-                return Ok(End::Unstarted { rescued });
+                End::Unstarted { rescued }
             }
-            Unstarted::Elsewhere(other) => {
-                return Ok(End::Fatal {
-                    rescued: rescue("the session did not start")?,
-                    why: format!(
-                        "it does not start: {outcome} at once on `{other}`, then on `{id}`{said}"
-                    ),
-                });
-            }
-            // The same task again (no other is ready): this task's failure.
-            Unstarted::Again => {}
-        }
-    } else {
-        run.started();
-    }
-    if !descends {
-        return fail(
-            "its history does not descend from where it started",
-            &format!(
-                "the session rewrote the history it started on: its HEAD does not descend from {}",
-                &base[..base.len().min(12)]
-            ),
-        );
-    }
-    let end = match next_step(&outcome, class) {
-        Step::Stopped => End::Rescued {
-            rescued: rescue("the run was stopped")?,
-        },
-        Step::Limited { reset, transient } => End::Limited {
-            reset,
-            transient,
-            rescued: rescue(if transient {
-                "the agent CLI's API failed"
-            } else {
-                "the agent CLI hit its usage limit"
-            })?,
-        },
-        Step::Fatal(why) => End::Fatal {
-            why,
-            rescued: rescue("the agent CLI cannot work")?,
-        },
-        Step::Integrate => match integrate(turn, &base)? {
-            Integrated::Pushed => {
-                run.say(
-                    name,
-                    &format!("`{id}` done: integrated into `{}`", run.hub.branch),
-                );
-                run.journal.log(name, "done", json!({"task": id}));
-                End::Done
-            }
-            Integrated::Lost => {
-                let why = "the claim was taken away before the push";
-                let rescued = rescue(why)?;
-                return lost_claim(why, rescued);
-            }
-            Integrated::Interrupted => End::Rescued {
-                rescued: rescue("the run was stopped during a merge session")?,
+            Step::Stop(why) => End::Rescued {
+                rescued: self.rescue(&why)?,
             },
-            Integrated::Busy => fail(
-                "could not push: the branch kept moving",
-                &format!(
-                    "could not push after {} rounds: `{}` kept moving",
-                    push_rounds(run),
-                    run.hub.branch
-                ),
-            )?,
-            Integrated::Gated(Verdict::Red { why, errors }) => fail_with(
-                "the tests turned red",
-                &format!("the tests: {why}"),
-                &errors,
-            )?,
-            Integrated::Gated(Verdict::Broken(why)) => End::Fatal {
-                rescued: rescue("the tests cannot run")?,
-                why: format!("the test gate cannot run: {why}"),
+            Step::Limited { reset, transient } => End::Limited {
+                reset,
+                transient,
+                rescued: self.rescue(if transient {
+                    "the agent CLI's API failed"
+                } else {
+                    "the agent CLI hit its usage limit"
+                })?,
             },
-            Integrated::Gated(verdict) => {
-                let why = match verdict {
-                    Verdict::Untested(why) => why,
-                    _ => "the test gate did not judge it".to_owned(),
-                };
-                fail(
-                    "its tests could not be read",
-                    &format!("its tests could not be read: {why}"),
-                )?
-            }
-            Integrated::Elsewhere(place) => {
+            Step::Fatal { rescue, why } => End::Fatal {
+                rescued: self.rescue(&rescue)?,
+                why,
+            },
+            Step::Elsewhere(place) => {
                 let file = place.file(id);
                 let what = match place {
                     Place::Failed => "given up",
@@ -370,298 +435,137 @@ pub(super) fn finish(turn: Turn<'_>, ran: Ran) -> Result<End, Error> {
                 run.journal
                     .log(name, "elsewhere", json!({"task": id, "file": file}));
                 End::Rescued {
-                    rescued: rescue(&format!("{what} elsewhere"))?,
+                    rescued: self.rescue(&format!("{what} elsewhere"))?,
                 }
             }
-            Integrated::Refused(refused) => {
-                let paths = landing::describe(&refused);
-                fail(
-                    "it changes what a session may not",
-                    &format!("it changes what a session may not: {paths}"),
-                )?
+            Step::Fail {
+                rescue,
+                note,
+                detail,
+            } => {
+                let rescued = self.rescue(&rescue)?;
+                if self.note(self.turn.held, &note, &detail, rescued)? != Recorded::Lost {
+                    return Ok(End::Failed { rescued });
+                }
+                return self.lost_claim(&format!("{note}; the claim was gone"), rescued);
             }
-            Integrated::Conflict(files) => fail(
-                &format!("could not merge ({})", files.join(", ")),
-                &format!(
-                    "its work conflicts with `{}` in {}",
-                    run.hub.branch,
-                    files.join(", ")
-                ),
-            )?,
-        },
-        Step::Fail { rescue, note } => fail(&rescue, &note)?,
-    };
-    Ok(end)
-}
-
-/// What comes after a session that started, and built on the commit it
-/// started from, by how it ended and what its log says.
-#[derive(Debug, PartialEq)]
-pub(super) enum Step {
-    /// The run was stopped: rescue the work, count nothing.
-    Stopped,
-    /// A usage limit or an API error: rescue the work, count no attempt;
-    /// every loop waits (until `reset`, when the CLI said).
-    Limited {
-        reset: Option<SystemTime>,
-        transient: bool,
-    },
-    /// The agent CLI cannot work (why): rescue the work; the run stops.
-    Fatal(String),
-    /// The task is done: integrate the work.
-    Integrate,
-    /// A failed attempt: rescue the work (saying `rescue`), note the attempt
-    /// on the board (saying `note`).
-    Fail { rescue: String, note: String },
-}
-
-/// The table from a session's (outcome, classification) to the next step.
-/// A stop asked of the run comes first, whatever the log says; then the
-/// agent CLI's own state (limits, API errors, setup); only then the task's.
-pub(super) fn next_step(outcome: &Outcome, class: Class) -> Step {
-    match (outcome, class) {
-        // Also a session farm stopped itself, for refused credentials.
-        (_, Class::Fatal(why)) => Step::Fatal(why),
-        (Outcome::Interrupted, _) => Step::Stopped,
-        (_, Class::Limited { reset }) => Step::Limited {
-            reset,
-            transient: false,
-        },
-        (_, Class::Transient) => Step::Limited {
-            reset: None,
-            transient: true,
-        },
-        (Outcome::Success, Class::Success) => Step::Integrate,
-        (Outcome::Success, _) => Step::Fail {
-            rescue: "the session reported an error".into(),
-            note: "the session exited 0 but its result says it failed".into(),
-        },
-        (failed, _) => Step::Fail {
-            rescue: format!("session {failed}"),
-            note: failed.to_string(),
-        },
-    }
-}
-
-/// What became of an edit of a task file on the hub's branch.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) enum Recorded {
-    Pushed,
-    /// The file is not pending there any more (moved by hand, or edited
-    /// into something invalid, which the board reports): nothing to edit.
-    Gone,
-    /// The claim was taken away: nothing published.
-    Lost,
-}
-
-/// The hub's branch as the loop edits it: in the clone, at the branch's tip,
-/// under the hub's push lock (if it has one) from the sync to the push, and
-/// pushed under the claim — fencing, as for the work: a holder whose claim
-/// was taken away leaves the task file to its new holder.
-struct Fenced<'a> {
-    turn: Turn<'a>,
-}
-
-impl board::edit::Branch for Fenced<'_> {
-    type Error = Error;
-    type Round = Option<std::fs::File>;
-
-    fn checkout(&mut self, round: usize) -> Result<(PathBuf, Self::Round), Error> {
-        let Turn { run, clone, .. } = self.turn;
-        if round > 0 {
-            after_rejection(run, round);
-        }
-        let lock = run.hub.push_lock()?;
-        clone.sync(&run.hub)?;
-        Ok((clone.dir().to_path_buf(), lock))
+        })
     }
 
-    fn publish(&mut self, lock: Self::Round, message: &str) -> Result<Push, Error> {
+    /// Push the work to its rescue branch (saying `why`), unless there is
+    /// none or the branch has it already; whether it was pushed. It takes
+    /// HEAD as it is now: after integration began it holds the work rebased
+    /// or merged (with a merge session's commits); a merge in progress is
+    /// aborted first, back to the work itself.
+    fn rescue(&self, why: &str) -> Result<bool, Error> {
         let Turn {
-            run, clone, held, ..
+            run, clone, name, ..
         } = self.turn;
-        clone.commit_all(message)?;
-        Ok(match publish_branch(run, clone, held, lock.as_ref())? {
-            Published::Pushed => Push::Pushed,
-            Published::Lost(_) => Push::Lost,
-            Published::Rejected(_) => Push::Rejected,
-        })
+        let id = self.turn.task.id.as_str();
+        clone.abort_merge()?;
+        let tip = clone.head()?;
+        if self.work_tip == self.base && tip == self.base {
+            return Ok(false);
+        }
+        // A push whose answer was lost (the hub cut off mid-reply) may have
+        // landed: what the branch has already, by ancestry or patch, needs
+        // no rescue branch.
+        let upstream = format!("origin/{}", run.hub.branch);
+        if clone.fetch_if_moved(&run.hub).is_ok() && !clone.has_own_commits(&upstream, &tip)? {
+            run.journal.log(
+                name,
+                "rescue_skipped",
+                json!({"task": id, "why": why, "because": "its commits are on the branch"}),
+            );
+            return Ok(false);
+        }
+        let branch = format!("farm/rescue/{id}/{}", self.nonce);
+        clone.push_ref(&tip, &branch)?;
+        run.journal.log(
+            name,
+            "rescue",
+            json!({"task": id, "branch": branch, "why": why}),
+        );
+        run.say(
+            name,
+            &format!("`{id}`: {why}; its commits are on `{branch}`"),
+        );
+        Ok(true)
     }
-}
 
-/// Edit task `id`'s pending file on the hub's branch under `held`: `edit`
-/// edits the work tree (`None`: the file is not pending there any more) and
-/// says the commit message; true when the task went to `tasks/failed/`.
-fn edit_task(
-    turn: Turn<'_>,
-    edit: &dyn Fn(&Path) -> std::io::Result<Option<Edited>>,
-    message: &dyn Fn(&Edited) -> String,
-) -> Result<(Recorded, bool), Error> {
-    let id = &turn.task.id;
-    let tx = board::edit::transact(&mut Fenced { turn }, push_rounds(turn.run), |dir| {
-        Ok(match edit(dir).map_err(io_error)? {
-            None => Edit::Gone,
-            Some(edited) => Edit::Commit {
-                message: message(&edited),
-                value: edited.failed,
+    /// The attempt noted on the board under `held` (with `detail` lines:
+    /// the tests it turned red).
+    fn note(
+        &self,
+        held: &Held,
+        why: &str,
+        detail: &[String],
+        rescued: bool,
+    ) -> Result<Recorded, Error> {
+        record_attempt(
+            Turn { held, ..self.turn },
+            Attempted {
+                attempt: self.attempt,
+                why,
+                detail,
+                log: &self.log,
+                rescue: rescued.then_some(&self.nonce),
             },
-        })
-    })?;
-    match tx {
-        Tx::Pushed(gave_up) => Ok((Recorded::Pushed, gave_up)),
-        Tx::Lost(gave_up) => Ok((Recorded::Lost, gave_up)),
-        Tx::Gone => Ok((Recorded::Gone, false)),
-        Tx::Busy => Err(Error::failure(format!(
-            "`{id}`: could not edit its task file; the hub is too busy"
-        ))),
-    }
-}
-
-/// A task out of attempts before any session (`attempts >= max_attempts`
-/// in its front matter): to `tasks/failed/` with a note, no attempt added.
-pub(super) fn retire(turn: Turn<'_>) -> Result<Recorded, Error> {
-    let Turn {
-        run, name, task, ..
-    } = turn;
-    let id = task.id.as_str();
-    let note = |t: &Task| {
-        format!(
-            "\n## Out of attempts\n\n- {} of {} attempts used before it was claimed: \
-             moved to tasks/failed/ without a session\n- agent: {name}@{}\n- at: {}\n",
-            t.attempts,
-            t.max_attempts,
-            Here::current().host,
-            timestamp(SystemTime::now()),
         )
-    };
-    let (recorded, _) = edit_task(
-        turn,
-        &|dir| board::edit::retire(dir, &task.id, note),
-        &|Edited { task: t, .. }| {
-            format!(
-                "farm: `{id}` is out of attempts ({} of {})",
-                t.attempts, t.max_attempts
-            )
-        },
-    )?;
-    if recorded == Recorded::Pushed {
-        run.journal.log(
-            name,
-            "failed",
-            json!({"task": id, "attempts": task.attempts, "why": "out of attempts", "gave_up": true}),
-        );
-        run.say(
-            name,
-            &format!(
-                "`{id}`: out of attempts ({} of {}); moved to tasks/failed/ without a session",
-                task.attempts, task.max_attempts
-            ),
-        );
     }
-    Ok(recorded)
-}
 
-/// A failed attempt, as its note on the board tells it.
-pub(super) struct Attempted<'a> {
-    pub(super) attempt: u32,
-    pub(super) why: &'a str,
-    /// Lines quoted under the note (`ERROR:` lines of the tests).
-    pub(super) detail: &'a [String],
-    pub(super) log: &'a Path,
-    /// The claim whose rescue branch holds the work, if any.
-    pub(super) rescue: Option<&'a Nonce>,
-}
-
-/// At most this many detail lines in a note: the first of them tell.
-const DETAIL_LINES: usize = 20;
-
-/// Count a failed attempt in the task file on the hub's branch, with a note;
-/// move it to `tasks/failed/` when its attempts are used up.
-pub(super) fn record_attempt(turn: Turn<'_>, attempted: Attempted<'_>) -> Result<Recorded, Error> {
-    let Turn {
-        run, name, task, ..
-    } = turn;
-    let Attempted {
-        attempt,
-        why,
-        detail,
-        log,
-        rescue,
-    } = attempted;
-    let id = task.id.as_str();
-    let note = || {
-        let mut note = format!(
-            "\n## Attempt {attempt} — {why}\n\n- agent: {name}@{}\n- at: {}\n- log: {}\n",
-            Here::current().host,
-            timestamp(SystemTime::now()),
-            log.display()
-        );
-        if let Some(nonce) = rescue {
-            note.push_str(&format!("- work: branch `farm/rescue/{id}/{nonce}`\n"));
-        }
-        if let Some(tail) = last_line(log) {
-            note.push_str(&format!("- last output: {tail}\n"));
-        }
-        if !detail.is_empty() {
-            // A fence of its own: no quoted line can close it.
-            note.push_str("\n~~~~text\n");
-            for line in detail.iter().take(DETAIL_LINES) {
-                note.push_str(&line.replace("~~~~", "~ ~ ~ ~"));
-                note.push('\n');
-            }
-            if detail.len() > DETAIL_LINES {
-                note.push_str(&format!("… and {} more\n", detail.len() - DETAIL_LINES));
-            }
-            note.push_str("~~~~\n");
-        }
-        note
-    };
-    let (recorded, gave_up) = edit_task(
-        turn,
-        &|dir| board::edit::record_attempt(dir, &task.id, attempt, &note()),
-        &|Edited { task: t, failed }| {
-            if *failed {
-                format!("farm: `{id}` failed after {} attempts", t.attempts)
-            } else {
-                format!("farm: attempt {attempt} of `{id}` failed")
-            }
-        },
-    )?;
-    if recorded == Recorded::Pushed {
-        run.journal.log(
-            name,
-            "failed",
-            json!({"task": id, "attempt": attempt, "why": why, "gave_up": gave_up}),
-        );
-        let what = if gave_up {
-            "moved to tasks/failed/"
-        } else {
-            "back on the board"
+    /// The claim is gone. Taken over by another holder, the task is theirs:
+    /// nothing to count here. Gone with nobody holding the task, it was
+    /// removed, not passed on — by the session itself, as often as not, and
+    /// farm cannot tell that from a reaper that left the task free: the
+    /// session failed, and the attempt is counted under the claim taken
+    /// again (else such a session runs again and again, counting nothing).
+    fn lost_claim(&self, why: &str, rescued: bool) -> Result<End, Error> {
+        let Turn {
+            run, name, task, ..
+        } = self.turn;
+        let Some(again) = retake(run, name, task, self.attempt)? else {
+            return Ok(End::Lost { rescued });
         };
-        run.say(
-            name,
-            &format!("`{id}`: attempt {attempt} failed ({why}); {what}"),
-        );
+        let why = format!("{why}, and nobody held it after: the claim was removed");
+        let noted = self.note(&again, &why, &[], rescued);
+        match run.store.release_held(again) {
+            Ok(()) | Err(StoreError::Lost { .. }) => {}
+            Err(e) if noted.is_ok() => return Err(e.into()),
+            Err(_) => {}
+        }
+        // Not pending any more: finished by whoever took the task over.
+        Ok(match noted? {
+            Recorded::Pushed => End::Failed { rescued },
+            Recorded::Gone | Recorded::Lost => End::Lost { rescued },
+        })
     }
-    Ok(recorded)
-}
-
-/// The last non-empty line of a session log, shortened, for attempt notes.
-pub(super) fn last_line(log: &Path) -> Option<String> {
-    let text = crate::run::session::agent_output(&std::fs::read_to_string(log).ok()?);
-    let line = text.lines().rev().find(|l| !l.trim().is_empty())?.trim();
-    let cut: String = line.chars().take(200).collect();
-    Some(format!("`{}`", cut.replace('`', "'")))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn facts(outcome: &Outcome) -> Facts<'_> {
+        Facts {
+            id: "t1",
+            base: "0123456789abcdef",
+            outcome,
+            class: Class::Success,
+            lost: false,
+            unstarted: None,
+            descends: true,
+            said: "",
+        }
+    }
+
     #[test]
     fn a_stopped_session_is_rescued_whatever_its_log_says() {
         for class in [Class::Success, Class::TaskFailed, Class::Transient] {
-            assert_eq!(next_step(&Outcome::Interrupted, class), Step::Stopped);
+            assert_eq!(
+                next_step(&Outcome::Interrupted, class),
+                Step::Stop("the run was stopped".into())
+            );
         }
     }
 
@@ -693,7 +597,10 @@ mod tests {
                 &Outcome::Failed { code: 1 },
                 Class::Fatal("no login".into())
             ),
-            Step::Fatal("no login".into())
+            Step::Fatal {
+                rescue: "the agent CLI cannot work".into(),
+                why: "no login".into()
+            }
         );
     }
 
@@ -705,10 +612,10 @@ mod tests {
         );
         assert_eq!(
             next_step(&Outcome::Success, Class::TaskFailed),
-            Step::Fail {
-                rescue: "the session reported an error".into(),
-                note: "the session exited 0 but its result says it failed".into(),
-            }
+            Step::fail(
+                "the session reported an error",
+                "the session exited 0 but its result says it failed",
+            )
         );
     }
 
@@ -719,11 +626,129 @@ mod tests {
             Outcome::TimedOut,
             Outcome::Killed { signal: 9 },
         ] {
-            let Step::Fail { rescue, note } = next_step(&outcome, Class::Success) else {
+            let Step::Fail { rescue, note, .. } = next_step(&outcome, Class::Success) else {
                 panic!("{outcome} is no failed attempt");
             };
             assert_eq!(note, outcome.to_string());
             assert_eq!(rescue, format!("session {outcome}"));
         }
+    }
+
+    #[test]
+    fn a_lost_claim_comes_before_everything_else() {
+        let outcome = Outcome::Success;
+        let f = Facts {
+            lost: true,
+            unstarted: Some(Unstarted::Elsewhere("t0".parse().unwrap())),
+            descends: false,
+            ..facts(&outcome)
+        };
+        assert_eq!(
+            decide(&f),
+            Step::Lose("the claim was taken away while the session ran".into())
+        );
+    }
+
+    #[test]
+    fn an_agent_that_does_not_start_twice_in_a_row_is_a_setup_error() {
+        let outcome = Outcome::Failed { code: 127 };
+        let first = Facts {
+            unstarted: Some(Unstarted::First),
+            ..facts(&outcome)
+        };
+        assert_eq!(decide(&first), Step::Unstarted);
+        let elsewhere = Facts {
+            unstarted: Some(Unstarted::Elsewhere("t0".parse().unwrap())),
+            said: ", saying `nope`",
+            ..facts(&outcome)
+        };
+        assert_eq!(
+            decide(&elsewhere),
+            Step::Fatal {
+                rescue: "the session did not start".into(),
+                why: "it does not start: exited 127 at once on `t0`, then on `t1`, saying `nope`"
+                    .replace("exited 127", &outcome.to_string()),
+            }
+        );
+        // The same task again: that task's failed attempt, by the table.
+        let again = Facts {
+            unstarted: Some(Unstarted::Again),
+            ..facts(&outcome)
+        };
+        assert_eq!(decide(&again), next_step(&outcome, Class::Success));
+    }
+
+    #[test]
+    fn rewritten_history_fails_even_a_successful_session() {
+        let outcome = Outcome::Success;
+        let f = Facts {
+            descends: false,
+            ..facts(&outcome)
+        };
+        assert_eq!(
+            decide(&f),
+            Step::fail(
+                "its history does not descend from where it started",
+                "the session rewrote the history it started on: its HEAD does not descend from 0123456789ab",
+            )
+        );
+        assert_eq!(decide(&facts(&outcome)), Step::Integrate);
+    }
+
+    #[test]
+    fn what_integrating_came_to_decides_what_follows() {
+        let land = |r: Result<Integrated, Interrupt>| landed(r, "main", 20);
+        assert_eq!(land(Ok(Integrated::Pushed)), Step::Done);
+        assert_eq!(
+            land(Err(Interrupt::Lost("reaped".into()))),
+            Step::Lose("the claim was taken away before the push".into())
+        );
+        assert_eq!(
+            land(Err(Interrupt::Stopped)),
+            Step::Stop("the run was stopped during a merge session".into())
+        );
+        assert_eq!(
+            land(Ok(Integrated::Busy)),
+            Step::fail(
+                "could not push: the branch kept moving",
+                "could not push after 20 rounds: `main` kept moving"
+            )
+        );
+        assert_eq!(
+            land(Ok(Integrated::Gated(Verdict::Red {
+                why: "1 test(s) that pass on `main` fail with it".into(),
+                errors: vec!["ERROR: a".into()],
+            }))),
+            Step::Fail {
+                rescue: "the tests turned red".into(),
+                note: "the tests: 1 test(s) that pass on `main` fail with it".into(),
+                detail: vec!["ERROR: a".into()],
+            }
+        );
+        assert_eq!(
+            land(Ok(Integrated::Gated(Verdict::Broken("no sh".into())))),
+            Step::Fatal {
+                rescue: "the tests cannot run".into(),
+                why: "the test gate cannot run: no sh".into()
+            }
+        );
+        assert_eq!(
+            land(Ok(Integrated::Gated(Verdict::Untested("timeout".into())))),
+            Step::fail(
+                "its tests could not be read",
+                "its tests could not be read: timeout"
+            )
+        );
+        assert_eq!(
+            land(Ok(Integrated::Elsewhere(Place::Done))),
+            Step::Elsewhere(Place::Done)
+        );
+        assert_eq!(
+            land(Ok(Integrated::Conflict(vec!["a.rs".into(), "b.rs".into()]))),
+            Step::fail(
+                "could not merge (a.rs, b.rs)",
+                "its work conflicts with `main` in a.rs, b.rs"
+            )
+        );
     }
 }

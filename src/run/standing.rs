@@ -11,10 +11,10 @@ use crate::board::{self, paths};
 use crate::error::Error;
 use crate::git::command::Pushed;
 use crate::names::TaskId;
-use crate::run::agent::Run;
 use crate::run::clone::PrivateClone;
 use crate::run::integrate::{after_rejection, push_rounds};
 use crate::run::roles::{Role, STANDING};
+use crate::run::state::Run;
 
 /// The hub's branch as the arming edits it: the clone, synced under the
 /// hub's push lock, pushed plainly (no claim: the task is new).

@@ -14,9 +14,9 @@ use serde_json::json;
 use crate::claims::record::timestamp;
 use crate::error::Error;
 use crate::names::TaskId;
-use crate::run::agent::{Run, Summary};
 use crate::run::breaker::Breaker;
 use crate::run::settle::End;
+use crate::run::state::{Run, Summary};
 
 /// What the loop keeps of the tasks it settled: the circuit breaker; the
 /// tasks it lost its claim on, and which to leave alone.

@@ -2,7 +2,7 @@
 //! session in the clone while heartbeating its claim, and taking a removed
 //! claim back.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -14,13 +14,13 @@ use crate::claims::liveness::Judge;
 use crate::claims::record::{Claim, Holder};
 use crate::claims::{Attempt, Held, Listed, Reap, StoreError};
 use crate::error::Error;
-use crate::run::agent::Run;
 use crate::run::classify::{self};
 use crate::run::clone::PrivateClone;
+use crate::run::interrupt::Heartbeat;
 use crate::run::prompt;
 use crate::run::session::{self, Outcome, Tick};
-use crate::run::settle::Ran;
 use crate::run::slot::Slot;
+use crate::run::state::Run;
 use crate::run::usage::{self};
 use crate::run::watch::{LogWatch, Retry};
 
@@ -91,6 +91,30 @@ pub(super) fn say_corrupt_once(
     let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
     if said.insert((entry.name.clone(), entry.identity)) {
         run.say(name, &note);
+    }
+}
+
+/// What a session left to settle.
+pub(super) struct Ran {
+    pub(super) attempt: u32,
+    /// The commit the session started from.
+    pub(super) base: String,
+    pub(super) log: PathBuf,
+    pub(super) outcome: Outcome,
+    pub(super) class: classify::Class,
+    /// The claim was taken away while it ran.
+    pub(super) lost: bool,
+    /// It did not start at all (see [`classify::did_not_start`]).
+    pub(super) unstarted: bool,
+}
+
+impl Ran {
+    /// The session did its task: what is left is integration alone, which
+    /// needs the agent no more (it can go on to its next session).
+    pub(super) fn succeeded(&self) -> bool {
+        !self.lost
+            && matches!(self.outcome, Outcome::Success)
+            && self.class == classify::Class::Success
     }
 }
 
@@ -277,7 +301,7 @@ pub(super) fn supervise(
         record: &clone.session_record(),
     };
     let mut lost = false;
-    let mut last_beat = Instant::now();
+    let mut beat = Heartbeat::new(run, held);
     // The CLI retrying its API: the other agents hold off while it does;
     // refused credentials end the session at once.
     let mut watch = LogWatch::new(log);
@@ -301,12 +325,9 @@ pub(super) fn supervise(
                 _ => {}
             }
         }
-        if last_beat.elapsed() >= run.config.heartbeat {
-            last_beat = Instant::now();
-            if let Err(StoreError::Lost { .. }) = run.store.heartbeat(held, SystemTime::now()) {
-                lost = true;
-                return Tick::Stop;
-            }
+        if beat.due().is_err() {
+            lost = true;
+            return Tick::Stop;
         }
         Tick::Continue
     });
