@@ -216,9 +216,8 @@ impl Ctx {
 }
 
 /// A hub given by path: an existing directory that is a git repository's
-/// top (design notes, protocol item 10): farm writes `current_tasks/` and
-/// `.farm/` into it, so a stray `--hub /` or a subdirectory is refused
-/// before anything is written.
+/// top: farm writes `current_tasks/` and `.farm/` into it, so a stray
+/// `--hub /` or a subdirectory is refused before anything is written.
 fn check_hub(path: &Path) -> Result<PathBuf, Error> {
     match std::fs::metadata(path) {
         Ok(m) if m.is_dir() && !is_repository(path) => Err(Error::usage(format!(

@@ -465,8 +465,8 @@ Description in markdown…
         assert_eq!(parse_as("x", "+++\ntitle = \"Do x\"\n+++").unwrap(), t);
     }
 
-    /// Labels (issue 13: what roles pick by) are read in the order written
-    /// and written back after `after`.
+    /// Labels (what roles pick by) are read in the order written and
+    /// written back after `after`.
     #[test]
     fn labels_are_read_and_written_back() {
         let text = "+++\ntitle = \"Do x\"\nlabels = [\"test\", \"docs\"]\n+++\n";

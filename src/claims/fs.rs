@@ -29,25 +29,27 @@
 //! it; if it is not (someone forced it away and the task was claimed again),
 //! the newcomer's file is linked back.
 //!
-//! **Fencing** (design notes, MUST 5 and 11). A holder publishes its work
-//! only after checking, under its lock, that the claim is still its own
-//! inode; no other farm process can take a locked claim (reapers need the
-//! lock; only `release --force` does not, by the user's explicit choice).
-//! What remains is the push in flight: `git push`, and on this machine the
-//! hub's `receive-pack` and hooks it starts, may outlive a holder killed
-//! with SIGKILL and still update the branch afterwards — while the claim,
-//! its holder dead, would read as reapable, and a second agent would do the
-//! task again. So the claim's locked file is inherited by every process of
-//! the push (`Repo::push_refs_holding`): `flock` belongs to the open file,
-//! not the process, and stays held until the last process that has it open
-//! exits. A reaper therefore cannot take a claim while any process that
-//! could still land its holder's push is alive; once they are all gone, the
-//! branch shows whatever landed, and a later claimer reads the task from it
-//! (done, or still pending). The same holds while the holder lives but its
-//! `git push` was killed: the push is repeated only after all its processes
-//! are gone, and a push that had landed then reports the ref as up to date.
-//! (A hook that leaves a daemon holding open the files it inherited keeps
-//! a dead holder's claim alive until that daemon exits: safe, not quick.)
+//! **Fencing.** A holder whose claim was taken must not publish as if it
+//! still held the task — nor may a push it started before. A holder
+//! publishes its work only after checking, under its lock, that the claim
+//! is still its own inode; no other farm process can take a locked claim
+//! (reapers need the lock; only `release --force` does not, by the user's
+//! explicit choice). What remains is the push in flight: `git push`, and on
+//! this machine the hub's `receive-pack` and hooks it starts, may outlive a
+//! holder killed with SIGKILL and still update the branch afterwards —
+//! while the claim, its holder dead, would read as reapable, and a second
+//! agent would do the task again. So the claim's locked file is inherited
+//! by every process of the push (`Repo::push_refs_holding`): `flock`
+//! belongs to the open file, not the process, and stays held until the last
+//! process that has it open exits. A reaper therefore cannot take a claim
+//! while any process that could still land its holder's push is alive; once
+//! they are all gone, the branch shows whatever landed, and a later claimer
+//! reads the task from it (done, or still pending). The same holds while
+//! the holder lives but its `git push` was killed: the push is repeated
+//! only after all its processes are gone, and a push that had landed then
+//! reports the ref as up to date. (A hook that leaves a daemon holding open
+//! the files it inherited keeps a dead holder's claim alive until that
+//! daemon exits: safe, not quick.)
 //!
 //! `release --force` needs no lock, so the claim's lock alone does not
 //! fence it: past the holder's check, a push in flight would land after
@@ -231,7 +233,7 @@ impl FsStore {
     /// Total for anything that is there: what is not a readable claim file (a
     /// symlink, a directory, a fifo, a socket, a file that cannot be opened
     /// or read) is listed as corrupt with why, so that one such entry never
-    /// hides or blocks the others (design notes, protocol item 10).
+    /// hides or blocks the others.
     fn read_entry(&self, name: &str, path: &Path) -> Result<Option<Listed>, StoreError> {
         Ok(self
             .read_entry_in(None, name, path)?

@@ -1,7 +1,7 @@
 //! Is a claim's holder alive? A pure judgement of one listed claim, a clock and
 //! a process probe — no filesystem, so every rule is unit-tested.
 //!
-//! The rules (design notes, protocol item 3):
+//! The rules (`docs/claims.md` says them for users):
 //! - A claim made on this host by a holder process is **alive** iff that
 //!   process still runs: same boot, same pid, same start time. Otherwise it is
 //!   **dead**, at once — no age needed. A live local holder is never stale: its
@@ -186,9 +186,9 @@ impl Judge<'_> {
 }
 
 /// What a run says, once, when a claim it cannot take yet is corrupt: the
-/// task waits on it, silently otherwise (design notes, protocol item 10).
-/// `None` for any other verdict. The run itself takes such a claim once it
-/// is older than its `stale_after`, as `farm reap --older-than` does.
+/// task would otherwise wait on it without a word. `None` for any other
+/// verdict. The run itself takes such a claim once it is older than its
+/// `stale_after`, as `farm reap --older-than` does.
 pub fn waiting_on(name: &str, verdict: &Verdict, stale_after: Duration) -> Option<String> {
     if verdict.state != State::Corrupt || verdict.reapable {
         return None;

@@ -2,7 +2,7 @@
 //! `current_tasks/.read-cache`: a listing of 10,000 claims then looks at
 //! each file (one system call) instead of opening, reading and closing it
 //! (three more), and `farm locks` stays under 100 ms on a busy machine
-//! (issue 11).
+//! (`benches/README.md`, 'Board scale').
 //!
 //! A kept read is used only while the file is the same inode, of the same
 //! size, with the same change time: every write to it, every rename onto its

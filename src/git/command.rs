@@ -1317,9 +1317,9 @@ mod tests {
         assert_eq!(fourth, work.run(["rev-parse", "HEAD"]).ok());
     }
 
-    /// Regression (issue 10, item 11): git's error lines were cut to the
-    /// last line, mid-sentence ("remove the file manually to continue."),
-    /// losing the very file that was in the way.
+    /// Regression: git's error lines were cut to the last line,
+    /// mid-sentence ("remove the file manually to continue."), losing the
+    /// very file that was in the way.
     #[test]
     fn a_real_git_failure_is_said_whole() {
         let tmp = tempfile::tempdir().unwrap();

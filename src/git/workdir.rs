@@ -820,10 +820,10 @@ mod tests {
         assert_eq!(r.run(["rev-parse", "work"]).unwrap(), before);
     }
 
-    /// Regression (issue 10, item 4): libgit2 cannot read git's split
-    /// index; a clone's index read as empty made `clean` remove every
-    /// tracked file. Split by its config, or by hand with no config at all
-    /// (git then keeps it split), the clone is left to git.
+    /// Regression: libgit2 cannot read git's split index; a clone's index
+    /// read as empty made `clean` remove every tracked file. Split by its
+    /// config, or by hand with no config at all (git then keeps it split),
+    /// the clone is left to git.
     #[test]
     fn a_split_index_is_left_to_git() {
         let tmp = tempfile::tempdir().unwrap();

@@ -1,6 +1,7 @@
 //! The circuit breaker: an agent whose sessions fail again and again with
 //! nothing done pauses before its next claim, for twice as long each time it
-//! trips (MUST 13: a wait that lifts, not a loop that burns attempts).
+//! trips: a wait that lifts, not a loop that burns attempts (no path of the
+//! loop may run sessions again and again without counting or pausing).
 //!
 //! Pure: it counts and says when to pause and for how long; the loop says
 //! so, journals it and waits.

@@ -473,7 +473,7 @@ fn parse_usd(text: &str) -> Result<f64, String> {
 
 /// The agents' names: `--name` (default: this host's name), with `-j N`
 /// NAME-1 … NAME-N. Each names a clone and a log directory, so each must be
-/// a name by the task-id rule (design notes, protocol item 10), never a path.
+/// a name by the task-id rule (`crate::names`), never a path.
 fn agent_names(name: Option<&str>, host: &str, jobs: usize) -> Result<Vec<String>, Error> {
     let base = name.unwrap_or(host);
     let names: Vec<String> = if jobs == 1 {
@@ -549,8 +549,8 @@ mod tests {
         resolve(flags, settings, &world)
     }
 
-    /// Issue 13: without -j the roles say which agents run (over farm.toml's
-    /// `jobs`); -j runs plain agents.
+    /// Without -j the roles say which agents run (over farm.toml's `jobs`);
+    /// -j runs plain agents.
     #[test]
     fn roles_name_the_agents_unless_j_is_given() {
         let toml = "agent = \"sh\"\njobs = 5\n[roles.docs]\n[roles.default]\nagents = 2\n";

@@ -1,10 +1,10 @@
-//! The test gate (issue 13): the project's tests run on the very tree a
-//! session's work is about to be pushed as, after the rebase or merge and
-//! before the push (under the hub's push lock, when it has one: the tree
-//! tested is the tree pushed). A change that turns red a test that passes
-//! on the branch, or leaves fewer tests passing, does not land: the attempt
-//! fails, its work goes to a rescue branch, and the `ERROR:` lines go into
-//! the attempt's note for the next session.
+//! The test gate: the project's tests run on the very tree a session's work
+//! is about to be pushed as, after the rebase or merge and before the push
+//! (under the hub's push lock, when it has one: the tree tested is the tree
+//! pushed). A change that turns red a test that passes on the branch, or
+//! leaves fewer tests passing, does not land: the attempt fails, its work
+//! goes to a rescue branch, and the `ERROR:` lines go into the attempt's
+//! note for the next session.
 //!
 //! What the branch passes is the result kept when its tree was last tested
 //! ([`results`]): each gated push keeps its own, so the baseline costs no

@@ -1,9 +1,9 @@
-//! The progress document (issue 13): `PROGRESS.md` (`progress` in
-//! farm.toml) on the branch, which a fresh session reads to pick up where
-//! the last one was — the tests on the branch (the aggregate, and the first
-//! `ERROR:` lines), and one line per integrated task (time, task, agent,
-//! passing tests before → after). Bounded: past [`KEEP`] lines the oldest
-//! are folded into a count, so that it never floods a session's context.
+//! The progress document: `PROGRESS.md` (`progress` in farm.toml) on the
+//! branch, which a fresh session reads to pick up where the last one was —
+//! the tests on the branch (the aggregate, and the first `ERROR:` lines),
+//! and one line per integrated task (time, task, agent, passing tests
+//! before → after). Bounded: past [`KEEP`] lines the oldest are folded into
+//! a count, so that it never floods a session's context.
 //!
 //! farm writes it in the commit it pushes, on top of the work, after the
 //! gate (see [`integrate`](super::integrate)): under the push lock the

@@ -1,10 +1,9 @@
-//! Roles (issue 13): agents with a speciality. `[roles.<name>]` in
-//! farm.toml gives a role its number of agents, its own prompt template,
-//! the tasks it may claim (by label, `label:docs`, or by id glob,
-//! `id:docs-*`; none: every task), and a standing task — work re-armed
-//! whenever the role has nothing else to do ("improve one thing about the
-//! code's quality"). `farm run` without `-j` starts the roles' agents, named
-//! `<name>-<role>-<n>`.
+//! Roles: agents with a speciality. `[roles.<name>]` in farm.toml gives a
+//! role its number of agents, its own prompt template, the tasks it may
+//! claim (by label, `label:docs`, or by id glob, `id:docs-*`; none: every
+//! task), and a standing task — work re-armed whenever the role has nothing
+//! else to do ("improve one thing about the code's quality"). `farm run`
+//! without `-j` starts the roles' agents, named `<name>-<role>-<n>`.
 //!
 //! A standing task is an ordinary task, `standing-<role>-<n>`, labelled
 //! `standing` and the role's name; only that role's agents claim it. It is

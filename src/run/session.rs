@@ -454,9 +454,9 @@ mod tests {
         vec!["sh".into(), "-c".into(), script.into(), "agent".into()]
     }
 
-    /// Issue 14, item 4: every session log has a header (task, attempt,
-    /// agent, start, command) and a footer (how it ended, after how long) —
-    /// also a session that printed nothing (such logs were 0 bytes).
+    /// Every session log has a header (task, attempt, agent, start,
+    /// command) and a footer (how it ended, after how long) — also a
+    /// session that printed nothing (such logs were 0 bytes).
     #[test]
     fn a_log_has_a_header_and_a_footer_apart_from_the_agents_output() {
         let tmp = tempfile::tempdir().unwrap();

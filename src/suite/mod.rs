@@ -1,6 +1,6 @@
-//! The project's own test suite, as farm understands it (issue 13): the
-//! `[tests]` table of `farm.toml` ([`Suite`]), running its command in a
-//! clone ([`run`](mod@run)), and reading what it reports into test cases
+//! The project's own test suite, as farm understands it: the `[tests]`
+//! table of `farm.toml` ([`Suite`]), running its command in a clone
+//! ([`run`](mod@run)), and reading what it reports into test cases
 //! ([`report`]) in one of four formats: JUnit XML ([`junit`]), libtest's
 //! JSON lines ([`libtest`]), TAP ([`tap`]), or lines matched by patterns
 //! ([`lines`]). A failing test is a normal outcome; a report that is

@@ -1,8 +1,8 @@
-//! Failing tests as tasks (issue 13): one task per failing test — or per
-//! file, suite or name prefix — labelled `test`, with an id derived from
-//! the test's name, so that the same failure always makes the same id and
-//! a second refresh adds nothing; and a test task whose tests all pass now
-//! is closed (`tasks/done/`, "passes on <branch> at <sha>").
+//! Failing tests as tasks: one task per failing test — or per file, suite
+//! or name prefix — labelled `test`, with an id derived from the test's
+//! name, so that the same failure always makes the same id and a second
+//! refresh adds nothing; and a test task whose tests all pass now is closed
+//! (`tasks/done/`, "passes on <branch> at <sha>").
 //!
 //! Which tests a task stands for is written in its description, in a line
 //! of its own that renders as nothing ([`MARK`]): the task is closed by
