@@ -1,7 +1,7 @@
-//! farm against the real agent CLIs (issue 15): each CLI installed from its
-//! registry into a cache directory, pointed at a scripted model server on
-//! loopback (`model_server.py`), and driven by `farm run`. A task's
-//! description carries what the "model" does (see the server's docstring).
+//! farm against the real agent CLIs: each CLI installed from its registry
+//! into a cache directory, pointed at a scripted model server on loopback
+//! (`model_server.py`), and driven by `farm run`. A task's description
+//! carries what the "model" does (see the server's docstring).
 //!
 //! Its own test binary, behind the `real-clis` feature, so that `cargo
 //! test` stays fast: `cargo test --locked --features real-clis --test clis`

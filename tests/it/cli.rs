@@ -143,7 +143,7 @@ fn locks_json_is_stable_for_scripts() {
     assert_eq!(claim["task"], "gone");
 }
 
-/// Issue 11: a listing of many claims keeps what it read (in
+/// A listing of many claims keeps what it read (in
 /// `current_tasks/.read-cache`), and the next one reads again exactly the
 /// files that changed since — rewritten in place at the same size, or
 /// removed and made again — whatever the cache file holds.
@@ -455,9 +455,9 @@ fn help_has_examples() {
     }
 }
 
-/// Issue 14, item 5: completions for every shell clap_complete knows, made
-/// from the command line itself; the bash one is valid bash and completes
-/// the subcommands and a subcommand's flags.
+/// Completions for every shell clap_complete knows, made from the command
+/// line itself; the bash one is valid bash and completes the subcommands
+/// and a subcommand's flags.
 #[test]
 fn completions_for_each_shell_name_the_commands() {
     let env = Env::new();
@@ -498,7 +498,7 @@ fn completions_for_each_shell_name_the_commands() {
     assert!(out.stderr.contains("possible values: bash"), "{out:#?}");
 }
 
-/// Issue 14, item 5: a manual page for farm and one per command.
+/// A manual page for farm and one per command.
 #[test]
 fn man_pages_for_farm_and_each_command() {
     let env = Env::new();
@@ -526,8 +526,8 @@ fn man_pages_for_farm_and_each_command() {
     );
 }
 
-/// Issue 14, item 5: `run --help` lists the global flags apart from run's
-/// own, and says the defaults of -j, --timeout and --stale-after.
+/// `run --help` lists the global flags apart from run's own, and says the
+/// defaults of -j, --timeout and --stale-after.
 #[test]
 fn run_help_groups_global_flags_and_shows_defaults() {
     let env = Env::new();

@@ -1,6 +1,8 @@
 //! `farm run` against agents and hubs that misbehave: every path of the
-//! loop makes progress or counts (DESIGN.md, MUST 13). Each test bounds the
-//! run with a timeout: a loop that spins or waits for ever fails it.
+//! loop makes progress or counts: none runs sessions, pushes rescue
+//! branches or retries without counting an attempt, pausing or stopping.
+//! Each test bounds the run with a timeout: a loop that spins or waits for
+//! ever fails it.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -19,13 +21,13 @@ fn sessions_of(env: &Env, task: &str) -> usize {
         .count()
 }
 
-/// Regression (issue 10, item 4): an agent that deletes its own claim file
-/// from the hub made farm run 391 sessions in 20 s, push 389 rescue branches
-/// and count no attempt. Removing the claim is the session's failure: each
-/// session counts an attempt (noted on the board), its work is rescued
-/// once, and the task ends in `tasks/failed/` — whether the session went on
-/// to succeed (`k1`, the loss is seen at the push) or to fail (`k2`, seen
-/// when the failed attempt is recorded).
+/// Regression: an agent that deletes its own claim file from the hub made
+/// farm run 391 sessions in 20 s, push 389 rescue branches and count no
+/// attempt. Removing the claim is the session's failure: each session
+/// counts an attempt (noted on the board), its work is rescued once, and
+/// the task ends in `tasks/failed/` — whether the session went on to
+/// succeed (`k1`, the loss is seen at the push) or to fail (`k2`, seen when
+/// the failed attempt is recorded).
 #[test]
 fn an_agent_that_removes_its_own_claim_fails_its_attempts_and_stops() {
     let env = Env::git_hub(&[]);
@@ -78,13 +80,12 @@ if [ "$FARM_TASK" = k2 ]; then exit 3; fi
     assert_hub_sound(&env);
 }
 
-/// Regression (issue 10, item 4): a claim taken over by another holder
-/// counts no attempt (the task is theirs) — but an agent whose claim on one
-/// task is taken over again and again would run sessions on it for ever,
-/// counting nothing. Here each session replaces its own claim with one of a
-/// holder on another host, which is reaped as stale a little later: after
-/// the second take-over the agent leaves the task to the others, and the
-/// run ends.
+/// Regression: a claim taken over by another holder counts no attempt (the
+/// task is theirs) — but an agent whose claim on one task is taken over
+/// again and again would run sessions on it for ever, counting nothing.
+/// Here each session replaces its own claim with one of a holder on another
+/// host, which is reaped as stale a little later: after the second
+/// take-over the agent leaves the task to the others, and the run ends.
 #[test]
 fn an_agent_whose_claim_is_taken_over_twice_leaves_the_task() {
     let env = Env::git_hub(&[]);
@@ -145,12 +146,12 @@ fn unstartable(env: &Env, bad: &str, mode: &str) -> String {
     path.display().to_string()
 }
 
-/// Regression (issue 10, item 7): an agent that cannot start burned every
-/// task into `tasks/failed/` and the run exited 0. Exit 127 (its
-/// interpreter is missing) or 126 (not executable, here behind a shell) on
-/// two different tasks in a row is a setup error: the run stops with one
-/// message, no attempt counted, no task moved. (A file that is not
-/// executable at all is refused before anything starts.)
+/// Regression: an agent that cannot start burned every task into
+/// `tasks/failed/` and the run exited 0. Exit 127 (its interpreter is
+/// missing) or 126 (not executable, here behind a shell) on two different
+/// tasks in a row is a setup error: the run stops with one message, no
+/// attempt counted, no task moved. (A file that is not executable at all is
+/// refused before anything starts.)
 #[test]
 fn an_agent_that_cannot_start_stops_the_run_with_no_attempt_counted() {
     /// What is wrong, the file's text and mode, how `--agent` runs its
@@ -215,10 +216,10 @@ fn an_agent_that_cannot_start_stops_the_run_with_no_attempt_counted() {
     }
 }
 
-/// Regression (issue 10, item 8): an agent that reset its clone to the root
-/// commit and committed made ~20 rejected pushes per task, then main held
-/// both `tasks/k1.md` and `tasks/done/k1.md`. A session whose branch does
-/// not descend from the commit it started on is a failed attempt, its work
+/// Regression: an agent that reset its clone to the root commit and
+/// committed made ~20 rejected pushes per task, then main held both
+/// `tasks/k1.md` and `tasks/done/k1.md`. A session whose branch does not
+/// descend from the commit it started on is a failed attempt, its work
 /// rescued; the board never holds a task in two places.
 #[test]
 fn an_agent_that_rewrites_history_fails_its_attempt_and_the_board_stays_whole() {
@@ -254,10 +255,10 @@ git commit -q -m rewritten
     assert_hub_sound(&env);
 }
 
-/// Regression (issue 10, item 11): a user editing a tracked file in the
-/// hub's work tree while sessions ran made the run die ("the hub refused the
-/// push … unstaged changes"). The push waits until the work tree is clean
-/// again, says so once, and the run finishes.
+/// Regression: a user editing a tracked file in the hub's work tree while
+/// sessions ran made the run die ("the hub refused the push … unstaged
+/// changes"). The push waits until the work tree is clean again, says so
+/// once, and the run finishes.
 #[test]
 fn a_dirty_hub_work_tree_delays_the_push_and_the_run_finishes() {
     let env = Env::git_hub(&[("tracked.txt", "original\n")]);
@@ -296,9 +297,9 @@ git commit -q -m w1
     assert_hub_sound(&env);
 }
 
-/// Regression (issue 10, item 11): after the last task failed, the run
-/// waited out a circuit-breaker pause before exiting. With nothing left to
-/// claim it exits at once (the pause is 30 s; the guard 20 s).
+/// Regression: after the last task failed, the run waited out a
+/// circuit-breaker pause before exiting. With nothing left to claim it
+/// exits at once (the pause is 30 s; the guard 20 s).
 #[test]
 fn the_last_failure_does_not_wait_out_the_breaker() {
     let env = Env::git_hub(&[]);
@@ -318,7 +319,7 @@ fn the_last_failure_does_not_wait_out_the_breaker() {
     assert!(!out.stderr.contains("pausing"), "{out:#?}");
 }
 
-/// Regression (issue 10, item 11): a task whose front matter says
+/// Regression: a task whose front matter says
 /// `attempts = 5, max_attempts = 3` ran as "attempt 6 of 3". It is out of
 /// attempts already: moved to `tasks/failed/` with a note, no session run.
 #[test]
@@ -430,7 +431,7 @@ fn run_with_git_killed_once_leaving(
     out
 }
 
-/// Regression (issue 10, chaos suite): the `git ls-remote` with which farm
+/// Regression (found by the chaos suite): the `git ls-remote` with which farm
 /// checks a hub given by URL, killed by a signal, made a restarted farm exit
 /// 2 ("cannot reach hub …: git was killed by signal 9"): a killed git is no
 /// answer from the hub. It is run again, and the run does its task.
@@ -452,11 +453,12 @@ fn a_killed_ls_remote_of_a_url_hub_is_run_again() {
     );
 }
 
-/// Regression (issue 10, chaos suite, seed 1796113524439733115 round 5):
-/// the shallow fetch of a URL hub's tip that reads its farm.toml, killed
-/// half-way, left `shallow.lock` in the scratch repository, and the fetch
-/// run again in it failed on that lock: farm exited 2 and loop.sh gave up.
-/// Each try fetches into a new scratch repository.
+/// Regression (found by the chaos suite in round 5 of seed
+/// `1796113524439733115`): the shallow fetch of a URL hub's tip that reads
+/// its farm.toml, killed half-way, left `shallow.lock` in the scratch
+/// repository, and the fetch run again in it failed on that lock: farm
+/// exited 2 and loop.sh gave up. Each try fetches into a new scratch
+/// repository.
 #[test]
 fn a_killed_fetch_of_a_url_hub_s_tip_is_run_again_elsewhere() {
     let env = Env::git_hub(&[]);
@@ -482,7 +484,7 @@ fn a_killed_fetch_of_a_url_hub_s_tip_is_run_again_elsewhere() {
     );
 }
 
-/// Regression (issue 10, chaos suite): a git of farm's that only reads —
+/// Regression (found by the chaos suite): a git of farm's that only reads —
 /// found on the `git ls-tree` that read `farm.toml` on the hub's branch as
 /// the run started (now read in-process); here the `git rev-parse` that
 /// asks whether the hub is bare as it is opened — killed by a signal made
@@ -506,7 +508,7 @@ fn a_killed_read_of_the_hubs_branch_is_run_again() {
     );
 }
 
-/// Regression (issue 10, chaos suite): a git command of farm's killed by a
+/// Regression (found by the chaos suite): a git command of farm's killed by a
 /// signal in its clone (there, its commit of a merge session; here, the
 /// checkout of the branch as the new clone is first reset to it) made farm
 /// exit 1 ("git was killed by signal 9", with a hint that the hub did not
@@ -539,7 +541,7 @@ fn a_killed_git_of_farms_in_its_clone_is_run_again() {
     assert_hub_sound(&env);
 }
 
-/// Regression (issue 10, chaos suite): a git command of farm's that is not
+/// Regression (found by the chaos suite): a git command of farm's that is not
 /// simply run again — here, the setting of the clone's identity as it is
 /// first opened; in the suite, a merge — killed by a signal ended the
 /// agent's loop and made farm exit 1. The loop
@@ -577,7 +579,7 @@ fn a_killed_git_of_farms_does_not_end_the_run() {
     assert_hub_sound(&env);
 }
 
-/// Regression (issue 10, chaos suite): the git claim store's fetch of
+/// Regression (found by the chaos suite): the git claim store's fetch of
 /// `farm/claims` killed by a signal was an error with nothing said (its
 /// failure was not marked as a killed git, so not tried again), and farm
 /// exited 1. It is tried again like a fetch the hub did not answer.
@@ -637,13 +639,13 @@ const SPLIT_INDEX: [(&str, &str); 3] = [
     ("GIT_CONFIG_VALUE_0", "true"),
 ];
 
-/// Regression (issue 10, item 4): with `core.splitIndex=true`, libgit2 (which
-/// cannot read a split index: its `link` extension is "mandatory") re-read
-/// the clone's index as empty, farm's in-process `clean` removed every
-/// tracked file as untracked, and the loop said "`split` is not ready on the
-/// branch; looking again" ~2,100 times in 4 s, never running a session.
-/// Both ways in: a clone made while the split index is on (`split`), and a
-/// clone an earlier run made without it, opened with it on (`later`).
+/// Regression: with `core.splitIndex=true`, libgit2 (which cannot read a
+/// split index: its `link` extension is "mandatory") re-read the clone's
+/// index as empty, farm's in-process `clean` removed every tracked file as
+/// untracked, and the loop said "`split` is not ready on the branch;
+/// looking again" ~2,100 times in 4 s, never running a session. Both ways
+/// in: a clone made while the split index is on (`split`), and a clone an
+/// earlier run made without it, opened with it on (`later`).
 #[test]
 fn a_split_index_leaves_the_clone_whole_and_the_task_is_done() {
     let env = Env::git_hub(&[]);
@@ -688,15 +690,14 @@ fn a_split_index_leaves_the_clone_whole_and_the_task_is_done() {
     assert_hub_sound(&env);
 }
 
-/// Regression (issue 10, item 4): a task the board calls ready (read from
-/// the branch's tree) that the clone calls not ready (read from its work
-/// tree), with nothing changed on the branch between two looks, was claimed,
-/// released and looked at again without bound ("not ready ... looking
-/// again" ~2,100 times in 4 s with a split index). Here the clone's sparse
-/// checkout keeps `tasks/stuck.md` out of its work tree, for good: the loop
-/// re-syncs the clone once, then stops the run with one error naming the
-/// task and what disagrees, within a few looks. (On main it spun until
-/// killed.)
+/// Regression: a task the board calls ready (read from the branch's tree)
+/// that the clone calls not ready (read from its work tree), with nothing
+/// changed on the branch between two looks, was claimed, released and
+/// looked at again without bound ("not ready ... looking again" ~2,100
+/// times in 4 s with a split index). Here the clone's sparse checkout keeps
+/// `tasks/stuck.md` out of its work tree, for good: the loop re-syncs the
+/// clone once, then stops the run with one error naming the task and what
+/// disagrees, within a few looks. (On main it spun until killed.)
 #[test]
 fn a_task_the_clone_never_sees_ready_stops_the_run() {
     let env = Env::git_hub(&[]);
@@ -736,10 +737,10 @@ fn a_task_the_clone_never_sees_ready_stops_the_run() {
 
 /// A `farm init` hub whose work tree a push is updating (receive-pack with
 /// `updateInstead` writes the files before it moves the ref): a farm that
-/// starts then sees tracked files differ from HEAD. Regression (issue 10,
-/// chaos suite, Init hub): it exited 2, "hub … has uncommitted changes to
-/// tracked files". The pushes in flight hold the hub's push lock; farm
-/// judges the work tree once they let go, and runs.
+/// starts then sees tracked files differ from HEAD. Regression (found by
+/// the chaos suite, on an Init hub): it exited 2, "hub … has uncommitted
+/// changes to tracked files". The pushes in flight hold the hub's push
+/// lock; farm judges the work tree once they let go, and runs.
 #[test]
 fn a_hub_work_tree_mid_push_is_judged_once_the_push_settles() {
     let env = Env::git_hub(&[("README", "x\n")]);

@@ -1,7 +1,7 @@
-//! Fencing under faults (issue 10, items 1 and 10; DESIGN.md MUST 8 and 11):
-//! a farm killed with SIGKILL while its push waits on the hub must not let
-//! a second agent do the task again, and nothing a session started may
-//! outlive the farm that ran it.
+//! Fencing under faults (`docs/claims.md`, "Fencing"): a farm killed with
+//! SIGKILL while its push waits on the hub must not let a second agent do
+//! the task again, and nothing a session started may outlive the farm that
+//! ran it.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -105,8 +105,8 @@ enum Kill {
 /// The push lands after `b` has had every chance to take the claim; `t1`
 /// must be done exactly once on main, worked once, and nothing rescued.
 ///
-/// Regression (issue 10, item 1): the claim read dead and was reaped, `b`
-/// did `t1` again, and main held two `do t1` commits.
+/// Regression: the claim read dead and was reaped, `b` did `t1` again, and
+/// main held two `do t1` commits.
 fn killed_mid_push(kill: Kill) {
     let env = Env::git_hub(&[("README", "x\n")]);
     let l = env.tmp.path().join("marks");
@@ -215,9 +215,9 @@ fn a_push_in_flight_when_farm_dies_lands_before_its_claim_can_be_reaped() {
     killed_mid_push(Kill::Farm);
 }
 
-/// Regression (issue 10, found by the chaos suite): the restarted farm
-/// rescued the clone's commits to `farm/rescue/orphan/…` while the push it
-/// had left was still landing them on main.
+/// Regression (found by the chaos suite): the restarted farm rescued the
+/// clone's commits to `farm/rescue/orphan/…` while the push it had left was
+/// still landing them on main.
 #[test]
 fn a_restarted_farm_does_not_rescue_what_its_last_push_is_landing() {
     killed_mid_push(Kill::FarmRestarted);
@@ -236,11 +236,11 @@ fn a_killed_push_is_settled_before_farm_decides_what_landed() {
     killed_mid_push(Kill::Push);
 }
 
-/// Regression (issue 10, item 10): an agent that starts a child in the
-/// background (here `sleep`, in its own process group's reach but not the
-/// parent-death signal's) left it running after farm was SIGKILLed, until
-/// the next farm in that clone. Everything the session started must be gone
-/// within moments of farm's death, with no farm started after it.
+/// Regression: an agent that starts a child in the background (here
+/// `sleep`, in its own process group's reach but not the parent-death
+/// signal's) left it running after farm was SIGKILLed, until the next farm
+/// in that clone. Everything the session started must be gone within
+/// moments of farm's death, with no farm started after it.
 #[test]
 fn a_sessions_children_die_with_a_sigkilled_farm() {
     let env = Env::git_hub(&[("README", "x\n")]);
@@ -298,8 +298,8 @@ fn a_sessions_children_die_with_a_sigkilled_farm() {
 /// and every later farm then refuses the hub ("uncommitted changes") — the
 /// chaos suite saw that. Both land here, the work tree clean.
 ///
-/// Regression (issue 10, found by the chaos suite): `b`'s push overtook
-/// the one `a` left, which the hub then refused: `t1` was not done.
+/// Regression (found by the chaos suite): `b`'s push overtook the one `a`
+/// left, which the hub then refused: `t1` was not done.
 #[test]
 fn a_push_left_by_a_killed_farm_keeps_the_hubs_push_lock() {
     let env = Env::git_hub(&[("README", "x\n")]);

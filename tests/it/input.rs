@@ -1,7 +1,7 @@
-//! Bad input and corrupt claims (design notes, protocol item 10): names that
-//! are paths, hubs that are not repositories, and whatever else lies in
-//! `current_tasks/` — each refused or reported with a clear error, and
-//! nothing written where it should not be.
+//! Bad input and corrupt claims: names that are paths, hubs that are not
+//! repositories, and whatever else lies in `current_tasks/` — each refused
+//! or reported with a clear error, and nothing written where it should not
+//! be.
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -32,9 +32,9 @@ fn age(path: &Path, by: Duration) {
     f.set_modified(SystemTime::now() - by).unwrap();
 }
 
-/// Regression (issue 10, item 5): `farm run --name ../../../ESCAPED` made
-/// clones next to the hub and committed a session log to main. An agent name
-/// follows the task-id rule: refused as bad usage before anything is written.
+/// Regression: `farm run --name ../../../ESCAPED` made clones next to the
+/// hub and committed a session log to main. An agent name follows the
+/// task-id rule: refused as bad usage before anything is written.
 #[test]
 fn run_refuses_an_agent_name_that_is_a_path() {
     let env = Env::git_hub(&[]);
@@ -73,7 +73,7 @@ fn run_refuses_an_agent_name_that_is_a_path() {
     assert_eq!(env.git(["rev-parse", "main"]), before);
 }
 
-/// Regression (issue 10, item 5): `farm claim --agent ../x/y` was accepted.
+/// Regression: `farm claim --agent ../x/y` was accepted.
 #[test]
 fn claim_and_release_refuse_an_agent_name_that_is_a_path() {
     let env = Env::new();
@@ -93,9 +93,9 @@ fn claim_and_release_refuse_an_agent_name_that_is_a_path() {
     assert!(!env.claims().exists(), "{:?}", tree(&env.hub));
 }
 
-/// Regression (issue 10, item 5): `farm --hub / claim c1` created
-/// `/current_tasks/c1.txt`. Every command that takes a hub checks that it
-/// is a git repository before touching it.
+/// Regression: `farm --hub / claim c1` created `/current_tasks/c1.txt`.
+/// Every command that takes a hub checks that it is a git repository before
+/// touching it.
 #[test]
 fn a_hub_that_is_not_a_git_repository_is_refused_and_left_untouched() {
     let env = Env::new();
@@ -137,10 +137,10 @@ fn a_hub_that_is_not_a_git_repository_is_refused_and_left_untouched() {
     assert_eq!(tree(&sub), Vec::<String>::new());
 }
 
-/// Regression (issue 10, item 6): a directory named `b.txt` in
-/// `current_tasks/` made `farm reap` fail at it and reap nothing after it.
-/// Now it is listed as corrupt, and a reap takes the dead claim before it,
-/// the directory itself and the garbage file after it, and exits 0.
+/// Regression: a directory named `b.txt` in `current_tasks/` made
+/// `farm reap` fail at it and reap nothing after it. Now it is listed as
+/// corrupt, and a reap takes the dead claim before it, the directory itself
+/// and the garbage file after it, and exits 0.
 #[test]
 fn reap_takes_dead_corrupt_and_directory_claims_alike() {
     let env = Env::new();
@@ -205,8 +205,8 @@ fn reap_takes_dead_corrupt_and_directory_claims_alike() {
     assert_eq!(locks["claims"], serde_json::json!([]));
 }
 
-/// Regression (issue 10, item 6): `farm release b --force` failed on a
-/// directory `b.txt`; a socket or a fifo there must not break anything either.
+/// Regression: `farm release b --force` failed on a directory `b.txt`; a
+/// socket or a fifo there must not break anything either.
 #[test]
 fn release_force_takes_a_directory_or_a_special_file() {
     let env = Env::new();
@@ -248,10 +248,10 @@ fn release_force_takes_a_directory_or_a_special_file() {
     env.farm(["claim", "b"]).run().success();
 }
 
-/// Regression (issue 10, item 6): a run waited silently, forever, on a task
-/// whose claim file is a directory (and silently for up to --stale-after on
-/// an empty one). It says once what it waits on, takes the claim once it is
-/// older than --stale-after, and finishes the task.
+/// Regression: a run waited silently, forever, on a task whose claim file
+/// is a directory (and silently for up to --stale-after on an empty one).
+/// It says once what it waits on, takes the claim once it is older than
+/// --stale-after, and finishes the task.
 #[test]
 fn a_run_says_what_it_waits_on_and_takes_a_corrupt_claim_once_old_enough() {
     for kind in ["directory", "empty"] {
@@ -297,8 +297,8 @@ fn a_run_says_what_it_waits_on_and_takes_a_corrupt_claim_once_old_enough() {
     }
 }
 
-/// Regression (issue 10, item 11): an agent could force-push main away on a
-/// hub made by `farm init`. init now refuses non-fast-forwards and deletions.
+/// Regression: an agent could force-push main away on a hub made by
+/// `farm init`. init now refuses non-fast-forwards and deletions.
 #[test]
 fn init_makes_the_hub_refuse_force_pushes_and_deletions() {
     let env = Env::git_hub(&[("a.txt", "a\n")]);
@@ -330,8 +330,8 @@ fn init_makes_the_hub_refuse_force_pushes_and_deletions() {
     assert!(env.git_ok(["rev-parse", "--verify", "refs/heads/side"]));
 }
 
-/// Regression (issue 10, item 11): `farm task add README` said "added" but
-/// the board skips `tasks/README.md` (it is the board's readme): refused.
+/// Regression: `farm task add README` said "added" but the board skips
+/// `tasks/README.md` (it is the board's readme): refused.
 #[test]
 fn task_add_refuses_the_name_of_the_boards_readme() {
     let env = Env::git_hub(&[]);

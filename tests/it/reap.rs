@@ -116,7 +116,7 @@ fn age_heartbeat(env: &Env, task: &str, age: Duration) {
     f.set_modified(SystemTime::now() - age).unwrap();
 }
 
-/// Issue 14: `farm locks` judged staleness at 2h while `farm run` reaps at
+/// Regression: `farm locks` judged staleness at 2h while `farm run` reaps at
 /// 30m, so a claim a run would reap showed as alive. Both now use the same
 /// threshold: farm.toml's `stale_after`, else 30m.
 #[test]

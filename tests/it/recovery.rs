@@ -1,8 +1,9 @@
-//! Recovery of an agent's private clone (DESIGN.md MUST 12): what a farm
-//! killed mid-work leaves in a clone — an interrupted rebase, merge,
-//! cherry-pick or am, stale git locks, a clone deleted or broken, a second
-//! clone left behind the branch — is recognised at the next start, the
-//! agent's own commits reach the hub, and nothing else does.
+//! Recovery of an agent's private clone (the rules are
+//! `PrivateClone::recover`'s, in `src/run/clone.rs`): what a farm killed
+//! mid-work leaves in a clone — an interrupted rebase, merge, cherry-pick
+//! or am, stale git locks, a clone deleted or broken, a second clone left
+//! behind the branch — is recognised at the next start, the agent's own
+//! commits reach the hub, and nothing else does.
 //!
 //! Each test builds the situation for real: a first `farm run` makes the
 //! clone, then git itself is stopped in it (on a conflict, or with the lock a
@@ -153,9 +154,9 @@ fn next_run_recovers(env: &Env, clone: &Path, mine: &str) -> Output {
     out
 }
 
-/// Regression (issue 10, item 2): a `git rebase` stopped on a conflict (farm
-/// killed while git waited) is aborted, and the agent's own commit — not the
-/// half-rebased work tree — goes to the rescue branch.
+/// Regression: a `git rebase` stopped on a conflict (farm killed while git
+/// waited) is aborted, and the agent's own commit — not the half-rebased
+/// work tree — goes to the rescue branch.
 #[test]
 fn an_interrupted_rebase_rescues_the_agents_commit() {
     let env = Env::git_hub(&[("shared.txt", "base\n")]);
@@ -168,10 +169,10 @@ fn an_interrupted_rebase_rescues_the_agents_commit() {
     next_run_recovers(&env, &clone, &mine);
 }
 
-/// Regression (issue 10, item 2): a SIGKILL during `git rebase` leaves the
-/// rebase's state *and* git's `index.lock`: `git rebase --abort` then fails,
-/// and the next farm committed the conflict markers on top of main and
-/// pushed that as the rescue, the agent's commit on no hub ref.
+/// Regression: a SIGKILL during `git rebase` leaves the rebase's state
+/// *and* git's `index.lock`: `git rebase --abort` then fails, and the next
+/// farm committed the conflict markers on top of main and pushed that as
+/// the rescue, the agent's commit on no hub ref.
 #[test]
 fn a_rebase_killed_with_its_index_lock_rescues_the_agents_commit() {
     let env = Env::git_hub(&[("shared.txt", "base\n")]);
@@ -189,9 +190,9 @@ fn a_rebase_killed_with_its_index_lock_rescues_the_agents_commit() {
     );
 }
 
-/// Regression (issue 10, item 2): `git rebase` SIGKILLed half-way (by its
-/// own `--exec`, after the first of the agent's two commits was replayed):
-/// the rebase is aborted and both commits as made reach the hub.
+/// Regression: `git rebase` SIGKILLed half-way (by its own `--exec`, after
+/// the first of the agent's two commits was replayed): the rebase is
+/// aborted and both commits as made reach the hub.
 #[test]
 fn a_rebase_killed_half_way_rescues_the_agents_commits() {
     let env = Env::git_hub(&[("shared.txt", "base\n")]);
@@ -224,7 +225,7 @@ fn a_rebase_killed_half_way_rescues_the_agents_commits() {
     assert!(on_the_hub(&env, &clone, &mine[1]));
 }
 
-/// Regression (issue 10, item 2): a merge stopped on a conflict.
+/// Regression: a merge stopped on a conflict.
 #[test]
 fn an_interrupted_merge_rescues_the_agents_commit() {
     let env = Env::git_hub(&[("shared.txt", "base\n")]);
@@ -241,8 +242,8 @@ fn an_interrupted_merge_rescues_the_agents_commit() {
     next_run_recovers(&env, &clone, &mine);
 }
 
-/// Regression (issue 10, item 2): a cherry-pick the agent started, stopped
-/// on a conflict, with a second commit of the agent's made before it.
+/// Regression: a cherry-pick the agent started, stopped on a conflict, with
+/// a second commit of the agent's made before it.
 #[test]
 fn an_interrupted_cherry_pick_rescues_the_agents_commits() {
     let env = Env::git_hub(&[("shared.txt", "base\n")]);
@@ -260,8 +261,8 @@ fn an_interrupted_cherry_pick_rescues_the_agents_commits() {
     assert!(on_the_hub(&env, &clone, &more));
 }
 
-/// Regression (issue 10, item 2): `git am` stopped on a patch that does not
-/// apply (rebase-apply, as an old-style rebase leaves it too).
+/// Regression: `git am` stopped on a patch that does not apply
+/// (rebase-apply, as an old-style rebase leaves it too).
 #[test]
 fn an_interrupted_am_rescues_the_agents_commit() {
     let env = Env::git_hub(&[("shared.txt", "base\n")]);
@@ -281,11 +282,11 @@ fn an_interrupted_am_rescues_the_agents_commit() {
     next_run_recovers(&env, &clone, &mine);
 }
 
-/// Regression (issue 10, item 9): on a `farm init` hub, a board run to the
-/// end and a task added, the next run with the same name found "an earlier
-/// run left commits in this clone" and pushed a rescue branch holding a
-/// commit that undid finished work (the second clone's work tree lags its
-/// HEAD after an in-memory rebase); it did so on every later run.
+/// Regression: on a `farm init` hub, a board run to the end and a task
+/// added, the next run with the same name found "an earlier run left
+/// commits in this clone" and pushed a rescue branch holding a commit that
+/// undid finished work (the second clone's work tree lags its HEAD after an
+/// in-memory rebase); it did so on every later run.
 #[test]
 fn a_finished_run_leaves_nothing_to_rescue() {
     let env = Env::git_hub(&[]);
@@ -335,11 +336,11 @@ fn next_run_finishes(env: &Env) -> Output {
     out
 }
 
-/// Regression (issue 10, item 3): git locks a SIGKILL left in the clone
-/// (`index.lock`, a ref lock) wedged the agent for the whole run, every
-/// later run exited 1, and the message did not name the file. They are
-/// stale — farm holds the clone's flock, the session's group is gone — so
-/// they are removed, each named.
+/// Regression: git locks a SIGKILL left in the clone (`index.lock`, a ref
+/// lock) wedged the agent for the whole run, every later run exited 1, and
+/// the message did not name the file. They are stale — farm holds the
+/// clone's flock, the session's group is gone — so they are removed, each
+/// named.
 #[test]
 fn stale_git_locks_in_a_clone_are_removed_and_named() {
     let env = Env::git_hub(&[]);
@@ -366,10 +367,10 @@ fn stale_git_locks_in_a_clone_are_removed_and_named() {
     assert_eq!(rescues(&env), Vec::<String>::new(), "{out:#?}");
 }
 
-/// Regression (issue 10, item 3): a session killed at its `--timeout` while
-/// git held `index.lock` left the lock behind, and committing what the
-/// session left failed on it. The run goes on: the task is tried again and
-/// done, and the lock is named.
+/// Regression: a session killed at its `--timeout` while git held
+/// `index.lock` left the lock behind, and committing what the session left
+/// failed on it. The run goes on: the task is tried again and done, and the
+/// lock is named.
 #[test]
 fn a_session_killed_holding_index_lock_does_not_wedge_the_clone() {
     let env = Env::git_hub(&[]);
@@ -404,9 +405,8 @@ fn a_session_killed_holding_index_lock_does_not_wedge_the_clone() {
     );
 }
 
-/// Regression (issue 10, item 3): a clone whose `.git` the agent deleted
-/// ("exists but is not a clone": every later run exited 1) is set aside and
-/// made again.
+/// Regression: a clone whose `.git` the agent deleted ("exists but is not a
+/// clone": every later run exited 1) is set aside and made again.
 #[test]
 fn a_clone_without_its_git_dir_is_made_again() {
     let env = Env::git_hub(&[]);
@@ -418,8 +418,8 @@ fn a_clone_without_its_git_dir_is_made_again() {
     next_run_finishes(&env);
 }
 
-/// Regression (issue 10, item 3): a clone whose `.git` is broken (HEAD
-/// garbage) has its commits rescued from it, and is made again.
+/// Regression: a clone whose `.git` is broken (HEAD garbage) has its
+/// commits rescued from it, and is made again.
 #[test]
 fn a_broken_clone_is_rescued_and_made_again() {
     let env = Env::git_hub(&[]);
@@ -440,8 +440,8 @@ fn a_broken_clone_is_rescued_and_made_again() {
     assert!(out.stderr.contains(", 1 rescued"), "{out:#?}");
 }
 
-/// Regression (issue 10, item 3): a `.git` without HEAD and objects:
-/// nothing can be read from it, the next runs go on all the same.
+/// Regression: a `.git` without HEAD and objects: nothing can be read from
+/// it, the next runs go on all the same.
 #[test]
 fn a_clone_without_head_and_objects_is_made_again() {
     let env = Env::git_hub(&[]);

@@ -1061,9 +1061,9 @@ fn an_atomic_publish_from_a_reaped_holder_lands_nothing() {
 /// then finds its claim gone; the work it would rescue is on main already,
 /// so there is nothing to rescue and no attempt to count.
 ///
-/// Regression (issue 10, item 11): `remote::runs_ride_out_a_hub_outage`
-/// failed with "work was rescued during the outage" — a rescue branch
-/// holding a commit that main had.
+/// Regression: `remote::runs_ride_out_a_hub_outage` failed with "work was
+/// rescued during the outage" — a rescue branch holding a commit that main
+/// had.
 #[test]
 fn a_publish_whose_answer_was_lost_is_not_rescued() {
     let _serial = one_at_a_time();

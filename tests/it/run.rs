@@ -438,7 +438,7 @@ exit 3
     );
 
     // `farm tasks` gives a failed task its title, attempts and last reason
-    // (issue 14: they were blank and null).
+    // (they were once blank and null).
     let tasks = env.farm_git(["tasks"]).run().success().stdout;
     assert!(
         tasks.lines().any(|l| l.starts_with("flaky")
@@ -1053,9 +1053,9 @@ fn an_auth_error_stops_the_run_after_one_session() {
     assert!(claims.is_empty(), "{claims:?}");
 }
 
-/// Issue 11, item 4: a loop's error leaves through the one error path: main
-/// prints it after the run's summary, naming its loop, with its hint, and
-/// the run exits 1 whatever the loop's own kind (a setup error is "usage").
+/// A loop's error leaves through the one error path: main prints it after
+/// the run's summary, naming its loop, with its hint, and the run exits 1
+/// whatever the loop's own kind (a setup error is "usage").
 #[test]
 fn a_loops_error_is_printed_once_by_main_naming_the_loop() {
     let env = Env::git_hub(&[]);
@@ -1168,7 +1168,7 @@ fn failing_sessions_in_a_row_trip_the_circuit_breaker() {
 
 /// `--stagger`: two agents ready at once start their sessions at least the
 /// stagger apart (a lower bound, which a slow machine only lengthens); the
-/// wait for its turn is not session time (issue 14: the second session was
+/// wait for its turn is not session time (the second session was once
 /// journaled as lasting the stagger).
 #[test]
 fn session_starts_are_staggered() {
@@ -1308,14 +1308,14 @@ fn status_shows_the_run_while_it_goes_and_after() {
     assert_eq!(after["totals"]["sessions"], 2, "{after:#}");
     assert_eq!(after["totals"]["done"], 2, "{after:#}");
     assert_eq!(after["sessions"][1]["class"], "success", "{after:#}");
-    // Not "idle": its run is over (issue 14).
+    // Not "idle": its run is over.
     assert_eq!(after["agents"][0]["state"], "ended", "{after:#}");
     let text = status_text(&env);
     assert!(text.contains("2 done") && text.contains("solo"), "{text}");
     assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
 }
 
-/// Issue 14: an agent in a merge session showed as idle. The journal of a
+/// Regression: an agent in a merge session showed as idle. The journal of a
 /// live run (this test's own process stands for it) whose agent started a
 /// merge session: `farm status` says it is merging, and for what.
 #[test]
@@ -1360,7 +1360,7 @@ fn status_shows_an_agent_in_a_merge_session_as_merging() {
     assert!(text.contains("merging `t1` for "), "{text}");
 }
 
-/// Issue 14: a run whose only task is claimed on another machine said "idle
+/// Regression: a run whose only task is claimed on another machine said "idle
 /// for 10m01s" without saying for what, showed nothing of that holder, and
 /// its lines reached 109 columns with long names. It now says whose claim
 /// it waits for, lists the holder as not this run's, and fits 80 columns.
@@ -1520,7 +1520,7 @@ fn logs_prints_a_tasks_latest_session_log() {
             .success();
         assert!(out.stdout.contains("hello from l1"), "{what}: {out:#?}");
         assert!(out.stderr.contains("logs/talker/l1-"), "{what}: {out:#?}");
-        // A header and a footer (issue 14, item 4).
+        // A header and a footer.
         assert!(
             out.stdout
                 .starts_with("[farm] session: task l1, attempt 1, agent talker, started "),
@@ -1558,7 +1558,7 @@ fn logs_prints_a_tasks_latest_session_log() {
     );
 }
 
-/// Issue 14: `-v` added almost nothing to a run. It now says each session's
+/// `-v` once added almost nothing to a run. It now says each session's
 /// command, clone, prompt size and log, what the work was rebased onto, and
 /// how long each push took; without `-v` none of it.
 #[test]
@@ -1584,7 +1584,7 @@ fn verbose_run_says_the_steps_between() {
 
 /// `farm logs --pretty`: a session that printed Claude Code's stream-json
 /// reads as turns — its text, one line per tool call and result, the
-/// result — with farm's header and footer kept (issue 14, item 4).
+/// result — with farm's header and footer kept.
 #[test]
 fn logs_pretty_renders_stream_json_as_turns() {
     let env = Env::git_hub(&[]);
@@ -1654,7 +1654,7 @@ echo '{"type":"result","subtype":"success","is_error":false,"total_cost_usd":0.2
     assert_eq!(status["cost_usd"], 0.5, "{status:#}");
     assert_eq!(status["input_tokens"], 2000, "{status:#}");
     assert_eq!(status["sessions"][0]["cost_usd"], 0.25, "{status:#}");
-    // Rolled up per agent and per task (issue 14, item 6).
+    // Rolled up per agent and per task.
     let by_agent = &status["by_agent"]["box"];
     assert_eq!(
         [
@@ -1675,7 +1675,7 @@ echo '{"type":"result","subtype":"success","is_error":false,"total_cost_usd":0.2
     // And per agent CLI (the program of --agent: `sh` runs the script).
     assert_eq!(status["by_cli"]["sh"]["cost_usd"], 0.5, "{status:#}");
     assert_eq!(status["by_task"]["c2"]["cost_usd"], 0.25, "{status:#}");
-    // The run is over: its agent is not "idle" (issue 14, item 3).
+    // The run is over: its agent is not "idle".
     assert_eq!(status["agents"][0]["state"], "ended", "{status:#}");
     assert_eq!(status["agents"][0]["last_task"], "c2", "{status:#}");
     let text = status_text(&env);
@@ -1689,9 +1689,9 @@ echo '{"type":"result","subtype":"success","is_error":false,"total_cost_usd":0.2
     );
 }
 
-/// Issue 14, item 6: a cost budget. No new claim once the reported cost
-/// reaches `--max-cost` (or `max_cost` in farm.toml); a session running when
-/// it is crossed finishes: the overrun is at most one session per agent.
+/// A cost budget. No new claim once the reported cost reaches `--max-cost`
+/// (or `max_cost` in farm.toml); a session running when it is crossed
+/// finishes: the overrun is at most one session per agent.
 #[test]
 fn no_new_claims_once_the_cost_budget_is_spent() {
     for (agents, args, toml) in [
@@ -1869,8 +1869,8 @@ git add "$FARM_TASK.txt" && git commit --quiet -m "work on $FARM_TASK"
     assert_hub_sound(&env);
 }
 
-/// Issue 14, item 3: one task looked at, a failed one put back, one taken
-/// away — without editing files by hand.
+/// One task looked at, a failed one put back, one taken away — without
+/// editing files by hand.
 #[test]
 fn task_show_retry_and_rm() {
     let env = Env::git_hub(&[]);
@@ -1995,7 +1995,7 @@ fn task_show_retry_and_rm() {
     assert_hub_sound(&env);
 }
 
-/// Issue 14, item 3: every line of a run says when (local time by default,
+/// Every line of a run says when (local time by default,
 /// `--timestamps utc|none`), and takes colour on a terminal or with
 /// `--color always`: a task done in green, a failure in red.
 #[test]

@@ -1,5 +1,5 @@
-//! Schedules (issue 12): occurrences become tasks on the board, exactly
-//! once across farms, caught up after downtime. Time is the test clock
+//! Schedules: occurrences become tasks on the board, exactly once across
+//! farms, caught up after downtime. Time is the test clock
 //! (`FARM_TEST_NOW`); the races are real processes.
 
 use std::collections::BTreeMap;

@@ -1,5 +1,5 @@
-//! `farm.toml` is read from the hub's branch (issue 11, item 2), so that a
-//! bare hub and a hub reached by URL have settings too.
+//! `farm.toml` is read from the hub's branch, so that a bare hub and a hub
+//! reached by URL have settings too.
 
 use crate::daemon::{Daemon, Machine};
 
@@ -17,8 +17,8 @@ fn agent_line(daemon: &Daemon) -> String {
 }
 
 /// A bare hub whose branch names the agent: `farm run` with no `--agent`
-/// runs it. Regression (issue 11, item 2): farm.toml was read only from a
-/// hub's work tree, which a bare hub does not have.
+/// runs it. Regression: farm.toml was read only from a hub's work tree,
+/// which a bare hub does not have.
 #[test]
 fn a_bare_hub_s_farm_toml_on_its_branch_names_the_agent() {
     let daemon = Daemon::new();
@@ -69,7 +69,7 @@ fn an_invalid_farm_toml_on_the_branch_is_named_with_its_key() {
 
 /// A non-bare hub whose work tree holds an uncommitted farm.toml that
 /// differs from the branch's: the branch's is used, and `farm doctor` says
-/// so (issue 11, item 2: the decision, made visible).
+/// so: an edit farm does not use must not go unnoticed.
 #[test]
 fn doctor_warns_when_the_work_tree_s_farm_toml_is_not_the_branch_s() {
     let env = crate::common::Env::git_hub(&[]);
@@ -101,11 +101,12 @@ fn doctor_warns_when_the_work_tree_s_farm_toml_is_not_the_branch_s() {
 }
 
 /// Farms that start at once on one machine with a hub given by URL all read
-/// its farm.toml. Regression (issue 10, chaos seed 1796104356084191668): the
-/// branch's tip was fetched `--depth 1` into one cache repository in the
-/// state dir, and two fetches at once collided on its `shallow` file ("shallow
-/// file has changed since we read it"): the second farm exited 2. A farm
-/// restarted while its killed predecessor's fetch still ran did the same.
+/// its farm.toml. Regression (found by the chaos suite, seed
+/// `1796104356084191668`): the branch's tip was fetched `--depth 1` into
+/// one cache repository in the state dir, and two fetches at once collided
+/// on its `shallow` file ("shallow file has changed since we read it"): the
+/// second farm exited 2. A farm restarted while its killed predecessor's
+/// fetch still ran did the same.
 #[test]
 fn farms_starting_at_once_on_one_machine_all_read_a_url_hub_s_settings() {
     let daemon = Daemon::new();

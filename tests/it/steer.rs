@@ -1,5 +1,5 @@
-//! Issue 13, tests steer: the project's test suite as farm runs and reads
-//! it (`[tests]` in farm.toml, `farm tests`).
+//! Steering by tests: the project's test suite as farm runs and reads it
+//! (`[tests]` in farm.toml, `farm tests`).
 
 use crate::common::Env;
 
@@ -195,8 +195,8 @@ fn farm_doctor_names_an_invalid_tests_table() {
     }
 }
 
-/// Issue 13, part 4's first piece: labels on tasks (what roles will pick
-/// by), given to `farm task add`, written in the file, listed by `farm tasks`.
+/// Labels on tasks (what roles pick by), given to `farm task add`, written
+/// in the file, listed by `farm tasks`.
 #[test]
 fn task_add_labels_a_task_and_farm_tasks_lists_its_labels() {
     let env = Env::git_hub(&[]);
@@ -688,7 +688,7 @@ fn steer_to_green(breaks: bool) -> (Env, Vec<String>) {
     (env, broke)
 }
 
-/// Issue 13's first goal: the failing tests become tasks and the fleet
+/// What steering is for: the failing tests become tasks and the fleet
 /// turns them green, each once, main never redder on the way. The gate
 /// ran once per integration and the branch was tested once, at the start.
 #[test]

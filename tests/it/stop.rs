@@ -249,7 +249,7 @@ fn loop_sh_respawns_a_killed_farm_and_the_task_finishes() {
     eprintln!("task finished {:?} after the SIGKILL", killed.elapsed());
 }
 
-/// Issue 14: after `farm stop`, loop.sh said "the board is settled; done"
+/// Regression: after `farm stop`, loop.sh said "the board is settled; done"
 /// with tasks still ready. A drained run exits 6, and loop.sh says so and
 /// does not respawn it.
 #[test]
@@ -282,7 +282,8 @@ fn loop_sh_tells_a_drained_run_from_a_settled_board() {
     assert_eq!(stderr.matches("farm run started").count(), 1, "{stderr}");
 }
 
-/// Guards MUST 6 and 8 across a crash: a farm SIGKILLed mid-session left a
+/// Guards, across a crash, that no commit of an agent's is lost and that a
+/// session dies with its supervisor: a farm SIGKILLed mid-session left a
 /// commit in its clone and a background process of the agent's still
 /// running. The next farm kills that process and pushes the commit to a
 /// rescue branch before it resets the clone.
@@ -506,7 +507,7 @@ fn farm_stop_drains_every_run_on_the_hub() {
     );
 }
 
-/// Issue 14: `farm stop` with no run said it asked every run to drain and
+/// Regression: `farm stop` with no run said it asked every run to drain and
 /// left `.stop.txt` behind. It now says nothing is running and leaves
 /// nothing; `--force` posts the notice anyway, and a live claim is a run.
 #[test]
