@@ -14,7 +14,7 @@
 //! inode is its own and only then deleting it, so a claim that was forced
 //! away and re-claimed meanwhile is never deleted by the old holder. The
 //! `hold` row also takes an OS `flock` on the claim, as a holder process
-//! does. The target is farm ≤ 3× raw; it is printed, not asserted,
+//! does. The target is farm ≤ 3× raw; it is printed, not asserted,
 //! since timings depend on the machine. The variants are interleaved within
 //! each sample, so machine noise hits them alike.
 //!

@@ -1,5 +1,4 @@
-//! What the morning view costs (issue 14). Run with
-//! `cargo bench --bench report`.
+//! What the morning view costs. Run with `cargo bench --bench report`.
 //!
 //! 1. **Rolling up 10,000 sessions**: the journal of a generated
 //!    16-agent night (`common/night.rs`: claims, session ends, merges,

@@ -1,4 +1,4 @@
-//! Whether farm's cost per task grows with the size of the board (issue 11).
+//! Whether farm's cost per task grows with the size of the board.
 //! Run with `cargo bench --bench scale`.
 //!
 //! Everything runs the real `farm` binary on hubs made in a temp dir (see

@@ -1,8 +1,8 @@
-//! What firing costs at a minute boundary (issue 12): 1,000 schedules —
-//! every minute, hourly, daily and weekdays in several zones, monthly on
-//! the 31st, one-shots; half `catchup = "latest"`, a tenth `"all"` over an
-//! hour — on a board of 5,000 done and 500 pending tasks, read from a
-//! checked-out branch as `farm fire` and `farm run` read it.
+//! What firing costs at a minute boundary: 1,000 schedules — every minute,
+//! hourly, daily and weekdays in several zones, monthly on the 31st,
+//! one-shots; half `catchup = "latest"`, a tenth `"all"` over an hour — on
+//! a board of 5,000 done and 500 pending tasks, read from a checked-out
+//! branch as `farm fire` and `farm run` read it.
 //!
 //! Measured at successive minute boundaries, as a run fires: reading the
 //! schedule files (each text parsed once, `fire::Loader`), then planning

@@ -1,4 +1,4 @@
-//! What the tests cost farm (issue 13).
+//! What the tests cost farm.
 //!
 //! 1. Reading a large report: a JUnit XML file of 20,000 cases in 200
 //!    suites — a tenth failed with a message and a traceback, a twentieth
