@@ -1,17 +1,20 @@
-//! One agent's loop: the protocol of the design notes, read top to bottom.
+//! One agent's loop, as a state machine: [`Agent`] holds the loop's state
+//! and [`Agent::step`] takes one step and says what happened ([`Step`]);
+//! when to stop and what to do with nothing to claim are pure functions of
+//! what the loop sees ([`ending`], [`idle_next`]), unit-tested below.
 //!
 //! # Theory of operation
 //!
 //! Each agent has a name and two private clones under the state directory,
-//! reused across sessions (see step 5). One turn of its loop:
+//! reused across sessions (see step 5). One step of its loop:
 //!
 //! 1. reap dead claims (and claims stale past `--stale-after`);
 //! 2. read the board — from the hub's own work tree when it has the branch
 //!    checked out (no git process), else from the clone reset to the branch
-//!    — and pick the best ready, unclaimed task; claim it (fs store, with this
-//!    process as holder). A lost race is not a wait: scan again at once.
-//!    Nothing ready: wait for the hub to change, or end when the board is
-//!    settled (confirmed on the branch itself);
+//!    ([`Source`]) — and pick the best ready, unclaimed task; claim it (with
+//!    this process as holder). A lost race is not a wait: scan again at
+//!    once. Nothing ready: wait for the hub to change, or end when the
+//!    board is settled (confirmed on the branch itself);
 //! 3. reset the clone to the branch — every session starts clean — and read
 //!    the task there: if it was finished meanwhile, or waits for a task not
 //!    done on the branch yet, release and scan again;
@@ -22,8 +25,8 @@
 //!    merge session for the conflicted files), push under the hub's push
 //!    lock — a rejected push means catch up and push again. Before each push
 //!    the claim must still be ours. After a successful session this goes on
-//!    beside the loop, in the clone the session used, while the loop takes
-//!    the next task in the agent's other clone (see [`turns`]);
+//!    beside the loop ([`Integration`]), in the clone the session used,
+//!    while the loop takes the next task in the agent's other clone;
 //! 6. on failure, the work goes to `farm/rescue/<task>/<nonce>` on the hub
 //!    and the attempt is recorded in the task file (to `tasks/failed/` when
 //!    attempts run out);
@@ -32,39 +35,44 @@
 //! Nothing an agent committed is lost: it lands on the branch or on a rescue
 //! branch, and no push is ever forced.
 //!
-//! Every path makes progress or counts (MUST 13): a session ends in work
-//! landed, an attempt counted, a wait that lifts (a usage limit, the
-//! breaker, a hub work tree with changes of its own), or the run stopped.
-//! What could otherwise spin for ever:
+//! Every path makes progress or counts: a session ends in work landed, an
+//! attempt counted, a wait that lifts (a usage limit, the breaker, a hub
+//! work tree with changes of its own), or the run stopped. What could
+//! otherwise spin for ever:
 //! - a claim gone with nobody holding the task after (removed — by the
 //!   session itself, through `FARM_CLAIM`, as often as not) is a failed
-//!   attempt, counted under the claim taken again ([`retake`](crate::run::turn::retake)); a claim
-//!   taken over by another holder counts nothing, but the same agent losing
-//!   one task that way twice leaves it to the others;
+//!   attempt, counted under the claim taken again
+//!   ([`claim`](crate::run::turn::claim)); a claim taken over by another
+//!   holder counts nothing, but the same agent losing one task that way
+//!   twice leaves it to the others;
 //! - a session that did not start counts nothing, and a second one in a
 //!   row, on another task, stops the run as a setup error;
 //! - a session that rewrote the history it started on is a failed attempt:
 //!   its work is rescued, never rebased into the branch;
-//! - a task already out of attempts goes to `tasks/failed/` unrun.
+//! - a task already out of attempts goes to `tasks/failed/` unrun;
+//! - a task the board calls ready and the clone, at the same commit, does
+//!   not is looked at three times at most ([`Unready`]).
 
 use std::collections::HashSet;
+use std::path::PathBuf;
+use std::thread::{Scope, ScopedJoinHandle};
 use std::time::SystemTime;
 
-use crate::board::{self};
+use crate::board::{self, Task};
 use serde_json::json;
 
-use crate::claims::host::{self};
-use crate::claims::record::{Claim, Holder};
-use crate::claims::{Attempt, StoreError};
+use crate::claims::{Held, Listed, StoreError};
 use crate::error::Error;
+use crate::names::TaskId;
 use crate::run::attempts::retire;
 use crate::run::clone::PrivateClone;
+use crate::run::roles::Role;
 use crate::run::settle::{End, release, work};
 use crate::run::slot::{Clones, Slot};
 use crate::run::standing;
 use crate::run::state::{Run, Summary};
 use crate::run::tally::Tally;
-use crate::run::turn::{Ran, Turn, reap, session};
+use crate::run::turn::{Ran, Turn, claim, reap, session};
 
 /// Run one agent's loop until the board is settled, a stop is asked, or
 /// `--once`/`--max-sessions` says so, counting what it did in `summary`.
@@ -95,37 +103,196 @@ const GIT_KILLED_RESTARTS: u32 = 3;
 fn turns_settled(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Error> {
     let slot = Slot::default();
     std::thread::scope(|scope| {
-        let mut beside = None;
-        let result = turns(run, name, summary, &slot, scope, &mut beside);
+        let mut agent = Agent::open(run, name, &slot, scope)?;
+        let result = agent.turns();
         // Whatever ended the loop, the integration beside it is finished
-        // and counted (it released its claim itself).
-        let rest = match beside {
-            // Counted by a tally of its own: the loop has ended, so nothing
-            // is picked, and no breaker pause is waited out.
-            Some(b) => join(b)
-                .and_then(|(_, id, end)| Tally::default().count(run, name, &id, end, summary)),
+        // and counted (it released its claim itself) — by a tally of its
+        // own: the loop has ended, so nothing is picked, and no breaker
+        // pause is waited out.
+        let rest = match agent.beside.take() {
+            Some(beside) => beside.join().and_then(|(_, id, end)| {
+                Tally::default().count(run, name, &id, end, &mut agent.summary)
+            }),
             None => Ok(()),
         };
+        summary.add(&agent.summary);
         result.and(rest)
     })
+}
+
+/// What one step of an agent's loop did.
+#[derive(Debug, PartialEq)]
+enum Step {
+    /// The loop ends (why).
+    End(Ending),
+    /// Nothing to claim: it waited for the hub to change, or looked again.
+    Idle,
+    /// The breaker paused the loop; the board is read again.
+    Paused,
+    /// Another agent claimed the task first.
+    LostRace,
+    /// The task was not ready on the branch after all: released.
+    NotReady,
+    /// The task was out of attempts before any session: to `tasks/failed/`.
+    Retired,
+    /// The role's standing task was armed.
+    Armed,
+    /// A session ran on the task.
+    Ran,
+}
+
+/// Why an agent's loop ends.
+#[derive(Debug, PartialEq)]
+enum Ending {
+    /// A stop was asked (`farm stop`, Ctrl-C).
+    Drained,
+    /// `--max-sessions` sessions started.
+    MaxSessions,
+    /// Past `--until`.
+    PastUntil,
+    /// The cost budget is spent: what the sessions cost, and the budget.
+    Budget { spent: f64, max: f64 },
+    /// `--once`: one session ran.
+    Once,
+    /// The board is settled (and the run does not `--watch`).
+    Settled,
+    /// Only tasks this agent lost to others again and again are ready.
+    LeftToOthers(TaskId),
+}
+
+/// What the loop's gauges read before a claim.
+#[derive(Debug, Default, Clone, Copy)]
+struct Gauges {
+    draining: bool,
+    sessions_left: bool,
+    past_until: bool,
+    over_budget: Option<(f64, f64)>,
+}
+
+impl Gauges {
+    fn read(run: &Run) -> Gauges {
+        Gauges {
+            draining: run.stop.draining(),
+            sessions_left: run.sessions_left(),
+            past_until: run.config.until.is_some_and(|u| SystemTime::now() >= u),
+            over_budget: run.over_budget(),
+        }
+    }
+}
+
+/// Whether the loop ends before its next claim, by its gauges.
+fn ending(g: &Gauges) -> Option<Ending> {
+    if !g.sessions_left {
+        Some(Ending::MaxSessions)
+    } else if g.draining {
+        Some(Ending::Drained)
+    } else if g.past_until {
+        Some(Ending::PastUntil)
+    } else {
+        g.over_budget
+            .map(|(spent, max)| Ending::Budget { spent, max })
+    }
+}
+
+/// What an agent with nothing to claim sees.
+#[derive(Debug, Default)]
+struct IdleFacts {
+    /// A ready task this agent leaves to the others (it lost it twice).
+    left_to_others: Option<TaskId>,
+    /// Its role's standing task is wanted: the role has one, and the rest
+    /// of the board has work (or the run watches for more).
+    standing_wanted: bool,
+    /// Nothing is pending that could ever be claimed.
+    settled: bool,
+    /// `--watch`: a settled board is waited on, not an end.
+    watch: bool,
+    /// The board was read from the branch itself (the clone).
+    from_branch: bool,
+}
+
+/// What an agent with nothing to claim does next.
+#[derive(Debug, PartialEq)]
+enum IdleNext {
+    /// End the loop: waiting for that task would be waiting for ever.
+    LeaveToOthers(TaskId),
+    /// Arm the role's standing task.
+    ArmStanding,
+    /// Read the board from the branch to confirm it is settled: ending is
+    /// final, and a work tree may be in the middle of a push.
+    Confirm,
+    /// End the loop: the board is settled.
+    End,
+    /// Wait for the hub to change.
+    Wait,
+}
+
+fn idle_next(f: &IdleFacts) -> IdleNext {
+    if let Some(id) = &f.left_to_others {
+        IdleNext::LeaveToOthers(id.clone())
+    } else if f.standing_wanted {
+        IdleNext::ArmStanding
+    } else if f.settled && !f.watch {
+        if f.from_branch {
+            IdleNext::End
+        } else {
+            IdleNext::Confirm
+        }
+    } else {
+        IdleNext::Wait
+    }
+}
+
+/// Where the loop reads the board from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Source {
+    /// The hub's work tree, when it has the branch checked out: the board
+    /// as pushed, read with no git process at all (else the clone).
+    HubWorkTree,
+    /// The branch, through the clone: the hub's work tree said a task was
+    /// ready that the branch does not have pending (an uncommitted draft,
+    /// say), so the branch is read until it moves past `at`. Only a push can
+    /// make the work tree and the branch agree again (claims coming and
+    /// going do not).
+    Branch { at: Option<String> },
+}
+
+impl Source {
+    /// The source once the branch is at `rev`: the work tree again when a
+    /// push moved the branch.
+    fn at(self, rev: &Option<String>) -> Source {
+        match self {
+            Source::Branch { at } if at == *rev => Source::Branch { at },
+            _ => Source::HubWorkTree,
+        }
+    }
 }
 
 /// The looks at one task that the board called ready and the clone, synced
 /// to the same commit, did not: the board reads the commit's tree, the
 /// clone its work tree, so no push explains it — the clone's files are not
 /// what git says they are. The second look resets them; a third ends the
-/// run (issue 10, item 4: a loop that spun on this ~2,100 times in 4 s).
+/// run.
 #[derive(Default)]
 struct Unready {
-    task: Option<crate::names::TaskId>,
+    task: Option<TaskId>,
     at: String,
     looks: u32,
 }
 
+/// What to do about a task not ready in the clone (see [`Unready`]).
+#[derive(Debug, PartialEq)]
+enum Look {
+    /// Look again.
+    Again,
+    /// Reset the clone's work tree from git, and give the branch a moment.
+    ResetFiles,
+    /// End the run: the clone does not show what git says it holds.
+    GiveUp,
+}
+
 impl Unready {
-    /// Count a look at `task` with the clone at commit `at`; how many in a
-    /// row were at that task and commit.
-    fn look(&mut self, task: &crate::names::TaskId, at: String) -> u32 {
+    /// Count a look at `task` with the clone at commit `at`.
+    fn look(&mut self, task: &TaskId, at: String) -> Look {
         if self.task.as_ref() != Some(task) || self.at != at {
             *self = Unready {
                 task: Some(task.clone()),
@@ -134,8 +301,485 @@ impl Unready {
             };
         }
         self.looks += 1;
-        self.looks
+        match self.looks {
+            1 => Look::Again,
+            2 => Look::ResetFiles,
+            _ => Look::GiveUp,
+        }
     }
+}
+
+/// An integration going on beside the loop, in the clone its session used:
+/// its task, and the thread that ends with the clone, the task and its end.
+struct Integration<'scope> {
+    task: TaskId,
+    handle: ScopedJoinHandle<'scope, (PrivateClone, TaskId, Result<End, Error>)>,
+}
+
+impl Integration<'_> {
+    fn join(self) -> Result<(PrivateClone, TaskId, End), Error> {
+        let (clone, id, end) = self
+            .handle
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        end.map(|end| (clone, id, end))
+    }
+}
+
+/// One agent's loop: its clones, the integration beside it, where it reads
+/// the board, and what it counted.
+struct Agent<'scope, 'env: 'scope> {
+    run: &'env Run,
+    name: &'env str,
+    slot: &'env Slot,
+    scope: &'scope Scope<'scope, 'env>,
+    role: Option<&'env Role>,
+    clones: Clones,
+    beside: Option<Integration<'scope>>,
+    source: Source,
+    board: board::Cache,
+    unready: Unready,
+    tally: Tally,
+    summary: Summary,
+}
+
+impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
+    /// The agent's clones: the one in use, and the other — made when first
+    /// needed, then busy with an integration, or free. One that exists is
+    /// opened now: an earlier farm killed mid-integration left its work
+    /// there, and opening a clone rescues that.
+    fn open(
+        run: &'env Run,
+        name: &'env str,
+        slot: &'env Slot,
+        scope: &'scope Scope<'scope, 'env>,
+    ) -> Result<Self, Error> {
+        let second = run.state.join("clones").join(second_clone(name));
+        let clones = Clones::new(
+            open_clone(run, name, name)?,
+            match second.is_dir() {
+                true => Some(open_clone(run, name, &second_clone(name))?),
+                false => None,
+            },
+        );
+        let mut summary = Summary::default();
+        // What an earlier run left in them and opening them rescued counts.
+        for branch in clones.all().flat_map(PrivateClone::rescued) {
+            summary.rescued += 1;
+            let why = "an earlier run left commits in this clone";
+            run.journal
+                .log(name, "rescue", json!({"branch": branch, "why": why}));
+        }
+        Ok(Agent {
+            run,
+            name,
+            slot,
+            scope,
+            role: run.config.roles.get(name),
+            clones,
+            beside: None,
+            source: Source::HubWorkTree,
+            board: board::Cache::default(),
+            unready: Unready::default(),
+            tally: Tally::default(),
+            summary,
+        })
+    }
+
+    /// Step until the loop ends.
+    fn turns(&mut self) -> Result<(), Error> {
+        loop {
+            if let Step::End(why) = self.step()? {
+                self.say_end(&why);
+                break;
+            }
+        }
+        let run = self.run;
+        if let Some(max) = run.config.max_sessions.filter(|_| !run.sessions_left()) {
+            run.say(
+                self.name,
+                &format!("--max-sessions {max} reached: no new claims"),
+            );
+        }
+        Ok(())
+    }
+
+    /// One step: end, or wait out a limit, count an integration that ended,
+    /// read the board, and claim and run the best task on it.
+    fn step(&mut self) -> Result<Step, Error> {
+        let (run, name) = (self.run, self.name);
+        // A stop asked, or no session left: at once, before any wait.
+        if let Some(why @ (Ending::Drained | Ending::MaxSessions)) = ending(&Gauges::read(run)) {
+            return Ok(Step::End(why));
+        }
+        // The agent CLI hit its limit: nobody claims until it lifts.
+        run.limits.wait(&|l| run.say(name, l), &|| {
+            !run.stop.draining() && run.sessions_left()
+        });
+        if let Some(why) = ending(&Gauges::read(run)) {
+            return Ok(Step::End(why));
+        }
+        // An integration beside that has ended is counted now: until then
+        // its task is not picked again (its claim may be gone while the
+        // integration goes on — removed by its session, say).
+        if self.beside.as_ref().is_some_and(|b| b.handle.is_finished()) {
+            self.join_beside()?;
+        }
+        let claims = reap(run, name)?;
+        let seen = run.hub.fingerprint();
+        self.source =
+            std::mem::replace(&mut self.source, Source::HubWorkTree).at(&run.hub.branch_rev());
+        let (board_dir, snapshot) = self.read_board(&claims)?;
+        let not_mine = self.not_mine(&snapshot);
+        let in_flight = self.beside.as_ref().map(|b| b.task.clone());
+        let Some(task) = self.tally.pick(&snapshot, in_flight.as_ref(), &not_mine) else {
+            let mut not_in_flight: HashSet<_> = in_flight.into_iter().collect();
+            not_in_flight.extend(not_mine);
+            return self.idle(snapshot, board_dir, &not_in_flight, &seen);
+        };
+        // The breaker pauses before the next claim, not after the failure
+        // that tripped it: a run whose last task just failed ends at once.
+        if self.tally.pause_if_due(run, name) {
+            return Ok(Step::Paused); // the board moved on meanwhile
+        }
+        if !run.reserve_session() {
+            return Ok(Step::End(Ending::MaxSessions));
+        }
+        let Some(held) = self.claim(&task)? else {
+            return Ok(Step::LostRace);
+        };
+        let Some((task, held)) = self.fresh(task, held, &seen)? else {
+            return Ok(Step::NotReady);
+        };
+        // Out of attempts already (its front matter edited by hand, say):
+        // no session is an "attempt 6 of 3"; the task goes to tasks/failed/.
+        if task.attempts >= task.max_attempts {
+            run.unreserve_session();
+            self.retire(&task, held)?;
+            return Ok(Step::Retired);
+        }
+        self.run_session(task, held)?;
+        Ok(match run.config.once {
+            true => Step::End(Ending::Once),
+            false => Step::Ran,
+        })
+    }
+
+    /// Say why the loop ended, where a person needs to know.
+    fn say_end(&self, why: &Ending) {
+        let (run, name) = (self.run, self.name);
+        match why {
+            Ending::PastUntil => run.say(name, "past --until: no new claims"),
+            Ending::Budget { spent, max } => {
+                run.say(
+                    name,
+                    &format!("the cost budget is spent (${spent:.2} of ${max:.2}): no new claims"),
+                );
+                run.journal
+                    .log(name, "budget", json!({"spent_usd": spent, "max_usd": max}));
+            }
+            Ending::LeftToOthers(id) => run.say(
+                name,
+                &format!("`{id}`: its claim was taken over twice; leaving it to the others"),
+            ),
+            Ending::Drained | Ending::MaxSessions | Ending::Once | Ending::Settled => {}
+        }
+    }
+
+    /// The turn of `task` under `held`, in the clone in use.
+    fn turn<'t>(&'t self, task: &'t Task, held: &'t Held) -> Turn<'t> {
+        Turn {
+            run: self.run,
+            clone: self.clones.in_use(),
+            name: self.name,
+            task,
+            held,
+            slot: self.slot,
+        }
+    }
+
+    /// Count the integration beside the loop, ended or not; its clone is
+    /// free again.
+    fn join_beside(&mut self) -> Result<(), Error> {
+        let Some(beside) = self.beside.take() else {
+            return Ok(());
+        };
+        let (free, id, end) = beside.join()?;
+        self.clones.give_back(free);
+        self.tally
+            .count(self.run, self.name, &id, end, &mut self.summary)
+    }
+
+    /// Read the board, from where [`Source`] says, with `claims` as its
+    /// claimed tasks; the directory it was read in. Choosing needs only a
+    /// recent board: the choice is checked against the branch itself after
+    /// claiming. It is read from the commit's tree, through the cache: a
+    /// step costs what changed on the board, not its size.
+    fn read_board(&mut self, claims: &[Listed]) -> Result<(PathBuf, board::Snapshot), Error> {
+        let run = self.run;
+        let clone = self.clones.in_use();
+        let work_tree = match self.source {
+            Source::HubWorkTree => run.hub.checked_out(),
+            Source::Branch { .. } => None,
+        };
+        let (board_dir, rev) = match work_tree {
+            Some(dir) => (dir.to_path_buf(), run.hub.branch_rev()),
+            None => {
+                let rev = clone.sync(&run.hub)?;
+                (clone.dir().to_path_buf(), Some(rev))
+            }
+        };
+        let cannot = |e: &dyn std::fmt::Display| {
+            Error::failure(format!(
+                "cannot read the board in `{}`: {e}",
+                board_dir.display()
+            ))
+        };
+        let mut snapshot = match &rev {
+            Some(rev) => self.board.read(&board_dir, rev).map_err(|e| cannot(&e))?,
+            None => board::load(&board_dir).map_err(|e| cannot(&e))?,
+        };
+        snapshot.claimed = crate::claims::holders(claims);
+        Ok((board_dir, snapshot))
+    }
+
+    /// The pending tasks this agent's role does not allow it to claim.
+    fn not_mine(&self, snapshot: &board::Snapshot) -> HashSet<TaskId> {
+        match self.role {
+            Some(role) => snapshot
+                .pending
+                .iter()
+                .filter(|t| !role.allows(t))
+                .map(|t| t.id.clone())
+                .collect(),
+            None => HashSet::new(),
+        }
+    }
+
+    /// Nothing to claim on `snapshot` (read in `board_dir`; `not_in_flight`
+    /// are the tasks this agent may not take): end, arm the role's standing
+    /// task, or wait for the hub to change from `seen`.
+    fn idle(
+        &mut self,
+        snapshot: board::Snapshot,
+        board_dir: PathBuf,
+        not_in_flight: &HashSet<TaskId>,
+        seen: &[Option<SystemTime>],
+    ) -> Result<Step, Error> {
+        let (run, name) = (self.run, self.name);
+        let clone = self.clones.in_use();
+        let mut facts = IdleFacts {
+            left_to_others: board::next(&snapshot, not_in_flight).map(|t| t.id.clone()),
+            standing_wanted: self.role.is_some_and(|r| r.standing.is_some())
+                && (run.config.watch || !board::settled(&without_standing(&snapshot)))
+                && !run.stop.draining(),
+            settled: board::settled(&snapshot),
+            watch: run.config.watch,
+            from_branch: board_dir == clone.dir(),
+        };
+        loop {
+            match idle_next(&facts) {
+                IdleNext::LeaveToOthers(id) => return Ok(Step::End(Ending::LeftToOthers(id))),
+                IdleNext::ArmStanding => {
+                    let role = self.role.expect("a standing task is wanted of a role");
+                    let Some(id) = standing::arm(run, clone, role)? else {
+                        facts.standing_wanted = false;
+                        continue;
+                    };
+                    run.say(
+                        name,
+                        &format!("armed the standing task `{id}` of role `{}`", role.name),
+                    );
+                    run.journal.log(
+                        name,
+                        "standing",
+                        json!({"task": id.as_str(), "role": role.name}),
+                    );
+                    return Ok(Step::Armed);
+                }
+                IdleNext::End => return Ok(Step::End(Ending::Settled)),
+                IdleNext::Confirm => {
+                    clone.sync(&run.hub)?;
+                    let mut confirmed =
+                        board::load(clone.dir()).map_err(|e| Error::failure(e.to_string()))?;
+                    confirmed.claimed = snapshot.claimed;
+                    return Ok(match board::settled(&confirmed) {
+                        true => Step::End(Ending::Settled),
+                        false => Step::Idle,
+                    });
+                }
+                IdleNext::Wait => {
+                    if run.out.verbose() {
+                        let c = board::counts(&snapshot);
+                        run.detail(
+                            name,
+                            &format!(
+                                "nothing to claim ({} ready, {} claimed, {} blocked); waiting for the hub to change",
+                                c.ready, c.claimed, c.blocked
+                            ),
+                        );
+                    }
+                    run.wait_for_change(seen);
+                    return Ok(Step::Idle);
+                }
+            }
+        }
+    }
+
+    /// Claim `task`; `None` when another agent claimed it first (said and
+    /// journaled), its session given back.
+    fn claim(&self, task: &Task) -> Result<Option<Held>, Error> {
+        let (run, name) = (self.run, self.name);
+        let held = claim(run, name, &task.id, task.attempts + 1);
+        if !matches!(held, Ok(Some(_))) {
+            run.unreserve_session();
+        }
+        if let Ok(None) = held {
+            run.journal
+                .log(name, "lost_race", json!({"task": task.id.as_str()}));
+            run.say(
+                name,
+                &format!("lost the race for `{}`; looking again", task.id),
+            );
+        }
+        held
+    }
+
+    /// `task` as the branch has it now, with its claim; `None` (the claim
+    /// released) when it is not ready there. The board was read before the
+    /// claim was won, and the task may have been finished in between
+    /// (pushed to done, then released): holders push before they release,
+    /// so a fetch now shows it.
+    fn fresh(
+        &mut self,
+        task: Task,
+        held: Held,
+        seen: &[Option<SystemTime>],
+    ) -> Result<Option<(Task, Held)>, Error> {
+        let (run, name) = (self.run, self.name);
+        let clone = self.clones.in_use();
+        let fresh = match clone.fresh_task(&run.hub, &task.id) {
+            Ok(fresh) => fresh,
+            Err(e) => {
+                // Never leave a claim behind on the way out: this process
+                // lives on (other loops), so the claim would read as alive.
+                let _ = run.store.release_held(held);
+                return Err(e);
+            }
+        };
+        if let Some(fresh) = fresh {
+            self.unready = Unready::default();
+            return Ok(Some((fresh, held)));
+        }
+        run.store.release_held(held)?;
+        run.unreserve_session();
+        run.say(
+            name,
+            &format!("`{}` is not ready on the branch; looking again", task.id),
+        );
+        self.source = Source::Branch {
+            at: run.hub.branch_rev(),
+        };
+        match self.unready.look(&task.id, clone.head()?) {
+            Look::Again => {}
+            Look::ResetFiles => {
+                // The files may be what is wrong (an index git2 read as
+                // empty made `clean` delete them): reset them from git, and
+                // give the branch a moment to move.
+                run.out.debug(&format!(
+                    "{name}: `{}` not ready again at the same commit; resetting the clone's work tree",
+                    task.id
+                ));
+                clone.dirty();
+                run.wait_for_change(seen);
+            }
+            Look::GiveUp => return Err(unready_error(clone, &task)),
+        }
+        Ok(None)
+    }
+
+    /// Move `task`, out of attempts, to `tasks/failed/` unrun; release it.
+    fn retire(&self, task: &Task, held: Held) -> Result<(), Error> {
+        let run = self.run;
+        let retired = retire(self.turn(task, &held));
+        match run.store.release_held(held) {
+            Ok(()) | Err(StoreError::Lost { .. }) => {}
+            Err(e) => {
+                retired?;
+                return Err(e.into());
+            }
+        }
+        retired?;
+        run.wake_all();
+        Ok(())
+    }
+
+    /// Run one session on `task` under `held`. A session that did its task
+    /// leaves its integration (rebase, push, release — merge sessions too,
+    /// taking turns with the loop's sessions for the agent's [`Slot`]) to a
+    /// thread beside the loop, in the clone the session used, while the
+    /// loop claims the next task and runs it in the other clone: the agent
+    /// waits for no push. At most one integration goes on beside the loop;
+    /// it is joined before the next. Any other end is settled here.
+    fn run_session(&mut self, task: Task, held: Held) -> Result<(), Error> {
+        let (run, name, slot) = (self.run, self.name, self.slot);
+        self.summary.sessions += 1;
+        let ran = {
+            let _turn = slot.take();
+            session(self.turn(&task, &held))
+        };
+        if !ran.as_ref().is_ok_and(Ran::succeeded) {
+            let worked = work(self.turn(&task, &held), ran);
+            let end = release(run, held, worked);
+            run.wake_all();
+            let end = end?;
+            if !matches!(end, End::Limited { .. }) {
+                run.limits.ok();
+            }
+            return self
+                .tally
+                .count(run, name, &task.id, end, &mut self.summary);
+        }
+        run.limits.ok();
+        // This integration starts before the one beside is joined: an error
+        // there must not leave this claim unsettled.
+        let before = self.beside.take();
+        let mine = self.clones.hand_over();
+        let id = task.id.clone();
+        let handle = self.scope.spawn(move || {
+            let turn = Turn {
+                run,
+                clone: &mine,
+                name,
+                task: &task,
+                held: &held,
+                slot,
+            };
+            let worked = work(turn, ran);
+            let end = release(run, held, worked);
+            run.wake_all();
+            (mine, task.id, end)
+        });
+        self.beside = Some(Integration { task: id, handle });
+        if let Some(before) = before {
+            let (free, id, end) = before.join()?;
+            self.clones.give_back(free);
+            self.tally.count(run, name, &id, end, &mut self.summary)?;
+        }
+        self.clones
+            .make_ready(|| open_clone(run, name, &second_clone(name)))
+    }
+}
+
+/// The name of an agent's second clone's directory.
+fn second_clone(name: &str) -> String {
+    format!("{name}@2")
+}
+
+/// Open (or make) the agent `name`'s clone in `clones/<dir>`, recovering
+/// what a killed farm left there.
+fn open_clone(run: &Run, name: &str, dir: &str) -> Result<PrivateClone, Error> {
+    PrivateClone::prepare(&run.state, &run.hub, name, dir, run.out)
 }
 
 /// `snapshot` without the standing tasks: the board's real work.
@@ -179,366 +823,130 @@ fn unready_error(clone: &PrivateClone, task: &board::Task) -> Error {
     ))
 }
 
-/// An integration going on beside the loop: its clone, task and end.
-type Beside<'scope> =
-    std::thread::ScopedJoinHandle<'scope, (PrivateClone, crate::names::TaskId, Result<End, Error>)>;
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn join(b: Beside<'_>) -> Result<(PrivateClone, crate::names::TaskId, End), Error> {
-    let (clone, id, end) = b.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-    end.map(|end| (clone, id, end))
-}
-
-/// The turns of one agent's loop. A session that did its task leaves its
-/// integration (rebase, push, release — merge sessions too, taking turns
-/// with the loop's sessions for the agent's [`Slot`]) to a thread beside the
-/// loop, in the clone the session used, while the loop claims the next
-/// task and runs it in a second clone: the agent waits for no push. At most
-/// one integration goes on beside the loop; it is joined before the next.
-fn turns<'scope, 'env: 'scope>(
-    run: &'env Run,
-    name: &'env str,
-    summary: &mut Summary,
-    slot: &'env Slot,
-    scope: &'scope std::thread::Scope<'scope, 'env>,
-    beside: &mut Option<Beside<'scope>>,
-) -> Result<(), Error> {
-    // The agent's clones: the one in use, and the other — made when first
-    // needed, then busy with an integration, or free. One that exists is
-    // opened now: an earlier farm killed mid-integration left its work
-    // there, and opening a clone rescues that.
-    let second = format!("{name}@2");
-    let open = |dir: &str| PrivateClone::prepare(&run.state, &run.hub, name, dir, run.out);
-    let mut clones = Clones::new(
-        open(name)?,
-        match run.state.join("clones").join(&second).is_dir() {
-            true => Some(open(&second)?),
-            false => None,
-        },
-    );
-    // What an earlier run left in them and opening them rescued counts.
-    for branch in clones.all().flat_map(PrivateClone::rescued) {
-        summary.rescued += 1;
-        let why = "an earlier run left commits in this clone";
-        run.journal
-            .log(name, "rescue", json!({"branch": branch, "why": why}));
+    fn id(s: &str) -> TaskId {
+        s.parse().unwrap()
     }
-    let mut tally = Tally::default();
-    let role = run.config.roles.get(name);
-    // The task of the integration beside the loop, while there is one.
-    let mut beside_task: Option<crate::names::TaskId> = None;
-    // The hub's work tree said a task was ready that the branch does not
-    // have pending (an uncommitted draft, say): read the board from the
-    // branch until the hub changes, instead of claiming it again and again.
-    // Keyed by the branch's commit: only a push can make the work tree and
-    // the branch agree again (claims coming and going do not).
-    let mut distrust_worktree: Option<Option<String>> = None;
-    let mut board_cache = board::Cache::default();
-    let mut unready = Unready::default();
-    while !run.stop.draining() && run.sessions_left() {
-        // The agent CLI hit its limit: nobody claims until it lifts.
-        run.limits.wait(&|l| run.say(name, l), &|| {
-            !run.stop.draining() && run.sessions_left()
-        });
-        if !run.sessions_left() {
-            break;
+
+    fn going() -> Gauges {
+        Gauges {
+            sessions_left: true,
+            ..Gauges::default()
         }
-        if run.stop.draining() {
-            break;
-        }
-        if run.config.until.is_some_and(|u| SystemTime::now() >= u) {
-            run.say(name, "past --until: no new claims");
-            break;
-        }
-        if let Some((spent, max)) = run.over_budget() {
-            run.say(
-                name,
-                &format!("the cost budget is spent (${spent:.2} of ${max:.2}): no new claims"),
-            );
-            run.journal
-                .log(name, "budget", json!({"spent_usd": spent, "max_usd": max}));
-            break;
-        }
-        // An integration beside that has ended is counted now: until then
-        // its task is not picked again (its claim may be gone while the
-        // integration goes on — removed by its session, say).
-        if beside.as_ref().is_some_and(|b| b.is_finished()) {
-            let (free, id, end) = join(beside.take().expect("it is there"))?;
-            clones.give_back(free);
-            tally.count(run, name, &id, end, summary)?;
-        }
-        let in_flight = beside.as_ref().and(beside_task.as_ref());
-        let clone = clones.in_use();
-        let claims = reap(run, name)?;
-        let seen = run.hub.fingerprint();
-        if distrust_worktree
-            .as_ref()
-            .is_some_and(|at| *at != run.hub.branch_rev())
-        {
-            distrust_worktree = None;
-        }
-        // Choosing needs only a recent board. A hub whose work tree has the
-        // branch checked out holds it as pushed, readable with no git
-        // process at all; otherwise the clone is reset to the branch. The
-        // choice is checked against the branch itself after claiming.
-        // Read from the commit's tree, through the cache: a turn costs what
-        // changed on the board, not its size (issue 11).
-        let (board_dir, rev) = if let Some(dir) = run
-            .hub
-            .checked_out()
-            .filter(|_| distrust_worktree.is_none())
-        {
-            (dir.to_path_buf(), run.hub.branch_rev())
-        } else {
-            let rev = clone.sync(&run.hub)?;
-            (clone.dir().to_path_buf(), Some(rev))
+    }
+
+    #[test]
+    fn a_loop_with_sessions_left_and_no_stop_goes_on() {
+        assert_eq!(ending(&going()), None);
+    }
+
+    #[test]
+    fn no_session_left_ends_before_a_stop_asked() {
+        let g = Gauges {
+            sessions_left: false,
+            draining: true,
+            past_until: true,
+            ..going()
         };
-        let cannot = |e: &dyn std::fmt::Display| {
-            Error::failure(format!(
-                "cannot read the board in `{}`: {e}",
-                board_dir.display()
-            ))
+        assert_eq!(ending(&g), Some(Ending::MaxSessions));
+        let g = Gauges {
+            draining: true,
+            past_until: true,
+            ..going()
         };
-        let mut snapshot = match &rev {
-            Some(rev) => board_cache.read(&board_dir, rev).map_err(|e| cannot(&e))?,
-            None => board::load(&board_dir).map_err(|e| cannot(&e))?,
+        assert_eq!(ending(&g), Some(Ending::Drained));
+    }
+
+    #[test]
+    fn past_until_and_a_spent_budget_end_the_loop_in_that_order() {
+        let g = Gauges {
+            past_until: true,
+            over_budget: Some((2.0, 1.0)),
+            ..going()
         };
-        snapshot.claimed = crate::claims::holders(&claims);
-        // An agent with a role claims only what the role allows.
-        let not_mine: HashSet<crate::names::TaskId> = match role {
-            Some(role) => snapshot
-                .pending
-                .iter()
-                .filter(|t| !role.allows(t))
-                .map(|t| t.id.clone())
-                .collect(),
-            None => HashSet::new(),
+        assert_eq!(ending(&g), Some(Ending::PastUntil));
+        let g = Gauges {
+            over_budget: Some((2.0, 1.0)),
+            ..going()
         };
-        let Some(task) = tally.pick(&snapshot, in_flight, &not_mine) else {
-            let mut not_in_flight: HashSet<_> = in_flight.into_iter().cloned().collect();
-            not_in_flight.extend(not_mine.iter().cloned());
-            if let Some(left) = board::next(&snapshot, &not_in_flight) {
-                // Only tasks this agent lost to others again and again are
-                // ready: waiting for them would be waiting for ever.
-                run.say(
-                    name,
-                    &format!(
-                        "`{}`: its claim was taken over twice; leaving it to the others",
-                        left.id
-                    ),
-                );
-                break;
-            }
-            // Nothing else for the role: its standing task, while the rest
-            // of the board has work (or the run watches for more).
-            if let Some(role) = role.filter(|r| r.standing.is_some())
-                && (run.config.watch || !board::settled(&without_standing(&snapshot)))
-                && !run.stop.draining()
-                && let Some(id) = standing::arm(run, clone, role)?
-            {
-                run.say(
-                    name,
-                    &format!("armed the standing task `{id}` of role `{}`", role.name),
-                );
-                run.journal.log(
-                    name,
-                    "standing",
-                    json!({"task": id.as_str(), "role": role.name}),
-                );
-                continue;
-            }
-            if board::settled(&snapshot) && !run.config.watch {
-                // Ending is final: confirm on the branch itself, not on a
-                // work tree that a push may be rewriting this very moment.
-                if board_dir == clone.dir() {
-                    break;
-                }
-                clone.sync(&run.hub)?;
-                let mut confirmed =
-                    board::load(clone.dir()).map_err(|e| Error::failure(e.to_string()))?;
-                confirmed.claimed = std::mem::take(&mut snapshot.claimed);
-                if board::settled(&confirmed) {
-                    break;
-                }
-                continue;
-            }
-            if run.out.verbose() {
-                let c = board::counts(&snapshot);
-                run.detail(
-                    name,
-                    &format!(
-                        "nothing to claim ({} ready, {} claimed, {} blocked); waiting for the hub to change",
-                        c.ready, c.claimed, c.blocked
-                    ),
-                );
-            }
-            run.wait_for_change(&seen);
-            continue;
-        };
-        // The breaker pauses before the next claim, not after the failure
-        // that tripped it: a run whose last task just failed ends at once.
-        if tally.pause_if_due(run, name) {
-            continue; // the board moved on meanwhile
-        }
-        if !run.reserve_session() {
-            break;
-        }
-        let holder = host::own_start().map(|start| Holder {
-            pid: std::process::id(),
-            start,
-        });
-        let claim = Claim::new(
-            task.id.clone(),
-            name,
-            holder,
-            task.attempts + 1,
-            SystemTime::now(),
-        );
-        let held = match run.store.try_claim(claim, true) {
-            Ok(Attempt::Won(held)) => held,
-            // A task whose claim kept changing under us (other agents
-            // claiming around it) is a lost race too.
-            Ok(Attempt::Lost(_)) | Err(StoreError::Busy { .. }) => {
-                run.unreserve_session();
-                run.journal
-                    .log(name, "lost_race", json!({"task": task.id.as_str()}));
-                run.say(
-                    name,
-                    &format!("lost the race for `{}`; looking again", task.id),
-                );
-                continue;
-            }
-            Err(e) => {
-                run.unreserve_session();
-                return Err(e.into());
-            }
-        };
-        // The board was read before the claim was won, and the task may have
-        // been finished in between (pushed to done, then released). Holders
-        // push before they release, so a fetch now shows it: look again.
-        let fresh = match clone.fresh_task(&run.hub, &task.id) {
-            Ok(fresh) => fresh,
-            Err(e) => {
-                // Never leave a claim behind on the way out: this process
-                // lives on (other loops), so the claim would read as alive.
-                let _ = run.store.release_held(held);
-                return Err(e);
-            }
-        };
-        let Some(task) = fresh else {
-            run.store.release_held(held)?;
-            run.unreserve_session();
-            run.say(
-                name,
-                &format!("`{}` is not ready on the branch; looking again", task.id),
-            );
-            distrust_worktree = Some(run.hub.branch_rev());
-            match unready.look(&task.id, clone.head()?) {
-                1 => {}
-                2 => {
-                    // The files may be what is wrong (an index git2 read
-                    // as empty made `clean` delete them): reset them from
-                    // git, and give the branch a moment to move.
-                    run.out.debug(&format!(
-                        "{name}: `{}` not ready again at the same commit; resetting the clone's work tree",
-                        task.id
-                    ));
-                    clone.dirty();
-                    run.wait_for_change(&seen);
-                }
-                _ => return Err(unready_error(clone, &task)),
-            }
-            continue;
-        };
-        unready = Unready::default();
-        // Out of attempts already (its front matter edited by hand, say):
-        // no session is an "attempt 6 of 3"; the task goes to tasks/failed/.
-        if task.attempts >= task.max_attempts {
-            run.unreserve_session();
-            let retired = retire(Turn {
-                run,
-                clone,
-                name,
-                task: &task,
-                held: &held,
-                slot,
-            });
-            match run.store.release_held(held) {
-                Ok(()) | Err(StoreError::Lost { .. }) => {}
-                Err(e) => {
-                    retired?;
-                    return Err(e.into());
-                }
-            }
-            retired?;
-            run.wake_all();
-            continue;
-        }
-        summary.sessions += 1;
-        let ran = {
-            let _turn = slot.take();
-            session(Turn {
-                run,
-                clone,
-                name,
-                task: &task,
-                held: &held,
-                slot,
+        assert_eq!(
+            ending(&g),
+            Some(Ending::Budget {
+                spent: 2.0,
+                max: 1.0
             })
-        };
-        if ran.as_ref().is_ok_and(Ran::succeeded) {
-            run.limits.ok();
-            // This integration starts before the one beside is joined: an
-            // error there must not leave this claim unsettled.
-            let before = beside.take();
-            let mine = clones.hand_over();
-            beside_task = Some(task.id.clone());
-            *beside = Some(scope.spawn(move || {
-                let turn = Turn {
-                    run,
-                    clone: &mine,
-                    name,
-                    task: &task,
-                    held: &held,
-                    slot,
-                };
-                let worked = work(turn, ran);
-                let end = release(run, held, worked);
-                run.wake_all();
-                (mine, task.id, end)
-            }));
-            if let Some(before) = before {
-                let (free, id, end) = join(before)?;
-                clones.give_back(free);
-                tally.count(run, name, &id, end, summary)?;
-            }
-            clones.make_ready(|| open(&second))?;
-        } else {
-            let turn = Turn {
-                run,
-                clone,
-                name,
-                task: &task,
-                held: &held,
-                slot,
-            };
-            let worked = work(turn, ran);
-            let end = release(run, held, worked);
-            run.wake_all();
-            let end = end?;
-            if !matches!(end, End::Limited { .. }) {
-                run.limits.ok();
-            }
-            tally.count(run, name, &task.id, end, summary)?;
-        }
-        if run.config.once {
-            break;
-        }
-    }
-    if let Some(max) = run.config.max_sessions.filter(|_| !run.sessions_left()) {
-        run.say(
-            name,
-            &format!("--max-sessions {max} reached: no new claims"),
         );
     }
-    Ok(())
+
+    #[test]
+    fn a_task_left_to_others_ends_the_loop_before_anything_else() {
+        let f = IdleFacts {
+            left_to_others: Some(id("t1")),
+            standing_wanted: true,
+            settled: true,
+            ..IdleFacts::default()
+        };
+        assert_eq!(idle_next(&f), IdleNext::LeaveToOthers(id("t1")));
+    }
+
+    #[test]
+    fn a_wanted_standing_task_is_armed_before_a_settled_board_ends() {
+        let f = IdleFacts {
+            standing_wanted: true,
+            settled: true,
+            from_branch: true,
+            ..IdleFacts::default()
+        };
+        assert_eq!(idle_next(&f), IdleNext::ArmStanding);
+    }
+
+    #[test]
+    fn a_settled_board_ends_the_loop_only_once_read_from_the_branch() {
+        let f = IdleFacts {
+            settled: true,
+            ..IdleFacts::default()
+        };
+        assert_eq!(idle_next(&f), IdleNext::Confirm);
+        let f = IdleFacts {
+            from_branch: true,
+            ..f
+        };
+        assert_eq!(idle_next(&f), IdleNext::End);
+    }
+
+    #[test]
+    fn a_watching_run_or_an_unsettled_board_waits() {
+        let f = IdleFacts {
+            settled: true,
+            watch: true,
+            from_branch: true,
+            ..IdleFacts::default()
+        };
+        assert_eq!(idle_next(&f), IdleNext::Wait);
+        assert_eq!(idle_next(&IdleFacts::default()), IdleNext::Wait);
+    }
+
+    #[test]
+    fn the_branch_is_read_until_it_moves() {
+        let at = Some("a".to_owned());
+        let branch = Source::Branch { at: at.clone() };
+        assert_eq!(branch.clone().at(&at), branch);
+        assert_eq!(branch.at(&Some("b".to_owned())), Source::HubWorkTree);
+        assert_eq!(Source::HubWorkTree.at(&at), Source::HubWorkTree);
+    }
+
+    #[test]
+    fn a_task_unready_at_one_commit_resets_the_files_then_gives_up() {
+        let mut u = Unready::default();
+        assert_eq!(u.look(&id("t1"), "c1".into()), Look::Again);
+        assert_eq!(u.look(&id("t1"), "c1".into()), Look::ResetFiles);
+        assert_eq!(u.look(&id("t1"), "c1".into()), Look::GiveUp);
+        // Another commit, or another task, starts the count again.
+        assert_eq!(u.look(&id("t1"), "c2".into()), Look::Again);
+        assert_eq!(u.look(&id("t2"), "c2".into()), Look::Again);
+        assert_eq!(u.look(&id("t2"), "c2".into()), Look::ResetFiles);
+    }
 }

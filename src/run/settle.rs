@@ -22,7 +22,7 @@ use crate::run::interrupt::{Halt, Interrupt};
 use crate::run::landing;
 use crate::run::session::Outcome;
 use crate::run::state::{Run, Unstarted};
-use crate::run::turn::{Ran, Turn, retake};
+use crate::run::turn::{Ran, Turn, claim};
 
 /// How one claimed task ended.
 pub(super) enum End {
@@ -37,7 +37,7 @@ pub(super) enum End {
     },
     /// The claim was taken over by another holder: work rescued (if any),
     /// no attempt counted, not released. (A claim removed with nobody
-    /// holding the task after is a failed attempt: see [`retake`].)
+    /// holding the task after is a failed attempt: see [`claim`].)
     Lost {
         rescued: bool,
     },
@@ -188,7 +188,7 @@ pub(super) struct Facts<'a> {
 #[derive(Debug, PartialEq)]
 pub(super) enum Step {
     /// The claim was taken away (why): rescue the work; an attempt counts
-    /// only when nobody holds the task after (see [`retake`]).
+    /// only when nobody holds the task after (see [`claim`]).
     Lose(String),
     /// The session did not start, the first in a row: rescue, count nothing.
     Unstarted,
@@ -524,7 +524,8 @@ impl Settling<'_> {
         let Turn {
             run, name, task, ..
         } = self.turn;
-        let Some(again) = retake(run, name, task, self.attempt)? else {
+        // Claimed again, to count the attempt under.
+        let Some(again) = claim(run, name, &task.id, self.attempt)? else {
             return Ok(End::Lost { rescued });
         };
         let why = format!("{why}, and nobody held it after: the claim was removed");

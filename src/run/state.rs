@@ -99,6 +99,16 @@ pub struct Summary {
     pub rescued: usize,
 }
 
+impl Summary {
+    /// Add what `other` counted.
+    pub fn add(&mut self, other: &Summary) {
+        self.sessions += other.sessions;
+        self.done += other.done;
+        self.failed += other.failed;
+        self.rescued += other.rescued;
+    }
+}
+
 /// How long an idle loop waits before looking again anyway.
 const IDLE_MAX: Duration = Duration::from_secs(2);
 /// The same for a hub elsewhere (with jitter), which is polled: each look

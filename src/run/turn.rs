@@ -371,20 +371,22 @@ pub(super) struct Supervised {
     pub(super) retrying: Option<Retry>,
 }
 
-/// Claim `task` again after its claim was lost, if nobody holds it now:
-/// the claim was removed rather than taken over, and counting the attempt
-/// needs a claim to publish under. `None` when another holder has it.
-pub(super) fn retake(
+/// Claim task `id` for agent `name` as attempt `attempt`, with this process
+/// as holder; `None` when another holder has it (a lost race, or a task
+/// whose claim kept changing under us while other agents claimed around
+/// it). Also how a task whose claim was removed is claimed again, to count
+/// the failed attempt under (see [`settle`](crate::run::settle)).
+pub(super) fn claim(
     run: &Run,
     name: &str,
-    task: &Task,
+    id: &crate::names::TaskId,
     attempt: u32,
 ) -> Result<Option<Held>, Error> {
     let holder = host::own_start().map(|start| Holder {
         pid: std::process::id(),
         start,
     });
-    let claim = Claim::new(task.id.clone(), name, holder, attempt, SystemTime::now());
+    let claim = Claim::new(id.clone(), name, holder, attempt, SystemTime::now());
     match run.store.try_claim(claim, true) {
         Ok(Attempt::Won(held)) => Ok(Some(held)),
         Ok(Attempt::Lost(_)) | Err(StoreError::Busy { .. }) => Ok(None),
