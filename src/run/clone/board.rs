@@ -1,0 +1,149 @@
+//! The board as the clone sees it: a task read fresh from the hub's branch,
+//! moved to done with its result, its own files' conflict resolved, and the
+//! claims directory put back when an agent's commits changed it.
+
+use std::path::Path;
+use std::time::SystemTime;
+
+use super::PrivateClone;
+use crate::board::{self, Task};
+use crate::claims::host::Here;
+use crate::claims::record::timestamp;
+use crate::error::Error;
+use crate::git::hub::Hub;
+
+impl PrivateClone {
+    /// An agent must not change `current_tasks/`; if its commits did, put
+    /// the directory back as it was (claims live in the hub, not here).
+    pub fn undo_claim_tampering(&self, base: &str, name: &str) -> Result<(), Error> {
+        let dir = crate::names::CLAIMS_DIR;
+        let head = self.head()?;
+        let same = match self.in_process("diff", |w| w.same_at(base, &head, dir)) {
+            Some(same) => same,
+            None => self
+                .git(["diff", "--name-only", base, &head, "--", dir])?
+                .is_empty(),
+        };
+        if same {
+            return Ok(());
+        }
+        self.git([
+            "rm",
+            "-r",
+            "--quiet",
+            "--cached",
+            "--ignore-unmatch",
+            "--",
+            dir,
+        ])?;
+        let _ = std::fs::remove_dir_all(self.dir().join(dir));
+        if self
+            .repo()?
+            .check(["cat-file", "-e", &format!("{base}:{dir}")])
+            .map_err(Error::from)?
+        {
+            self.git(["checkout", base, "--", dir])?;
+        }
+        self.commit_all(&format!("farm: undo {name}'s changes to {dir}/"))?;
+        Ok(())
+    }
+
+    /// The task as it is on the hub's branch now, with the clone reset to
+    /// it — a clean slate for the session; `None` when it is not ready
+    /// there: no longer pending, or waiting for a task that is not done on
+    /// the branch yet. (A hub's work tree shows a push before its branch
+    /// does: receive-pack updates the files, then the ref.)
+    pub fn fresh_task(&self, hub: &Hub, id: &crate::names::TaskId) -> Result<Option<Task>, Error> {
+        self.sync(hub)?;
+        let Ok(text) = std::fs::read_to_string(self.dir().join(board::paths::pending(id))) else {
+            return Ok(None);
+        };
+        let Ok(task) = board::parse(id.clone(), &text) else {
+            return Ok(None);
+        };
+        let ready = task
+            .after
+            .iter()
+            .all(|dep| self.dir().join(board::paths::done(dep)).is_file());
+        Ok(ready.then_some(task))
+    }
+
+    /// Resolve a merge that stopped on task `id`'s own files alone: someone
+    /// edited its pending file on the branch while the session moved it to
+    /// done. Their text is kept, moved to done with the session's result,
+    /// and the merge committed. False, nothing done, when any other file is
+    /// in conflict or either side lacks its file.
+    pub fn resolve_own_task(
+        &self,
+        id: &crate::names::TaskId,
+        upstream: &str,
+    ) -> Result<bool, Error> {
+        let (pending, done) = (board::paths::pending(id), board::paths::done(id));
+        let conflicts = self.conflicts()?;
+        if conflicts.is_empty() || !conflicts.iter().all(|f| *f == pending || *f == done) {
+            return Ok(false);
+        }
+        let (Some(theirs), Some(ours)) = (
+            self.repo()?.file_at(upstream, &pending)?,
+            self.repo()?.file_at("HEAD", &done)?,
+        ) else {
+            return Ok(false);
+        };
+        let Some(text) = board::edit::done_over(&theirs, &ours) else {
+            return Ok(false);
+        };
+        std::fs::write(self.dir().join(&done), format!("{}\n", text.trim_end()))
+            .map_err(io_error)?;
+        let _ = std::fs::remove_file(self.dir().join(&pending));
+        self.git(["add", "--all", "--", &pending, &done])?;
+        if !self.conflicts()?.is_empty() {
+            return Ok(false);
+        }
+        self.commit_merge()?;
+        Ok(true)
+    }
+
+    /// Move `tasks/<id>.md` to `tasks/done/<id>.md` with a short result,
+    /// after the session that did it (its stale git locks removed first, as
+    /// for [`PrivateClone::commit_leftovers`]).
+    pub fn mark_done(
+        &self,
+        task: &Task,
+        name: &str,
+        attempt: u32,
+        log: &Path,
+    ) -> Result<(), Error> {
+        self.remove_stale_locks();
+        let id = task.id.as_str();
+        let result = format!(
+            "Done by {name}@{} on attempt {attempt}, {}. Session log: {}",
+            Here::current().host,
+            timestamp(SystemTime::now()),
+            log.display()
+        );
+        let task_files = board::edit::done(self.dir(), task, &result).map_err(io_error)?;
+        let leftovers: Vec<String> = self
+            .stage_all()?
+            .into_iter()
+            .filter(|f| !task_files.contains(f))
+            .collect();
+        let message = if leftovers.is_empty() {
+            format!("farm: `{id}` done")
+        } else {
+            format!(
+                "farm: `{id}` done, with the work {name} left uncommitted\n\n{}\n",
+                leftovers.join("\n")
+            )
+        };
+        if self.in_process("commit", |w| w.commit(&message)).is_some() {
+            return Ok(());
+        }
+        self.git(["commit", "--quiet", "--no-verify", "-m", &message])?;
+        Ok(())
+    }
+}
+
+/// An I/O error on a task file, in farm's words.
+pub(crate) fn io_error(e: std::io::Error) -> Error {
+    Error::failure(format!("cannot write a task file: {e}"))
+}
