@@ -25,6 +25,7 @@ pub mod settle;
 pub mod slot;
 pub mod standing;
 pub mod state;
+pub mod step;
 pub mod tally;
 pub mod transcript;
 pub mod turn;
