@@ -17,6 +17,7 @@ use crate::error::Error;
 use crate::run::classify;
 use crate::run::config_dir::AgentConfig;
 use crate::run::presets::{self, Preset};
+use crate::run::roles::Role;
 use crate::run::session::PromptVia;
 use crate::settings::Settings;
 
@@ -262,38 +263,7 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
             "-j {jobs}: run between 1 and 256 agents"
         )));
     }
-    let roles = crate::run::roles::resolve(&settings.roles)
-        .map_err(|e| Error::usage(format!("invalid role in farm.toml: {e}")))?;
-    // Checked before anything is written: names become directories.
-    // Without -j, the roles (if any) say how many agents run, and which
-    // (over farm.toml's `jobs`).
-    let (names, roles) = if flags.jobs.is_none() && !roles.is_empty() {
-        let base = flags.name.as_deref().unwrap_or(world.host);
-        let mut names = Vec::new();
-        let mut of = BTreeMap::new();
-        for role in roles {
-            for i in 1..=role.agents {
-                let name = format!("{base}-{}-{i}", role.name);
-                crate::names::check_agent_name(&name).map_err(|e| {
-                    Error::usage(e.to_string()).hint("pick a shorter --name, or shorter role names")
-                })?;
-                of.insert(name.clone(), role.clone());
-                names.push(name);
-            }
-        }
-        if names.len() > 256 {
-            return Err(Error::usage(format!(
-                "the roles in farm.toml add up to {} agents: at most 256",
-                names.len()
-            )));
-        }
-        (names, of)
-    } else {
-        (
-            agent_names(flags.name.as_deref(), world.host, jobs)?,
-            BTreeMap::new(),
-        )
-    };
+    let (names, roles) = agents(flags, settings, world, jobs)?;
     let duration = |flag: Option<Duration>, setting: Option<&str>, key: &str, default: &str| {
         flag.map_or_else(
             || {
@@ -321,37 +291,8 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
         .or(settings.prompt_via)
         .or(preset.as_ref().map(|p| p.prompt_via))
         .unwrap_or(PromptVia::Arg);
-    let heartbeat = match flags.heartbeat {
-        Some(h) if h.is_zero() || h > stale_after / 4 => {
-            return Err(Error::usage(format!(
-                "--heartbeat {}: heartbeat at least every quarter of --stale-after ({})",
-                crate::age::Age(h),
-                crate::age::Age(stale_after / 4)
-            ))
-            .hint("a claim whose heartbeats come further apart can look stale while it lives"));
-        }
-        Some(h) => h,
-        None if world.claims == ClaimsKind::Fs => (stale_after / 4).min(Duration::from_secs(30)),
-        None => stale_after / 4,
-    };
-    let wrap = match &flags.wrap {
-        None => Vec::new(),
-        Some(text) => {
-            let words = shell_words::split(text).map_err(|e| {
-                Error::usage(format!("cannot split --wrap `{text}` into words: {e}"))
-            })?;
-            match words.first() {
-                None => return Err(Error::usage("--wrap is empty")),
-                Some(w) if !(world.runnable)(w) => {
-                    return Err(Error::usage(format!(
-                        "--wrap program `{w}` not found (looked on PATH)"
-                    ))
-                    .hint("install it, or give its full path in --wrap"));
-                }
-                Some(_) => words,
-            }
-        }
-    };
+    let heartbeat = heartbeat(flags.heartbeat, stale_after, world.claims)?;
+    let wrap = wrap(flags.wrap.as_deref(), world)?;
     let until = flags
         .until
         .as_deref()
@@ -369,49 +310,8 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
             Duration::ZERO
         }
     });
-    let agent_config = match flags.config_per_agent.as_deref() {
-        None => None,
-        Some("") => {
-            let Some(p) = preset.as_ref().filter(|p| !p.config_env.is_empty()) else {
-                return Err(Error::usage(
-                    "--config-per-agent: this agent names no config variable",
-                )
-                .hint("say which: --config-per-agent VAR (e.g. CLAUDE_CONFIG_DIR)"));
-            };
-            Some(AgentConfig {
-                var: p.config_env.clone(),
-                seed: p
-                    .config_seed
-                    .iter()
-                    .map(|s| presets::expand_home(s))
-                    .collect(),
-            })
-        }
-        Some(var) => Some(AgentConfig {
-            var: var.to_owned(),
-            seed: Vec::new(),
-        }),
-    };
-    let gate = crate::suite::Suite::from_raw(settings.tests.as_ref())
-        .map_err(|e| {
-            Error::usage(format!("invalid [tests] in farm.toml: {e}"))
-                .hint("see farm tests --help; or run without the gate: --no-gate")
-        })?
-        .filter(|_| !flags.no_gate)
-        .map(|suite| suite.for_gate());
-    // A program named without a path must be on PATH now; one with a path
-    // may be a script of the branch's, found only in the clone.
-    if let Some(program) = gate.as_ref().map(|g| g.argv[0].as_str())
-        && !program.contains('/')
-        && !(world.runnable)(program)
-    {
-        return Err(Error::usage(format!(
-            "the test command `{program}` ([tests] in farm.toml) not found (looked on PATH)"
-        ))
-        .hint(
-            "install it, fix `command` or `verify` in [tests], or run without the gate: --no-gate",
-        ));
-    }
+    let agent_config = agent_config(flags.config_per_agent.as_deref(), preset.as_ref())?;
+    let gate = gate(flags, settings, world)?;
     let progress = progress_name(settings)?;
     Ok(RunConfig {
         argv,
@@ -437,6 +337,146 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
         gate,
         progress,
     })
+}
+
+/// The agents' names, and the role of each: without -j, the roles (if any)
+/// say how many agents run, and which (over farm.toml's `jobs`). Checked
+/// before anything is written: names become directories.
+fn agents(
+    flags: &Flags,
+    settings: &Settings,
+    world: &World,
+    jobs: usize,
+) -> Result<(Vec<String>, BTreeMap<String, Role>), Error> {
+    let roles = crate::run::roles::resolve(&settings.roles)
+        .map_err(|e| Error::usage(format!("invalid role in farm.toml: {e}")))?;
+    Ok(if flags.jobs.is_none() && !roles.is_empty() {
+        let base = flags.name.as_deref().unwrap_or(world.host);
+        let mut names = Vec::new();
+        let mut of = BTreeMap::new();
+        for role in roles {
+            for i in 1..=role.agents {
+                let name = format!("{base}-{}-{i}", role.name);
+                crate::names::check_agent_name(&name).map_err(|e| {
+                    Error::usage(e.to_string()).hint("pick a shorter --name, or shorter role names")
+                })?;
+                of.insert(name.clone(), role.clone());
+                names.push(name);
+            }
+        }
+        if names.len() > 256 {
+            return Err(Error::usage(format!(
+                "the roles in farm.toml add up to {} agents: at most 256",
+                names.len()
+            )));
+        }
+        (names, of)
+    } else {
+        (
+            agent_names(flags.name.as_deref(), world.host, jobs)?,
+            BTreeMap::new(),
+        )
+    })
+}
+
+/// `--heartbeat`, checked against `stale_after`; by default a quarter of
+/// it (at most 30 s for claims on a filesystem, where a beat is cheap).
+fn heartbeat(
+    flag: Option<Duration>,
+    stale_after: Duration,
+    claims: ClaimsKind,
+) -> Result<Duration, Error> {
+    Ok(match flag {
+        Some(h) if h.is_zero() || h > stale_after / 4 => {
+            return Err(Error::usage(format!(
+                "--heartbeat {}: heartbeat at least every quarter of --stale-after ({})",
+                crate::age::Age(h),
+                crate::age::Age(stale_after / 4)
+            ))
+            .hint("a claim whose heartbeats come further apart can look stale while it lives"));
+        }
+        Some(h) => h,
+        None if claims == ClaimsKind::Fs => (stale_after / 4).min(Duration::from_secs(30)),
+        None => stale_after / 4,
+    })
+}
+
+/// `--wrap`, split into words, its program found.
+fn wrap(flag: Option<&str>, world: &World) -> Result<Vec<String>, Error> {
+    Ok(match flag {
+        None => Vec::new(),
+        Some(text) => {
+            let words = shell_words::split(text).map_err(|e| {
+                Error::usage(format!("cannot split --wrap `{text}` into words: {e}"))
+            })?;
+            match words.first() {
+                None => return Err(Error::usage("--wrap is empty")),
+                Some(w) if !(world.runnable)(w) => {
+                    return Err(Error::usage(format!(
+                        "--wrap program `{w}` not found (looked on PATH)"
+                    ))
+                    .hint("install it, or give its full path in --wrap"));
+                }
+                Some(_) => words,
+            }
+        }
+    })
+}
+
+/// `--config-per-agent [VAR]`: the variable named, or the preset's.
+fn agent_config(flag: Option<&str>, preset: Option<&Preset>) -> Result<Option<AgentConfig>, Error> {
+    Ok(match flag {
+        None => None,
+        Some("") => {
+            let Some(p) = preset.filter(|p| !p.config_env.is_empty()) else {
+                return Err(Error::usage(
+                    "--config-per-agent: this agent names no config variable",
+                )
+                .hint("say which: --config-per-agent VAR (e.g. CLAUDE_CONFIG_DIR)"));
+            };
+            Some(AgentConfig {
+                var: p.config_env.clone(),
+                seed: p
+                    .config_seed
+                    .iter()
+                    .map(|s| presets::expand_home(s))
+                    .collect(),
+            })
+        }
+        Some(var) => Some(AgentConfig {
+            var: var.to_owned(),
+            seed: Vec::new(),
+        }),
+    })
+}
+
+/// The test gate: `[tests]` in farm.toml, unless `--no-gate`.
+fn gate(
+    flags: &Flags,
+    settings: &Settings,
+    world: &World,
+) -> Result<Option<crate::suite::Suite>, Error> {
+    let gate = crate::suite::Suite::from_raw(settings.tests.as_ref())
+        .map_err(|e| {
+            Error::usage(format!("invalid [tests] in farm.toml: {e}"))
+                .hint("see farm tests --help; or run without the gate: --no-gate")
+        })?
+        .filter(|_| !flags.no_gate)
+        .map(|suite| suite.for_gate());
+    // A program named without a path must be on PATH now; one with a path
+    // may be a script of the branch's, found only in the clone.
+    if let Some(program) = gate.as_ref().map(|g| g.argv[0].as_str())
+        && !program.contains('/')
+        && !(world.runnable)(program)
+    {
+        return Err(Error::usage(format!(
+            "the test command `{program}` ([tests] in farm.toml) not found (looked on PATH)"
+        ))
+        .hint(
+            "install it, fix `command` or `verify` in [tests], or run without the gate: --no-gate",
+        ));
+    }
+    Ok(gate)
 }
 
 /// `progress` in farm.toml: a file at the root of the repository, `""` for

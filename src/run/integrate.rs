@@ -73,60 +73,11 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Halt> 
     } = turn;
     let id = task.id.as_str();
     let branch = &run.hub.branch;
-    let upstream = format!("origin/{branch}");
-    // The upstream commit the work last sat on; when the branch has not
-    // moved past it there is nothing to rebase or merge.
-    let mut onto = base.to_owned();
-    // Once merged, stay merged: rebasing again would replay the conflict.
-    let mut merged = false;
-    // Bring the work onto the branch as it is now: fetch (when it moved),
-    // rebase, or merge once rebasing conflicted. `Some(files)` on conflict.
-    let catch_up = |onto: &mut String, merged: &mut bool| -> Result<Option<Vec<String>>, Error> {
-        let now = clone.fetch_if_moved(&run.hub)?;
-        if now == *onto {
-            return Ok(None);
-        }
-        let clean = if *merged {
-            clone.merge(&upstream, branch, id)?
-        } else if clone.rebase(&upstream)? {
-            true
-        } else {
-            *merged = true;
-            run.detail(
-                name,
-                &format!("`{id}`: the rebase onto {upstream} conflicted; merging"),
-            );
-            clone.merge(&upstream, branch, id)?
-        };
-        // Its own task file edited on the branch meanwhile (by a person):
-        // farm's own part of the work, resolved by farm.
-        let clean = clean
-            || {
-                let resolved = clone.resolve_own_task(&task.id, &upstream)?;
-                if resolved {
-                    run.say(
-                    name,
-                    &format!(
-                        "`{id}`: its task file was edited on `{branch}` meanwhile; that edit is kept, moved to done"
-                    ),
-                );
-                }
-                resolved
-            };
-        run.detail(
-            name,
-            &format!(
-                "`{id}`: {} onto {upstream} at {}",
-                if *merged { "merged" } else { "rebased" },
-                &now[..now.len().min(10)]
-            ),
-        );
-        *onto = now;
-        Ok(if clean {
-            None
-        } else {
-            Some(clone.conflicts()?)
-        })
+    let mut onto = Onto {
+        turn,
+        upstream: format!("origin/{branch}"),
+        at: base.to_owned(),
+        merged: false,
     };
     // Refused before any rebase or merge session is spent on it.
     let refused = landing::refused(clone, base, base, &clone.head()?, &task.id)?;
@@ -145,50 +96,38 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Halt> 
         // once lost 20 rounds running) while holding the lock for little
         // more than the push itself. (A hub elsewhere has no lock, and no
         // branch to read without a fetch: its push just gets rejected.)
-        let mut conflict = catch_up(&mut onto, &mut merged)?;
+        let mut conflict = onto.catch_up()?;
         let mut lock = None;
         if conflict.is_none() {
             lock = run.hub.push_lock()?;
-            if lock.is_some() && run.hub.branch_rev().as_deref() != Some(onto.as_str()) {
-                conflict = catch_up(&mut onto, &mut merged)?;
+            if lock.is_some() && run.hub.branch_rev().as_deref() != Some(onto.at.as_str()) {
+                conflict = onto.catch_up()?;
             }
         }
         // What lands is the work on top of `onto`: a task done there already
         // was done by someone else (its claim forced away while its push was
         // in flight, say). A conflict on its done file is that too: no merge
         // session can make landing it again right.
-        if let Some(place) = landing::settled_elsewhere(clone, base, &onto, &task.id)? {
+        if let Some(place) = landing::settled_elsewhere(clone, base, &onto.at, &task.id)? {
             return Ok(Integrated::Elsewhere(place));
         }
         if let Some(files) = conflict {
             // A merge session takes minutes: let the others push meanwhile.
             drop(lock);
-            run.say(
-                name,
-                &format!(
-                    "`{id}`: conflict with `{branch}` in {}; merge session",
-                    files.join(", ")
-                ),
-            );
-            run.journal
-                .log(name, "conflict", json!({"task": id, "files": files}));
-            match merge_session(turn, &files)? {
+            match resolve(turn, &files)? {
                 Merge::Resolved => continue, // catch up with what moved meanwhile, then push
-                Merge::Unresolved => {
-                    clone.abort_merge()?;
-                    return Ok(Integrated::Conflict(files));
-                }
+                Merge::Unresolved => return Ok(Integrated::Conflict(files)),
             }
         }
         // Judged again on what lands: a merge session is held to the rule
         // the session was.
-        let refused = landing::refused(clone, base, &onto, &clone.head()?, &task.id)?;
+        let refused = landing::refused(clone, base, &onto.at, &clone.head()?, &task.id)?;
         if !refused.is_empty() {
             return Ok(Integrated::Refused(refused));
         }
         // The tree pushed is the tree tested (under the push lock when the
         // hub has one; else a push rejected brings a new tree, tested again).
-        let passed = match gate::check(turn, &onto)? {
+        let passed = match gate::check(turn, &onto.at)? {
             Verdict::Pass(passed) => passed,
             verdict => return Ok(Integrated::Gated(verdict)),
         };
@@ -231,6 +170,101 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Halt> 
         }
     }
     Ok(Integrated::Busy)
+}
+
+/// Where the work sits on the branch while it is brought onto it: the
+/// upstream commit it last sat on (`at`; when the branch has not moved past
+/// it there is nothing to rebase or merge), and whether it was merged —
+/// once merged, it stays merged: rebasing again would replay the conflict.
+struct Onto<'a> {
+    turn: Turn<'a>,
+    upstream: String,
+    at: String,
+    merged: bool,
+}
+
+impl Onto<'_> {
+    /// Bring the work onto the branch as it is now: fetch (when it moved),
+    /// rebase, or merge once rebasing conflicted. `Some(files)` on conflict.
+    fn catch_up(&mut self) -> Result<Option<Vec<String>>, Error> {
+        let Turn {
+            run,
+            clone,
+            name,
+            task,
+            ..
+        } = self.turn;
+        let (id, branch, upstream) = (task.id.as_str(), &run.hub.branch, &self.upstream);
+        let now = clone.fetch_if_moved(&run.hub)?;
+        if now == self.at {
+            return Ok(None);
+        }
+        let clean = if self.merged {
+            clone.merge(upstream, branch, id)?
+        } else if clone.rebase(upstream)? {
+            true
+        } else {
+            self.merged = true;
+            run.detail(
+                name,
+                &format!("`{id}`: the rebase onto {upstream} conflicted; merging"),
+            );
+            clone.merge(upstream, branch, id)?
+        };
+        // Its own task file edited on the branch meanwhile (by a person):
+        // farm's own part of the work, resolved by farm.
+        let clean = clean
+            || {
+                let resolved = clone.resolve_own_task(&task.id, upstream)?;
+                if resolved {
+                    run.say(
+                    name,
+                    &format!(
+                        "`{id}`: its task file was edited on `{branch}` meanwhile; that edit is kept, moved to done"
+                    ),
+                );
+                }
+                resolved
+            };
+        run.detail(
+            name,
+            &format!(
+                "`{id}`: {} onto {upstream} at {}",
+                if self.merged { "merged" } else { "rebased" },
+                &now[..now.len().min(10)]
+            ),
+        );
+        self.at = now;
+        Ok(if clean {
+            None
+        } else {
+            Some(clone.conflicts()?)
+        })
+    }
+}
+
+/// A conflict with the branch in `files`: said, journaled, and given to a
+/// merge session; a merge left unresolved is aborted.
+fn resolve(turn: Turn<'_>, files: &[String]) -> Result<Merge, Halt> {
+    let Turn {
+        run, clone, name, ..
+    } = turn;
+    let id = turn.task.id.as_str();
+    run.say(
+        name,
+        &format!(
+            "`{id}`: conflict with `{}` in {}; merge session",
+            run.hub.branch,
+            files.join(", ")
+        ),
+    );
+    run.journal
+        .log(name, "conflict", json!({"task": id, "files": files}));
+    let merge = merge_session(turn, files)?;
+    if let Merge::Unresolved = merge {
+        clone.abort_merge()?;
+    }
+    Ok(merge)
 }
 
 /// Commit the progress document at `path` on top of the clone's HEAD, with

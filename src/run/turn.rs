@@ -148,39 +148,7 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
     }
     run.journal.log(name, "claim", fields);
 
-    let (description, notes) = prompt::split_notes(&task.body);
-    let notes = if notes.is_empty() {
-        String::new()
-    } else {
-        format!("\n# Notes from earlier attempts\n\n{notes}\n")
-    };
-    let progress = match &run.config.progress {
-        Some(path) if clone.dir().join(path).is_file() => format!(
-            "\nRead `{path}` first: the tests on `{}`, the latest `ERROR:` lines, and \
-             what was integrated lately.\n",
-            run.hub.branch
-        ),
-        _ => String::new(),
-    };
-    // A role's own template, when it has one and the clone has the file.
-    let template = role
-        .and_then(|r| r.prompt.as_deref())
-        .and_then(|path| std::fs::read_to_string(clone.dir().join(path)).ok())
-        .unwrap_or_else(|| prompt::template(clone.dir(), "prompt.md", prompt::PROMPT));
-    let text = prompt::render(
-        &template,
-        &[
-            ("role", role.map_or("", |r| r.name.as_str())),
-            ("progress", &progress),
-            ("task", id),
-            ("title", &task.title),
-            ("description", description.trim()),
-            ("attempt", &attempt.to_string()),
-            ("max_attempts", &task.max_attempts.to_string()),
-            ("notes", &notes),
-            ("branch", &run.hub.branch),
-        ],
-    );
+    let text = render_prompt(turn, attempt);
     let timeout = task.timeout.unwrap_or(run.config.timeout);
     run.detail(
         name,
@@ -248,6 +216,54 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
         lost,
         unstarted,
     })
+}
+
+/// The prompt of `turn`'s session: the role's template (or the clone's
+/// `templates/prompt.md`, or farm's own) with the task, its attempt and the
+/// notes of earlier attempts.
+fn render_prompt(turn: Turn<'_>, attempt: u32) -> String {
+    let Turn {
+        run,
+        clone,
+        name,
+        task,
+        ..
+    } = turn;
+    let id = task.id.as_str();
+    let role = run.config.roles.get(name);
+    let (description, notes) = prompt::split_notes(&task.body);
+    let notes = if notes.is_empty() {
+        String::new()
+    } else {
+        format!("\n# Notes from earlier attempts\n\n{notes}\n")
+    };
+    let progress = match &run.config.progress {
+        Some(path) if clone.dir().join(path).is_file() => format!(
+            "\nRead `{path}` first: the tests on `{}`, the latest `ERROR:` lines, and \
+             what was integrated lately.\n",
+            run.hub.branch
+        ),
+        _ => String::new(),
+    };
+    // A role's own template, when it has one and the clone has the file.
+    let template = role
+        .and_then(|r| r.prompt.as_deref())
+        .and_then(|path| std::fs::read_to_string(clone.dir().join(path)).ok())
+        .unwrap_or_else(|| prompt::template(clone.dir(), "prompt.md", prompt::PROMPT));
+    prompt::render(
+        &template,
+        &[
+            ("role", role.map_or("", |r| r.name.as_str())),
+            ("progress", &progress),
+            ("task", id),
+            ("title", &task.title),
+            ("description", description.trim()),
+            ("attempt", &attempt.to_string()),
+            ("max_attempts", &task.max_attempts.to_string()),
+            ("notes", &notes),
+            ("branch", &run.hub.branch),
+        ],
+    )
 }
 
 /// Run one session, heartbeating the claim and watching its log for the
