@@ -49,6 +49,7 @@ pub mod commands;
 pub mod config;
 pub mod disk;
 pub mod error;
+pub mod flock;
 pub mod git;
 pub mod names;
 pub mod output;

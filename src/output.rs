@@ -115,6 +115,11 @@ impl Out {
         }
     }
 
+    /// A warning on stderr: something a person should know even with -q.
+    pub fn warn(&self, line: &str) {
+        self.write_note(Some(Style::Warn), line);
+    }
+
     /// A note on stderr shown only with -v.
     pub fn debug(&self, line: &str) {
         if self.verbose() {

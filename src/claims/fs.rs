@@ -165,23 +165,18 @@ impl FsStore {
                 .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
                 .open(&path)
                 .map_err(StoreError::io("open", &path))?;
-            loop {
-                match file.try_lock() {
-                    Ok(()) => break,
-                    Err(std::fs::TryLockError::WouldBlock) => {
-                        if patience.is_some_and(|p| since.elapsed() >= p) {
-                            return Ok(None);
-                        }
-                        if !said {
-                            said = true;
-                            waiting();
-                        }
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    Err(std::fs::TryLockError::Error(e)) => {
-                        return Err(StoreError::io("lock", &path)(e));
-                    }
+            // Patience counts from the first look, across files replaced.
+            let left = patience.map(|p| p.saturating_sub(since.elapsed()));
+            let mut once = || {
+                if !std::mem::replace(&mut said, true) {
+                    waiting();
                 }
+            };
+            let every = Duration::from_millis(20);
+            if !crate::flock::lock_waiting(&file, left, every, &mut once)
+                .map_err(StoreError::io("lock", &path))?
+            {
+                return Ok(None);
             }
             // Removed by whoever held it before us: the fence is the file
             // its name has now.
@@ -1038,21 +1033,15 @@ fn not_a_file(meta: &fs::Metadata) -> String {
     format!("{what}, not a claim file")
 }
 
-/// Take `file`'s lock, or learn that a live process holds it. A lock can
-/// also outlive its holder's close by a moment: a child process forked by
-/// any thread of that holder shares its open files until it execs. So a
-/// busy lock is tried again for up to 100 ms before it counts as held.
+/// Take `file`'s lock, or learn that a live process holds it: a busy lock
+/// is tried again for up to 100 ms before it counts as held (see
+/// [`crate::flock`]).
 fn try_lock_patiently(file: &File) -> io::Result<bool> {
-    for _ in 0..20 {
-        match file.try_lock() {
-            Ok(()) => return Ok(true),
-            Err(std::fs::TryLockError::WouldBlock) => {
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-            Err(std::fs::TryLockError::Error(e)) => return Err(e),
-        }
-    }
-    Ok(false)
+    crate::flock::lock_within(
+        file,
+        std::time::Duration::from_millis(100),
+        std::time::Duration::from_millis(5),
+    )
 }
 
 fn fs_guard(held: &Held) -> Result<&FsGuard, StoreError> {

@@ -14,13 +14,17 @@ pub const ROUNDS: usize = 10;
 
 pub struct HubBranch<'a> {
     hub: &'a Hub,
+    /// Where a push lock given up on is said: stderr, uncoloured (these
+    /// edits run from commands and from the run alike).
+    out: crate::output::Out,
     /// What is being pushed, for messages (`task `a``).
     what: String,
 }
 
 impl<'a> HubBranch<'a> {
     pub fn new(hub: &'a Hub, what: String) -> HubBranch<'a> {
-        HubBranch { hub, what }
+        let out = crate::output::Out::new(crate::output::ColorWhen::Never, false, 0);
+        HubBranch { hub, out, what }
     }
 }
 
@@ -67,7 +71,7 @@ impl edit::Branch for HubBranch<'_> {
         }
         repo.commit_all(message).map_err(git_failed)?;
         let pushed = {
-            let _lock = hub.push_lock()?;
+            let _lock = hub.push_lock(self.out)?;
             // To the hub's URL, not the remote's name: a network push is
             // then watched for silence (see `git::watchdog`).
             repo.push(&hub.url, &[format!("HEAD:refs/heads/{}", hub.branch)])

@@ -8,6 +8,7 @@ use std::time::SystemTime;
 
 use crate::error::Error;
 use crate::git::command::Repo;
+use crate::output::Out;
 
 /// Where the hub is: a directory on this machine, or a git URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -281,9 +282,19 @@ impl Hub {
     /// with a line saying so, rather than waited on for ever.
     ///
     /// A hub elsewhere needs no lock (and could not share one): `None`.
-    pub fn push_lock(&self) -> Result<Option<std::fs::File>, Error> {
+    pub fn push_lock(&self, out: Out) -> Result<Option<std::fs::File>, Error> {
         match &self.local {
-            Some(local) => push_lock_of(&local.dir),
+            Some(local) => {
+                let lock = push_lock_of(&local.dir)?;
+                if lock.is_none() {
+                    out.warn(&format!(
+                        "farm: `{}` has been held for {} (by a process left from a push?); pushing without it",
+                        local.dir.join(crate::names::CLAIMS_DIR).join(".push.lock").display(),
+                        crate::age::Age(PUSH_LOCK_PATIENCE)
+                    ));
+                }
+                Ok(lock)
+            }
             None => Ok(None),
         }
     }
@@ -369,7 +380,8 @@ impl Hub {
     }
 }
 
-/// [`Hub::push_lock`] of the hub whose top directory is `hub_dir`.
+/// [`Hub::push_lock`] of the hub whose top directory is `hub_dir`; `None`
+/// when it was held past [`PUSH_LOCK_PATIENCE`].
 fn push_lock_of(hub_dir: &Path) -> Result<Option<std::fs::File>, Error> {
     let dir = hub_dir.join(crate::names::CLAIMS_DIR);
     let _ = std::fs::create_dir(&dir);
@@ -383,27 +395,13 @@ fn push_lock_of(hub_dir: &Path) -> Result<Option<std::fs::File>, Error> {
         .map_err(|e| {
             Error::failure(format!("cannot open `{}`: {e}", path.display())).caused_by(e)
         })?;
-    let since = std::time::Instant::now();
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(Some(file)),
-            Err(std::fs::TryLockError::WouldBlock) if since.elapsed() < PUSH_LOCK_PATIENCE => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            Err(std::fs::TryLockError::WouldBlock) => {
-                eprintln!(
-                    "farm: `{}` has been held for {} (by a process left from a push?); pushing without it",
-                    path.display(),
-                    crate::age::Age(since.elapsed())
-                );
-                return Ok(None);
-            }
-            Err(std::fs::TryLockError::Error(e)) => {
-                return Err(Error::failure(format!(
-                    "cannot lock `{}`: {e}",
-                    path.display()
-                )));
-            }
-        }
+    let every = std::time::Duration::from_millis(20);
+    match crate::flock::lock_within(&file, PUSH_LOCK_PATIENCE, every) {
+        Ok(true) => Ok(Some(file)),
+        Ok(false) => Ok(None),
+        Err(e) => Err(Error::failure(format!(
+            "cannot lock `{}`: {e}",
+            path.display()
+        ))),
     }
 }

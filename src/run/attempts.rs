@@ -46,7 +46,7 @@ impl board::edit::Branch for Fenced<'_> {
         if round > 0 {
             after_rejection(run, round);
         }
-        let lock = run.hub.push_lock()?;
+        let lock = run.hub.push_lock(run.out)?;
         clone.sync(&run.hub)?;
         Ok((clone.dir().to_path_buf(), lock))
     }

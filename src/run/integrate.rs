@@ -99,7 +99,7 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Halt> 
         let mut conflict = onto.catch_up()?;
         let mut lock = None;
         if conflict.is_none() {
-            lock = run.hub.push_lock()?;
+            lock = run.hub.push_lock(run.out)?;
             if lock.is_some() && run.hub.branch_rev().as_deref() != Some(onto.at.as_str()) {
                 conflict = onto.catch_up()?;
             }

@@ -31,7 +31,7 @@ impl edit::Branch for Plain<'_> {
         if round > 0 {
             after_rejection(self.run, round);
         }
-        let lock = self.run.hub.push_lock()?;
+        let lock = self.run.hub.push_lock(self.run.out)?;
         self.clone.sync(&self.run.hub)?;
         Ok((self.clone.dir().to_path_buf(), lock))
     }

@@ -28,17 +28,9 @@ pub(super) fn lock_clone(dir: &Path, name: &str) -> Result<std::fs::File, Error>
     // round saw the clone reopened after its git was SIGKILLed refused with
     // no holder left in /proc/locks a moment later): try again for a while
     // before calling it another run's.
-    let tried = std::time::Instant::now();
-    let mut result = file.try_lock();
-    while matches!(result, Err(std::fs::TryLockError::WouldBlock))
-        && tried.elapsed() < LOCK_PATIENCE
-    {
-        std::thread::sleep(Duration::from_millis(20));
-        result = file.try_lock();
-    }
-    match result {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => {
+    match crate::flock::lock_within(&file, LOCK_PATIENCE, Duration::from_millis(20)) {
+        Ok(true) => Ok(file),
+        Ok(false) => {
             // Who holds it, as the kernel says: another run (its pid), or
             // this very one — a clone not let go, which is farm's bug, said
             // as such (a chaos round once ended an agent's loop so).
@@ -57,7 +49,7 @@ pub(super) fn lock_clone(dir: &Path, name: &str) -> Result<std::fs::File, Error>
             ))
             .hint("give this run other agent names: farm run --name NAME"))
         }
-        Err(std::fs::TryLockError::Error(e)) => Err(Error::failure(format!(
+        Err(e) => Err(Error::failure(format!(
             "cannot lock `{}`: {e}",
             path.display()
         ))),

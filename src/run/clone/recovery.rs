@@ -72,7 +72,7 @@ impl PrivateClone {
         // commits: its processes outlive it and keep the hub's push lock
         // (see `Hub::push_lock`). Judged once it let go, they are on the
         // branch and need no rescue.
-        let _settled = hub.push_lock()?;
+        let _settled = hub.push_lock(self.out)?;
         self.fetch_if_moved(hub)?;
         let Some(head) = self.own_tip(&upstream)? else {
             return Ok(Vec::new());
