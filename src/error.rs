@@ -35,6 +35,9 @@ pub enum Code {
     /// The status of the command `farm claim -- COMMAND` ran (or 126/127
     /// when it could not be started), passed through.
     Status(u8),
+    /// Writing output failed because its reader went away (`farm locks |
+    /// head`): a quiet end, status 0.
+    BrokenPipe,
 }
 
 impl Code {
@@ -49,6 +52,7 @@ impl Code {
             Code::Drained => 6,
             Code::Interrupted => 130,
             Code::Status(status) => status,
+            Code::BrokenPipe => 0,
         }
     }
 }
@@ -68,12 +72,6 @@ pub struct Error {
     /// More errors that ended the same command (one per agent loop of a
     /// `farm run -j N`), printed after this one.
     pub also: Vec<Error>,
-    /// Writing output failed because the reader went away: exit quietly.
-    pub broken_pipe: bool,
-    /// One of farm's git commands was killed by a signal (the OOM killer, a
-    /// user): an agent's loop reopens its clone, whose recovery makes good
-    /// what the command left half-done, and goes on.
-    pub git_killed: bool,
 }
 
 impl Error {
@@ -84,8 +82,6 @@ impl Error {
             hints: Vec::new(),
             cause: None,
             also: Vec::new(),
-            broken_pipe: false,
-            git_killed: false,
         }
     }
 
@@ -139,10 +135,11 @@ impl std::error::Error for Error {
 impl From<io::Error> for Error {
     /// Only output errors reach here unconverted: a closed pipe is a quiet end.
     fn from(e: io::Error) -> Error {
-        let broken_pipe = e.kind() == io::ErrorKind::BrokenPipe;
-        let mut err = Error::failure(format!("cannot write output: {e}")).caused_by(e);
-        err.broken_pipe = broken_pipe;
-        err
+        let code = match e.kind() {
+            io::ErrorKind::BrokenPipe => Code::BrokenPipe,
+            _ => Code::Failure,
+        };
+        Error::new(code, format!("cannot write output: {e}")).caused_by(e)
     }
 }
 
@@ -212,7 +209,8 @@ mod tests {
         assert_eq!(chain, ["cannot open `x`", "no entry"]);
 
         let pipe: Error = io::Error::from(io::ErrorKind::BrokenPipe).into();
-        assert!(pipe.broken_pipe);
+        assert_eq!(pipe.code, Code::BrokenPipe);
+        assert_eq!(pipe.code.exit_code(), 0);
         assert_eq!(
             pipe.source().unwrap().to_string(),
             io::Error::from(io::ErrorKind::BrokenPipe).to_string()

@@ -13,7 +13,7 @@ fn main() -> ExitCode {
     let cli = farm::cli::Cli::parse();
     let e = match farm::run(&cli) {
         Ok(()) => return ExitCode::SUCCESS,
-        Err(e) if e.broken_pipe => return ExitCode::SUCCESS,
+        Err(e) if e.code == farm::error::Code::BrokenPipe => return ExitCode::SUCCESS,
         Err(e) => e,
     };
     let color = cli.global.color != farm::output::ColorWhen::Never

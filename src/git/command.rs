@@ -66,9 +66,6 @@ pub struct GitError {
     pub signal: Option<i32>,
 }
 
-/// How often a git killed by a signal is run again before its failure stands.
-pub const KILLED_AGAIN: usize = 2;
-
 /// git's arguments as text (lossily: they are shown, or matched against
 /// farm's own).
 fn strings<I, S>(args: I) -> Vec<String>
@@ -473,7 +470,7 @@ impl Repo {
     }
 
     /// Run git; a git that only reads (see [`reads`]) and was killed by a
-    /// signal is run again, at most [`KILLED_AGAIN`] times: its answer was
+    /// signal is run again, at most [`READ_AGAIN`](crate::git::killed::READ_AGAIN) times: its answer was
     /// lost, not refused. The answer of a git still killed then carries
     /// the signal (callers judging exit codes must check it).
     fn output<I, S>(&self, args: I) -> Result<Output, GitError>
@@ -490,7 +487,7 @@ impl Repo {
         };
         let mut out = once()?;
         if reads(args.clone()) {
-            for _ in 0..KILLED_AGAIN {
+            for _ in 0..crate::git::killed::READ_AGAIN {
                 if std::os::unix::process::ExitStatusExt::signal(&out.status).is_none() {
                     break;
                 }
@@ -1034,7 +1031,6 @@ impl From<GitError> for Error {
     fn from(e: GitError) -> Error {
         let mut err = Error::failure(e.to_string());
         if let Some(signal) = e.signal {
-            err.git_killed = true;
             err = err.hint(format!(
                 "git was killed by signal {signal} (out of memory, or by hand?); \
                  the next run recovers the clone"

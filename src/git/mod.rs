@@ -5,6 +5,7 @@
 
 pub mod command;
 pub mod hub;
+pub mod killed;
 pub mod retry;
 pub mod scratch;
 pub mod tree_merge;

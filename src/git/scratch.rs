@@ -20,7 +20,8 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use crate::error::Error;
-use crate::git::command::{KILLED_AGAIN, Repo};
+use crate::git::command::Repo;
+use crate::git::killed::READ_AGAIN;
 
 /// The name every scratch repository starts with; `hub-tip.git` (one shared
 /// cache, before) matches too and is swept the same way.
@@ -64,7 +65,7 @@ impl ScratchRepo {
 
     /// The tip of `url`'s `branch`, fetched `--depth 1` into a new scratch
     /// repository in `state`; `None` when there is no such branch. A fetch
-    /// killed by a signal is tried again (at most [`KILLED_AGAIN`] times), each
+    /// killed by a signal is tried again (at most [`READ_AGAIN`] times), each
     /// time in a new repository: a fetch killed half-way leaves its
     /// `shallow.lock` in the one it used.
     pub fn tip(
@@ -86,7 +87,7 @@ impl ScratchRepo {
                 });
             match fetched {
                 Ok(Ok(tip)) => return Ok((made, tip)),
-                Ok(Err(_)) if killed < KILLED_AGAIN => killed += 1,
+                Ok(Err(_)) if killed < READ_AGAIN => killed += 1,
                 Ok(Err(e)) | Err(e) => return Err(crate::git::hub::unreachable(url, e)),
             }
         }

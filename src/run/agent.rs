@@ -63,6 +63,7 @@ use serde_json::json;
 
 use crate::claims::{Held, Listed, StoreError};
 use crate::error::Error;
+use crate::git::killed::{LOOP_RESTARTS, killed};
 use crate::names::TaskId;
 use crate::run::attempts::retire;
 use crate::run::clone::PrivateClone;
@@ -88,7 +89,7 @@ pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Erro
     let mut restarts = 0;
     loop {
         match turns_settled(run, name, summary) {
-            Err(e) if e.git_killed && restarts < GIT_KILLED_RESTARTS && !run.stop.draining() => {
+            Err(e) if killed(&e) && restarts < LOOP_RESTARTS && !run.stop.draining() => {
                 restarts += 1;
                 run.say(name, &format!("{e}; reopening its clone and going on"));
                 run.journal
@@ -98,9 +99,6 @@ pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Erro
         }
     }
 }
-
-/// How often one agent's loop starts again after a git of farm's was killed.
-const GIT_KILLED_RESTARTS: u32 = 3;
 
 /// The turns, and the integration left beside them when they ended.
 fn turns_settled(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Error> {

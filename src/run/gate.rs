@@ -18,12 +18,13 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use crate::error::{Code, Error};
+use crate::error::Error;
 use crate::run::interrupt::{Halt, Heartbeat, Interrupt};
 use crate::run::turn::Turn;
 use crate::suite::Suite;
 use crate::suite::report::{Outcome, Report};
 use crate::suite::results::{self, Results, Store};
+use crate::suite::run::Unrun;
 
 /// What the gate says of a change.
 pub(super) enum Verdict {
@@ -61,7 +62,7 @@ impl Passed {
 /// One run of the suite, as the gate sees it (when it was not cut short).
 enum Tested {
     Ran(Report),
-    Failed(Error),
+    Failed(Unrun),
 }
 
 /// Judge the clone's HEAD, the work on top of `onto` (the branch's commit).
@@ -200,8 +201,8 @@ fn baseline(turn: Turn<'_>, suite: &Suite, onto: &str) -> Result<Result<Results,
     clone.drop_tree(&dir);
     Ok(match tested? {
         Tested::Ran(report) => Ok(Results::of(onto, &report)),
-        Tested::Failed(e) if e.code == Code::Usage => Err(Verdict::Broken(e.to_string())),
-        Tested::Failed(e) => {
+        Tested::Failed(Unrun::CannotStart(e)) => Err(Verdict::Broken(e.to_string())),
+        Tested::Failed(Unrun::NoReport(e)) => {
             run.say(
                 name,
                 &format!(
@@ -231,8 +232,8 @@ fn after_tests(turn: Turn<'_>, tested: Result<Tested, Interrupt>) -> Result<Verd
     turn.clone.after_tests();
     Ok(match tested? {
         Tested::Ran(_) => Verdict::Pass(None),
-        Tested::Failed(e) if e.code == Code::Usage => Verdict::Broken(e.to_string()),
-        Tested::Failed(e) => Verdict::Untested(e.to_string()),
+        Tested::Failed(Unrun::CannotStart(e)) => Verdict::Broken(e.to_string()),
+        Tested::Failed(Unrun::NoReport(e)) => Verdict::Untested(e.to_string()),
     })
 }
 

@@ -31,6 +31,32 @@ pub fn run(suite: &Suite, dir: &Path) -> Result<Ran, Error> {
         .ok_or_else(|| Error::failure("the test run was stopped"))
 }
 
+/// Why a test run gave no report.
+#[derive(Debug)]
+pub enum Unrun {
+    /// The command cannot be started at all (not found, not executable):
+    /// no run will do better until the setting is fixed.
+    CannotStart(Error),
+    /// It ran, and left no report farm can read, or outlived its timeout.
+    NoReport(Error),
+}
+
+impl std::fmt::Display for Unrun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unrun::CannotStart(e) | Unrun::NoReport(e) => e.fmt(f),
+        }
+    }
+}
+
+impl From<Unrun> for Error {
+    fn from(u: Unrun) -> Error {
+        match u {
+            Unrun::CannotStart(e) | Unrun::NoReport(e) => e,
+        }
+    }
+}
+
 /// [`run`] with `env` set for the command, asking `keep_going` at least
 /// every 20 ms whether to go on: when it says no, the command and everything
 /// it started are killed (`None`).
@@ -39,6 +65,22 @@ pub fn run_while(
     dir: &Path,
     env: &[(&str, String)],
     keep_going: &mut dyn FnMut() -> bool,
+) -> Result<Option<Ran>, Unrun> {
+    let mut cannot_start = false;
+    run_child(suite, dir, env, keep_going, &mut cannot_start).map_err(|e| match cannot_start {
+        true => Unrun::CannotStart(e),
+        false => Unrun::NoReport(e),
+    })
+}
+
+/// [`run_while`]; `cannot_start` is set when the command could not be
+/// started.
+fn run_child(
+    suite: &Suite,
+    dir: &Path,
+    env: &[(&str, String)],
+    keep_going: &mut dyn FnMut() -> bool,
+    cannot_start: &mut bool,
 ) -> Result<Option<Ran>, Error> {
     let shown = suite.command_line();
     // A report left by an earlier run must not pass for this one's.
@@ -65,6 +107,7 @@ pub fn run_while(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = tree.root(&mut cmd).spawn().map_err(|e| {
+        *cannot_start = true;
         Error::usage(format!("cannot run the test command `{shown}`: {e}"))
             .hint("set `command` in the `[tests]` table of farm.toml")
     })?;

@@ -143,7 +143,8 @@ impl PrivateClone {
     }
 }
 
-/// An I/O error on a task file, in farm's words.
+/// An I/O error reading or writing a task file, in farm's words, with
+/// the error it came from kept (shown at `-v`).
 pub(crate) fn io_error(e: std::io::Error) -> Error {
-    Error::failure(format!("cannot write a task file: {e}"))
+    Error::failure(format!("cannot edit a task file: {e}")).caused_by(e)
 }

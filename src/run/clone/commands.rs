@@ -78,7 +78,14 @@ impl PrivateClone {
                     return Err(e.into());
                 }
                 self.remove_stale_locks();
-                op().map_err(Error::from)
+                let mut again = Err(e);
+                for _ in 0..crate::git::killed::HEALED_AGAIN {
+                    again = op();
+                    if !matches!(&again, Err(e) if e.signal.is_some()) {
+                        break;
+                    }
+                }
+                again.map_err(Error::from)
             }
             other => other.map_err(Error::from),
         }
