@@ -159,7 +159,7 @@ impl Run {
 
     /// A session on `id` did not start: what that means, given the last
     /// session of the run that did not start either. Two different tasks in
-    /// a row is an agent that cannot start (MUST 13: a setup error, not a
+    /// a row is an agent that cannot start (a setup error, not a
     /// failed task); the same task again is that task's failure.
     pub(super) fn not_started(&self, id: &crate::names::TaskId) -> Unstarted {
         let mut last = self.unstarted.lock().unwrap_or_else(|e| e.into_inner());

@@ -74,7 +74,7 @@ pub(super) fn reap(run: &Run, name: &str) -> Result<Vec<Listed>, Error> {
 
 /// Say once per run (per file) that a task waits on a corrupt claim, which
 /// would otherwise keep it waiting in silence until the claim is old enough
-/// to reap (issue 10, item 6).
+/// to reap.
 pub(super) fn say_corrupt_once(
     run: &Run,
     name: &str,
