@@ -9,10 +9,12 @@
 //! - [`commands`]: one thin file per subcommand, with its arguments.
 //! - [`config`], [`settings`]: the global flags, environment and `farm.toml`,
 //!   turned into what commands act on (the hub, its claim store, the state dir).
-//! - [`run`](mod@run): `farm run`: the agent loop ([`run::agent`]), the private clone
-//!   and its recovery, sessions, outcome classification, usage limits, usage
-//!   and cost, the test gate, roles, the progress document, the prompt, the
-//!   journal, agent presets.
+//! - [`run`](mod@run): `farm run`: the agent loop as a state machine
+//!   ([`run::agent`], [`run::step`]), settling a session's end
+//!   ([`run::settle`]), the private clone and its recovery ([`run::clone`]),
+//!   sessions, outcome classification, usage limits, usage and cost, the test
+//!   gate, roles, the progress document, the prompt, the journal, agent
+//!   presets; its own layers are in its `//!`.
 //! - [`schedule`]: schedules (`schedules/<id>.toml`): when they fire (cron or
 //!   one time, in a time zone), and which occurrences a firing makes tasks.
 //! - [`suite`]: the project's own test suite (`[tests]` in farm.toml): its
@@ -28,14 +30,15 @@
 //! - [`git`]: the `git` command (every push and fetch), the hub, a clone's
 //!   in-process work (git2, with a merge of trees by what changed), patience
 //!   with a remote.
-//! - [`names`], [`error`], [`output`], [`age`], [`disk`]: task ids and agent
-//!   names, the user-facing error, output, ages and durations, free space.
+//! - [`names`], [`error`], [`output`], [`age`], [`disk`], [`flock`]: task ids
+//!   and agent names, the user-facing error, output, ages and durations, free
+//!   space, file locks taken patiently.
 //! - [`procs`]: the process trees farm starts for others (sessions, the test
 //!   command), and how none outlives its end or farm.
 //!
 //! Layers point one way: `cli` → `commands` → (`config`, `settings`) → `report`
 //! → (`run`, `schedule`) → (`board`, `claims`, `git`, `suite`) → (`names`, `error`, `output`,
-//! `age`, `disk`, `procs`). Of the middle layer only `claims` uses `git` (the git store), and
+//! `age`, `disk`, `flock`, `procs`). Of the middle layer only `claims` uses `git` (the git store), and
 //! `suite` uses `board` (failing tests become tasks). No
 //! store knows the loop; the board knows nothing of sessions or schedules.
 //! The one cycle is `cli` ⇄ `commands`: the command enum names each

@@ -2,6 +2,25 @@
 //! recovery, one session at a time, the classification of how a session
 //! ended, usage limits and cost, the prompt, and the journal of the night;
 //! and its configuration, resolved once ([`config`]).
+//!
+//! Inside, imports point one way, from the loop down:
+//!
+//! - [`agent`], [`step`]: the loop as a state machine, and its pure
+//!   decisions;
+//! - [`tally`], [`standing`]: counting what a task came to (the breaker),
+//!   and a role's standing task;
+//! - [`settle`], [`attempts`]: what a session's end means, decided then
+//!   done; a failed attempt noted on the board;
+//! - [`integrate`], [`gate`], [`landing`], [`progress`]: bringing the work
+//!   onto the branch, tested, within what a session may change;
+//! - [`turn`], [`slot`], [`interrupt`]: one claimed task's session, the
+//!   agent's one-session-at-a-time slot, and what cuts a turn short (the
+//!   claim lost, the run killed) with the heartbeat that keeps it alive;
+//! - [`clone`], [`session`], [`watch`], [`classify`], [`limits`], [`usage`],
+//!   [`prompt`], [`journal`]: the private clone, one process of the agent
+//!   CLI, reading its log, and what it cost;
+//! - [`state`]: what every loop of a run shares, resolved from [`config`]
+//!   ([`presets`], [`roles`], [`config_dir`]).
 
 pub mod agent;
 pub mod attempts;
