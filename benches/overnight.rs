@@ -28,7 +28,7 @@
 //! `src/run/journal.rs` writes them: a `run_start` whose pid is a process that
 //! has exited (so the run reads as ended), then for each of 10,000 sessions
 //! `claim` {task, attempt}, `session_end` {task, attempt, outcome, class,
-//! secs, log} and `done` {task}, spread over 16 agents working side by side
+//! secs, log, and no cost: `null`} and `done` {task}, spread over 16 agents working side by side
 //! through a ten-hour night (lines in time order), and a `run_end`. `farm
 //! status --state-dir DIR` and `--json` on a small hub are timed (15 runs
 //! each, interleaved, order rotating); the reference is the same commands
@@ -66,6 +66,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
+use farm::run::journal::Event;
 use serde_json::{Value, json};
 
 const FARM: &str = env!("CARGO_BIN_EXE_farm");
@@ -653,8 +654,11 @@ fn night(state: &Path, pid: u32) -> String {
                 claim_at,
                 pid,
                 &agent,
-                "claim",
-                json!({"task": task, "attempt": 1}),
+                &Event::Claim {
+                    task: task.as_str().into(),
+                    attempt: 1,
+                    role: None,
+                },
             ),
         ));
         events.push((
@@ -663,20 +667,29 @@ fn night(state: &Path, pid: u32) -> String {
                 end_at,
                 pid,
                 &agent,
-                "session_end",
-                json!({
-                    "task": task,
-                    "attempt": 1,
-                    "outcome": "success",
-                    "class": "success",
-                    "secs": secs_ms as f64 / 1e3,
-                    "log": log.display().to_string(),
-                }),
+                &Event::SessionEnd {
+                    task: task.as_str().into(),
+                    attempt: 1,
+                    outcome: "success".into(),
+                    class: "success".into(),
+                    secs: secs_ms as f64 / 1e3,
+                    log: log.display().to_string().into(),
+                    cost_usd: None,
+                    input_tokens: None,
+                    output_tokens: None,
+                },
             ),
         ));
         events.push((
             done_at,
-            farm::run::journal::line(done_at, pid, &agent, "done", json!({"task": task})),
+            farm::run::journal::line(
+                done_at,
+                pid,
+                &agent,
+                &Event::Done {
+                    task: task.as_str().into(),
+                },
+            ),
         ));
     }
     events.sort_by_key(|(at, _)| *at);
@@ -686,8 +699,14 @@ fn night(state: &Path, pid: u32) -> String {
         start,
         pid,
         "",
-        "run_start",
-        json!({"agents": agents, "hub": "/srv/hub", "store": "fs", "host": "bench"}),
+        &Event::RunStart {
+            agents,
+            cli: None,
+            roles: BTreeMap::new(),
+            hub: "/srv/hub".into(),
+            store: "fs".into(),
+            host: "bench".into(),
+        },
     );
     for (_, line) in &events {
         text.push_str(line);
@@ -696,8 +715,15 @@ fn night(state: &Path, pid: u32) -> String {
         end,
         pid,
         "",
-        "run_end",
-        json!({"sessions": SESSIONS, "done": SESSIONS, "failed": 0, "rescued": 0}),
+        &Event::RunEnd {
+            sessions: SESSIONS,
+            done: SESSIONS,
+            failed: 0,
+            rescued: 0,
+            cost_usd: None,
+            input_tokens: None,
+            output_tokens: None,
+        },
     ));
     text
 }

@@ -13,8 +13,9 @@
 //!   ([`run::agent`], [`run::step`]), settling a session's end
 //!   ([`run::settle`]), the private clone and its recovery ([`run::clone`]),
 //!   sessions, outcome classification, usage limits, usage and cost, the test
-//!   gate, roles, the progress document, the prompt, the journal, agent
-//!   presets; its own layers are in its `//!`.
+//!   gate, roles, the progress document, the prompt, the journal (one typed
+//!   [`run::event::Event`] a line), agent presets; its own layers are in its
+//!   `//!`.
 //! - [`schedule`]: schedules (`schedules/<id>.toml`): when they fire (cron or
 //!   one time, in a time zone), and which occurrences a firing makes tasks.
 //! - [`suite`]: the project's own test suite (`[tests]` in farm.toml): its

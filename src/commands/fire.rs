@@ -10,6 +10,7 @@ use crate::config::Ctx;
 use crate::error::Error;
 use crate::git::hub::Hub;
 use crate::output::Out;
+use crate::run::event::Event;
 use crate::run::journal::Journal;
 use crate::schedule::{
     self,
@@ -126,10 +127,12 @@ fn has_schedules(hub: &Hub, state: &std::path::Path) -> bool {
 /// Each skipped occurrence, in the journal (`schedule_skip`).
 pub fn journal_skips(journal: &Journal, fired: &Fired) {
     for (id, pending) in &fired.skipped {
-        journal.log(
+        journal.record(
             "",
-            "schedule_skip",
-            json!({"task": id.as_str(), "pending": pending.as_str()}),
+            &Event::ScheduleSkip {
+                task: id.as_str().into(),
+                pending: pending.as_str().into(),
+            },
         );
     }
 }

@@ -15,6 +15,7 @@ use crate::git::hub::Hub;
 use crate::output::{Style, count};
 use crate::run::agent::run_loop;
 use crate::run::config::{self, Flags};
+use crate::run::event::Event;
 use crate::run::session::which;
 use crate::run::state::{Run, Summary};
 use crate::settings::Settings;
@@ -138,17 +139,23 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         ctx.out
             .debug("cannot watch the hub for changes; idle agents poll it");
     }
-    run.journal.log(
+    run.journal.record(
         "",
-        "run_start",
-        serde_json::json!({
-            "agents": names,
-            "cli": std::path::Path::new(&run.config.argv[0]).file_name().map(|f| f.to_string_lossy().into_owned()),
-            "roles": run.config.roles.iter().map(|(a, r)| (a.clone(), r.name.clone())).collect::<std::collections::BTreeMap<_, _>>(),
-            "hub": run.hub.url,
-            "store": run.store.kind(),
-            "host": Here::current().host,
-        }),
+        &Event::RunStart {
+            agents: names.clone(),
+            cli: std::path::Path::new(&run.config.argv[0])
+                .file_name()
+                .map(|f| f.to_string_lossy()),
+            roles: run
+                .config
+                .roles
+                .iter()
+                .map(|(a, r)| (a.clone(), r.name.clone()))
+                .collect(),
+            hub: run.hub.url.as_str().into(),
+            store: run.store.kind().into(),
+            host: Here::current().host.as_str().into(),
+        },
     );
     // The schedules' occurrences due now are on the board before the first claim.
     let mut loader = crate::schedule::fire::Loader::default();
@@ -253,18 +260,17 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         count(total.failed, "failed attempt", "failed attempts"),
         total.rescued
     ));
-    run.journal.log(
+    run.journal.record(
         "",
-        "run_end",
-        serde_json::json!({
-            "sessions": total.sessions,
-            "done": total.done,
-            "failed": total.failed,
-            "rescued": total.rescued,
-            "cost_usd": spent.cost_usd,
-            "input_tokens": spent.input_tokens,
-            "output_tokens": spent.output_tokens,
-        }),
+        &Event::RunEnd {
+            sessions: total.sessions,
+            done: total.done,
+            failed: total.failed,
+            rescued: total.rescued,
+            cost_usd: spent.cost_usd,
+            input_tokens: spent.input_tokens,
+            output_tokens: spent.output_tokens,
+        },
     );
     let mut failed = failed.into_iter();
     let mut end = match (run.stop.killing(), failed.next()) {
@@ -293,8 +299,12 @@ fn fire_schedules(run: &Run, loader: &mut crate::schedule::fire::Loader) {
             crate::commands::fire::journal_skips(&run.journal, &fired);
             if !fired.created.is_empty() {
                 let ids: Vec<&str> = fired.created.iter().map(|i| i.as_str()).collect();
-                run.journal
-                    .log("", "schedule_fire", serde_json::json!({ "tasks": ids }));
+                run.journal.record(
+                    "",
+                    &Event::ScheduleFire {
+                        tasks: ids.iter().map(|i| (*i).to_owned()).collect(),
+                    },
+                );
                 run.out
                     .note(&format!("farm run: schedules made {}", ids.join(", ")));
                 run.wake_all();
@@ -307,10 +317,11 @@ fn fire_schedules(run: &Run, loader: &mut crate::schedule::fire::Loader) {
             }
         }
         Err(e) => {
-            run.journal.log(
+            run.journal.record(
                 "",
-                "schedule_error",
-                serde_json::json!({ "error": e.message }),
+                &Event::ScheduleError {
+                    error: e.message.as_str().into(),
+                },
             );
             run.out.note(&format!(
                 "farm run: warning: cannot fire the schedules: {}",
@@ -445,16 +456,15 @@ fn steer_board(run: &Run, steer: &Steer) {
                     .map(|i| i.as_str().to_owned())
                     .collect::<Vec<_>>()
             };
-            run.journal.log(
+            run.journal.record(
                 "",
-                "steer",
-                serde_json::json!({
-                    "commit": tip.commit,
-                    "counts": counts,
-                    "ran": tip.exit.is_some() || tip.secs > 0.0,
-                    "added": ids(&applied.added),
-                    "closed": ids(&applied.closed),
-                }),
+                &Event::Steer {
+                    commit: tip.commit.as_str().into(),
+                    counts,
+                    ran: tip.exit.is_some() || tip.secs > 0.0,
+                    added: ids(&applied.added),
+                    closed: ids(&applied.closed),
+                },
             );
             run.out.note(&format!(
                 "farm run: tests on `{}`: {} passed, {} failed; tasks: {} added, {} closed",
@@ -469,8 +479,12 @@ fn steer_board(run: &Run, steer: &Steer) {
             }
         }
         Err(e) => {
-            run.journal
-                .log("", "steer_error", serde_json::json!({ "error": e.message }));
+            run.journal.record(
+                "",
+                &Event::SteerError {
+                    error: e.message.as_str().into(),
+                },
+            );
             run.out.note(&format!(
                 "farm run: warning: cannot make tasks of the tests: {}",
                 e.message

@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::git::hub::Hub;
 use crate::output::{Style, table};
 use crate::report::night::{self, Spent};
-use crate::run::journal::{self, Entry};
+use crate::run::journal::{self, Entry, Event, given};
 
 /// Show the run: its agents (working on what since when, idle, waiting for
 /// a usage limit to lift, paused by the circuit breaker), the board's
@@ -141,12 +141,12 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
     // (killed), the journal says nothing more. None running: the last run.
     let mut runs: BTreeMap<u32, (bool, SystemTime)> = BTreeMap::new();
     for e in &entries {
-        match e.event.as_ref() {
-            "run_start" => {
+        match e.event {
+            Event::RunStart { .. } => {
                 let alive = crate::claims::host::process_start(e.pid).is_some();
                 runs.insert(e.pid, (alive, time(&e.at)));
             }
-            "run_end" => {
+            Event::RunEnd { .. } => {
                 if let Some(r) = runs.get_mut(&e.pid) {
                     r.0 = false;
                 }
@@ -169,39 +169,40 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
     let mut agents: BTreeMap<String, Doing> = BTreeMap::new();
     let roles: BTreeMap<String, String> = in_scope
         .iter()
-        .filter(|e| e.event == "run_start")
-        .flat_map(|e| e.roles.clone().unwrap_or_default())
+        .filter_map(|e| match &e.event {
+            Event::RunStart { roles, .. } => Some(roles.clone()),
+            _ => None,
+        })
+        .flatten()
         .collect();
     let mut totals: BTreeMap<&'static str, usize> = BTreeMap::new();
-    let mut sessions = Vec::new();
+    let mut sessions: Vec<&Entry> = Vec::new();
     // Cost and tokens rolled up as the report rolls them up.
     let rolled = night::rollup(&in_scope);
     // The last task each agent claimed, for an agent whose run is over.
     let mut last_task: BTreeMap<String, String> = BTreeMap::new();
     let mut last_claimed: BTreeMap<String, SystemTime> = BTreeMap::new();
     for e in &in_scope {
-        if let (Some(agent), Some(task)) = (&e.agent, &e.task)
-            && e.event == "claim"
-        {
+        if let (Some(agent), Event::Claim { task, .. }) = (&e.agent, &e.event) {
             last_task.insert(agent.to_string(), task.to_string());
             last_claimed.insert(agent.to_string(), time(&e.at));
         }
         let at = time(&e.at);
-        let key = match e.event.as_ref() {
-            "session_end" => {
-                sessions.push((*e).clone());
+        let key = match e.event {
+            Event::SessionEnd { .. } => {
+                sessions.push(e);
                 Some("sessions")
             }
-            "merge_end" => {
-                sessions.push((*e).clone());
+            Event::MergeEnd { .. } => {
+                sessions.push(e);
                 Some("merge sessions")
             }
-            "done" => Some("done"),
-            "failed" => Some("failed attempts"),
-            "limit" => Some("limit waits"),
-            "rescue" => Some("rescued"),
-            "reap" => Some("reaped"),
-            "trip" => Some("breaker trips"),
+            Event::Done { .. } => Some("done"),
+            Event::Failed { .. } => Some("failed attempts"),
+            Event::Limit { .. } => Some("limit waits"),
+            Event::Rescue { .. } => Some("rescued"),
+            Event::Reap { .. } => Some("reaped"),
+            Event::Trip { .. } => Some("breaker trips"),
             _ => None,
         };
         if let Some(k) = key {
@@ -209,8 +210,8 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
         }
         // Every agent of a run is listed from its start, even one that
         // never claimed anything.
-        if e.event == "run_start" {
-            for name in e.agents.iter().flatten() {
+        if let Event::RunStart { agents: names, .. } = &e.event {
+            for name in names {
                 agents.insert(
                     name.clone(),
                     Doing::Idle {
@@ -221,32 +222,36 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
             }
         }
         let Some(agent) = &e.agent else { continue };
-        let doing = match e.event.as_ref() {
-            "claim" => Doing::Working {
-                task: e.task.as_deref().unwrap_or_default().to_owned(),
+        let doing = match &e.event {
+            Event::Claim { task, .. } => Doing::Working {
+                task: task.to_string(),
                 since: at,
             },
-            "merge_start" => Doing::Merging {
-                task: e.task.as_deref().unwrap_or_default().to_owned(),
+            Event::MergeStart { task, .. } => Doing::Merging {
+                task: task.to_string(),
                 since: at,
             },
             // Back to the integration the merge was for.
-            "merge_end" => Doing::Working {
-                task: e.task.as_deref().unwrap_or_default().to_owned(),
+            Event::MergeEnd { task, .. } => Doing::Working {
+                task: task.to_string(),
                 since: last_claimed.get(&**agent).copied().unwrap_or(at),
             },
-            "limit" | "trip" => Doing::Waiting {
-                until: e.until.as_deref().map_or(at, time),
-                why: if e.event == "trip" {
-                    match &e.why {
-                        Some(why) => format!("circuit breaker ({why})"),
-                        None => "circuit breaker".to_owned(),
-                    }
-                } else {
-                    e.why.as_deref().unwrap_or_default().to_owned()
+            Event::Limit { until, why, .. } => Doing::Waiting {
+                until: given(until).map_or(at, time),
+                why: why.label().to_owned(),
+            },
+            Event::Trip { until, why } => Doing::Waiting {
+                until: given(until).map_or(at, time),
+                why: match given(why) {
+                    Some(why) => format!("circuit breaker ({why})"),
+                    None => "circuit breaker".to_owned(),
                 },
             },
-            "session_end" | "done" | "failed" | "rescue" | "lost_race" => Doing::Idle {
+            Event::SessionEnd { .. }
+            | Event::Done { .. }
+            | Event::Failed { .. }
+            | Event::Rescue { .. }
+            | Event::LostRace { .. } => Doing::Idle {
                 since: at,
                 waiting_for: None,
             },
@@ -289,7 +294,11 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
             };
         }
     }
-    let sessions = sessions.split_off(sessions.len().saturating_sub(last));
+    // Only the last are kept, out of the journal's text.
+    let sessions: Vec<Entry<'j>> = sessions[sessions.len().saturating_sub(last)..]
+        .iter()
+        .map(|e| (*e).clone())
+        .collect();
 
     let store = ctx.store_for(&spec)?;
     let judge = super::judge_now(None);
@@ -318,8 +327,11 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
     let host = in_scope
         .iter()
         .rev()
-        .find(|e| e.event == "run_start")
-        .and_then(|e| e.host.as_deref().map(str::to_owned))
+        .find_map(|e| match &e.event {
+            Event::RunStart { host, .. } => Some(host),
+            _ => None,
+        })
+        .and_then(|host| given(host).map(str::to_owned))
         .unwrap_or_else(|| crate::claims::host::Here::current().host.clone());
     let ours = |who: &str| {
         who.strip_suffix(&format!("@{host}"))
@@ -455,11 +467,66 @@ fn listing(items: &[String]) -> String {
 /// How a listed session ended: its class, or for a merge session what
 /// became of the merge.
 fn outcome(s: &Entry) -> String {
-    match (&s.result, &s.class) {
+    let (result, class) = match &s.event {
+        Event::MergeEnd { result, .. } => (given(result), None),
+        Event::SessionEnd { class, .. } => (None, given(class)),
+        _ => (None, None),
+    };
+    match (result, class) {
         (Some(result), _) => format!("merge {result}"),
-        (None, Some(class)) => class.to_string(),
+        (None, Some(class)) => class.to_owned(),
         (None, None) => "-".to_owned(),
     }
+}
+
+/// A listed session's task and how long it took, whichever kind of
+/// session it was.
+fn took<'e>(s: &'e Entry<'_>) -> (&'e str, f64) {
+    match &s.event {
+        Event::SessionEnd { task, secs, .. } | Event::MergeEnd { task, secs, .. } => (task, *secs),
+        _ => ("", 0.0),
+    }
+}
+
+/// A listed session in `--json`: its line's fields, `null` where its kind
+/// has none (a merge session's class, a task session's result).
+fn session_json(s: &Entry) -> serde_json::Value {
+    let mut doc = json!({"at": s.at, "agent": s.agent});
+    let fields = match &s.event {
+        Event::SessionEnd {
+            task,
+            outcome,
+            class,
+            secs,
+            cost_usd,
+            input_tokens,
+            output_tokens,
+            ..
+        } => json!({
+            "task": task, "outcome": given(outcome), "kind": "task", "class": given(class),
+            "result": null, "secs": secs, "cost_usd": cost_usd,
+            "input_tokens": input_tokens, "output_tokens": output_tokens,
+        }),
+        Event::MergeEnd {
+            task,
+            outcome,
+            result,
+            secs,
+            cost_usd,
+            input_tokens,
+            output_tokens,
+            ..
+        } => json!({
+            "task": task, "outcome": given(outcome), "kind": "merge", "class": null,
+            "result": given(result), "secs": secs, "cost_usd": cost_usd,
+            "input_tokens": input_tokens, "output_tokens": output_tokens,
+        }),
+        _ => json!({}),
+    };
+    if let (Some(doc), serde_json::Value::Object(fields)) = (doc.as_object_mut(), fields) {
+        doc.extend(fields);
+    }
+    doc
 }
 
 impl Report<'_> {
@@ -606,13 +673,13 @@ impl Report<'_> {
                 .sessions
                 .iter()
                 .map(|s| {
+                    let (task, secs) = took(s);
                     vec![
                         (format!("{} ago", self.ago(time(&s.at))), None),
                         (fit(s.agent.as_deref().unwrap_or("-"), 16), None),
-                        (fit(s.task.as_deref().unwrap_or("-"), 22), None),
+                        (fit(given(task).unwrap_or("-"), 22), None),
                         (
-                            Age(Duration::from_secs_f64(s.secs.unwrap_or(0.0).max(0.0)))
-                                .to_string(),
+                            Age(Duration::from_secs_f64(secs.max(0.0))).to_string(),
                             None,
                         ),
                         (outcome(s), None),
@@ -723,12 +790,7 @@ impl Report<'_> {
                 "task": task, "held_by": who, "state": state, "age_secs": age.as_secs(),
             })).collect::<Vec<_>>(),
             "clocks_off_secs": self.clocks_off,
-            "sessions": self.sessions.iter().map(|s| json!({
-                "at": s.at, "agent": s.agent, "task": s.task, "outcome": s.outcome,
-                "kind": if s.event == "merge_end" { "merge" } else { "task" },
-                "class": s.class, "result": s.result, "secs": s.secs, "cost_usd": s.cost_usd,
-                "input_tokens": s.input_tokens, "output_tokens": s.output_tokens,
-            })).collect::<Vec<_>>(),
+            "sessions": self.sessions.iter().map(session_json).collect::<Vec<_>>(),
             "totals": self.totals,
             "cost_usd": self.spent.cost_usd,
             "input_tokens": self.spent.input_tokens,

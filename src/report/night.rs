@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::run::journal::Entry;
+use crate::run::event::Limited;
+use crate::run::journal::{Entry, Event, given};
 
 /// How a session ended, for its colour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -173,43 +174,54 @@ pub struct Rollup {
 /// built: `farm status` on 10,000 sessions spent 40 of its 110 ms building
 /// the whole night for these sums.
 pub fn rollup(lines: &[&Entry]) -> Rollup {
-    fn spend(spent: &mut Spent, e: &Entry) {
-        spent.count(
-            e.secs.unwrap_or(0.0).max(0.0),
-            e.cost_usd,
-            e.input_tokens,
-            e.output_tokens,
-        );
+    /// One session's seconds, cost and tokens.
+    type Cost = (f64, Option<f64>, Option<u64>, Option<u64>);
+    fn spend(spent: &mut Spent, (secs, usd, input, output): Cost) {
+        spent.count(secs, usd, input, output);
     }
-    fn count(map: &mut BTreeMap<String, Spent>, key: &str, e: &Entry) {
+    fn count(map: &mut BTreeMap<String, Spent>, key: &str, cost: Cost) {
         // Look up before inserting: most keys (agents, CLIs) repeat, and an
         // owned key for each lookup was the cost.
         let spent = match map.get_mut(key) {
             Some(s) => s,
             None => map.entry(key.to_owned()).or_default(),
         };
-        spend(spent, e);
+        spend(spent, cost);
     }
     let mut r = Rollup::default();
     let mut cli_of: BTreeMap<u32, &str> = BTreeMap::new();
     for e in lines {
-        match e.event.as_ref() {
-            "run_start" => {
-                if let Some(cli) = &e.cli {
-                    cli_of.insert(e.pid, cli);
-                }
+        match &e.event {
+            Event::RunStart { cli: Some(cli), .. } => {
+                cli_of.insert(e.pid, cli);
             }
-            "session_end" | "merge_end" => {
+            Event::SessionEnd {
+                task,
+                secs,
+                cost_usd,
+                input_tokens,
+                output_tokens,
+                ..
+            }
+            | Event::MergeEnd {
+                task,
+                secs,
+                cost_usd,
+                input_tokens,
+                output_tokens,
+                ..
+            } => {
                 let Some(agent) = e.agent.as_deref() else {
                     continue;
                 };
-                spend(&mut r.total, e);
-                count(&mut r.by_agent, agent, e);
-                count(&mut r.by_task, e.task.as_deref().unwrap_or_default(), e);
+                let cost = (secs.max(0.0), *cost_usd, *input_tokens, *output_tokens);
+                spend(&mut r.total, cost);
+                count(&mut r.by_agent, agent, cost);
+                count(&mut r.by_task, task, cost);
                 count(
                     &mut r.by_cli,
                     cli_of.get(&e.pid).copied().unwrap_or("unknown"),
-                    e,
+                    cost,
                 );
             }
             _ => {}
@@ -269,21 +281,21 @@ pub fn runs(entries: &[Entry]) -> Vec<RunSpan> {
     let mut open: BTreeMap<u32, usize> = BTreeMap::new();
     for e in entries {
         let at = secs(&e.at);
-        match e.event.as_ref() {
-            "run_start" => {
+        match &e.event {
+            Event::RunStart { host, .. } => {
                 open.insert(e.pid, runs.len());
                 runs.push(RunSpan {
                     pid: e.pid,
-                    host: e.host.as_deref().map(str::to_owned),
+                    host: given(host).map(str::to_owned),
                     start: at,
                     end: at,
                     ended: false,
                 });
             }
-            _ => {
+            event => {
                 if let Some(&i) = open.get(&e.pid) {
                     runs[i].end = runs[i].end.max(at);
-                    if e.event == "run_end" {
+                    if matches!(event, Event::RunEnd { .. }) {
                         runs[i].ended = true;
                         open.remove(&e.pid);
                     }
@@ -357,8 +369,8 @@ impl Night {
             let at = secs(&e.at);
             night.start = night.start.min(at);
             night.end = night.end.max(at);
-            if e.event == "run_start" {
-                for a in e.agents.iter().flatten() {
+            if let Event::RunStart { agents, .. } = &e.event {
+                for a in agents {
                     lane(&mut night, a);
                 }
                 continue;
@@ -367,77 +379,113 @@ impl Night {
                 continue;
             };
             let l = lane(&mut night, agent);
-            let task = e.task.as_deref().unwrap_or_default().to_owned();
-            match e.event.as_ref() {
-                "session_end" | "merge_end" => {
-                    let secs = e.secs.unwrap_or(0.0).max(0.0);
-                    let merge = e.event == "merge_end";
-                    let kind = match e.class.as_deref() {
-                        _ if merge => Kind::Merge,
-                        Some("usage limit") => Kind::UsageLimit,
-                        Some("api error") => Kind::ApiError,
+            match &e.event {
+                Event::SessionEnd {
+                    task,
+                    attempt,
+                    outcome,
+                    class,
+                    secs,
+                    log,
+                    cost_usd,
+                    input_tokens,
+                    output_tokens,
+                } => {
+                    let secs = secs.max(0.0);
+                    let kind = match class.as_ref() {
+                        "usage limit" => Kind::UsageLimit,
+                        "api error" => Kind::ApiError,
                         _ => Kind::Other,
                     };
-                    let outcome = match (&e.result, &e.outcome) {
-                        (Some(r), Some(o)) => format!("merge {r} ({o})"),
-                        (None, Some(o)) => o.to_string(),
-                        (Some(r), None) => format!("merge {r}"),
-                        (None, None) => String::new(),
-                    };
-                    if !merge {
-                        open.insert((agent.to_owned(), task.clone()), night.sessions.len());
-                    }
+                    open.insert((agent.to_owned(), task.to_string()), night.sessions.len());
                     night.sessions.push(Session {
                         lane: l,
-                        task,
-                        attempt: e.attempt,
+                        task: task.to_string(),
+                        attempt: Some(*attempt).filter(|a| *a > 0),
                         start: at - secs,
                         secs,
                         kind,
-                        outcome,
-                        log: e.log.as_deref().map(str::to_owned),
-                        cost_usd: e.cost_usd,
-                        input_tokens: e.input_tokens,
-                        output_tokens: e.output_tokens,
+                        outcome: outcome.to_string(),
+                        log: given(log).map(str::to_owned),
+                        cost_usd: *cost_usd,
+                        input_tokens: *input_tokens,
+                        output_tokens: *output_tokens,
                     });
                 }
-                "done" | "failed" | "rescue" => {
-                    if e.event == "done" {
-                        night.done.push((at, task.clone()));
+                Event::MergeEnd {
+                    task,
+                    outcome,
+                    result,
+                    secs,
+                    log,
+                    cost_usd,
+                    input_tokens,
+                    output_tokens,
+                } => {
+                    let secs = secs.max(0.0);
+                    let outcome = match (given(result), given(outcome)) {
+                        (Some(r), Some(o)) => format!("merge {r} ({o})"),
+                        (None, Some(o)) => o.to_owned(),
+                        (Some(r), None) => format!("merge {r}"),
+                        (None, None) => String::new(),
+                    };
+                    night.sessions.push(Session {
+                        lane: l,
+                        task: task.to_string(),
+                        attempt: None,
+                        start: at - secs,
+                        secs,
+                        kind: Kind::Merge,
+                        outcome,
+                        log: given(log).map(str::to_owned),
+                        cost_usd: *cost_usd,
+                        input_tokens: *input_tokens,
+                        output_tokens: *output_tokens,
+                    });
+                }
+                Event::Done { task }
+                | Event::Failed { task, .. }
+                | Event::Rescue {
+                    task: Some(task), ..
+                } => {
+                    let event = &e.event;
+                    if let Event::Done { .. } = event {
+                        night.done.push((at, task.to_string()));
                     }
-                    let key = (agent.to_owned(), task.clone());
+                    let key = (agent.to_owned(), task.to_string());
                     let Some(&i) = open.get(&key) else { continue };
-                    if e.event != "rescue" {
+                    if !matches!(event, Event::Rescue { .. }) {
                         open.remove(&key);
                     }
                     let s = &mut night.sessions[i];
                     if matches!(s.kind, Kind::UsageLimit | Kind::ApiError) {
                         continue;
                     }
-                    s.kind = match (e.event.as_ref(), s.kind) {
-                        ("done", _) => Kind::Done,
-                        ("failed", _) if s.outcome == "timed out" => Kind::TimedOut,
-                        ("failed", _) => Kind::Failed,
+                    s.kind = match (event, s.kind) {
+                        (Event::Done { .. }, _) => Kind::Done,
+                        (Event::Failed { .. }, _) if s.outcome == "timed out" => Kind::TimedOut,
+                        (Event::Failed { .. }, _) => Kind::Failed,
                         // A rescue then a failure is a failure; a rescue
                         // alone is work kept aside.
-                        ("rescue", Kind::Other) => Kind::Rescued,
+                        (_, Kind::Other) => Kind::Rescued,
                         (_, k) => k,
                     };
                 }
-                "limit" | "trip" => {
-                    let until = e.until.as_deref().map_or(at, secs);
-                    let why = match (e.event.as_ref(), e.why.as_deref()) {
-                        ("trip", _) => Why::Breaker,
-                        (_, Some("api error")) => Why::ApiError,
-                        _ => Why::UsageLimit,
-                    };
-                    night.waits.push(Wait {
-                        lane: l,
-                        start: at,
-                        end: until,
-                        why,
-                    });
-                }
+                Event::Limit { until, why, .. } => night.waits.push(Wait {
+                    lane: l,
+                    start: at,
+                    end: given(until).map_or(at, secs),
+                    why: match why {
+                        Limited::ApiError => Why::ApiError,
+                        Limited::UsageLimit => Why::UsageLimit,
+                    },
+                }),
+                Event::Trip { until, .. } => night.waits.push(Wait {
+                    lane: l,
+                    start: at,
+                    end: given(until).map_or(at, secs),
+                    why: Why::Breaker,
+                }),
                 _ => {}
             }
         }

@@ -59,7 +59,7 @@ use std::thread::{Scope, ScopedJoinHandle};
 use std::time::SystemTime;
 
 use crate::board::{self, Task};
-use serde_json::json;
+use crate::run::event::Event;
 
 use crate::claims::{Held, Listed, StoreError};
 use crate::error::Error;
@@ -92,8 +92,12 @@ pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Erro
             Err(e) if killed(&e) && restarts < LOOP_RESTARTS && !run.stop.draining() => {
                 restarts += 1;
                 run.say(name, &format!("{e}; reopening its clone and going on"));
-                run.journal
-                    .log(name, "git_killed", json!({"error": e.message}));
+                run.journal.record(
+                    name,
+                    &Event::GitKilled {
+                        error: e.message.as_str().into(),
+                    },
+                );
             }
             other => return other,
         }
@@ -179,8 +183,14 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
         for branch in clones.all().flat_map(PrivateClone::rescued) {
             summary.rescued += 1;
             let why = "an earlier run left commits in this clone";
-            run.journal
-                .log(name, "rescue", json!({"branch": branch, "why": why}));
+            run.journal.record(
+                name,
+                &Event::Rescue {
+                    task: None,
+                    branch: branch.as_str().into(),
+                    why: why.into(),
+                },
+            );
         }
         Ok(Agent {
             run,
@@ -287,8 +297,13 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
                     name,
                     &format!("the cost budget is spent (${spent:.2} of ${max:.2}): no new claims"),
                 );
-                run.journal
-                    .log(name, "budget", json!({"spent_usd": spent, "max_usd": max}));
+                run.journal.record(
+                    name,
+                    &Event::Budget {
+                        spent_usd: *spent,
+                        max_usd: *max,
+                    },
+                );
             }
             Ending::LeftToOthers(id) => run.say(
                 name,
@@ -402,10 +417,12 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
                         name,
                         &format!("armed the standing task `{id}` of role `{}`", role.name),
                     );
-                    run.journal.log(
+                    run.journal.record(
                         name,
-                        "standing",
-                        json!({"task": id.as_str(), "role": role.name}),
+                        &Event::Standing {
+                            task: id.as_str().into(),
+                            role: role.name.as_str().into(),
+                        },
                     );
                     return Ok(Step::Armed);
                 }
@@ -447,8 +464,12 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             run.unreserve_session();
         }
         if let Ok(None) = held {
-            run.journal
-                .log(name, "lost_race", json!({"task": task.id.as_str()}));
+            run.journal.record(
+                name,
+                &Event::LostRace {
+                    task: task.id.as_str().into(),
+                },
+            );
             run.say(
                 name,
                 &format!("lost the race for `{}`; looking again", task.id),

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use crate::board::edit::{Edit, Edited, Push, Tx};
 use crate::board::{self, Task};
-use serde_json::json;
+use crate::run::event::Event;
 
 use crate::claims::Published;
 use crate::claims::host::Here;
@@ -120,10 +120,15 @@ pub(super) fn retire(turn: Turn<'_>) -> Result<Recorded, Error> {
         },
     )?;
     if recorded == Recorded::Pushed {
-        run.journal.log(
+        run.journal.record(
             name,
-            "failed",
-            json!({"task": id, "attempts": task.attempts, "why": "out of attempts", "gave_up": true}),
+            &Event::Failed {
+                task: id.into(),
+                attempt: None,
+                attempts: Some(task.attempts),
+                why: "out of attempts".into(),
+                gave_up: true,
+            },
         );
         run.say(
             name,
@@ -203,10 +208,15 @@ pub(super) fn record_attempt(turn: Turn<'_>, attempted: Attempted<'_>) -> Result
         },
     )?;
     if recorded == Recorded::Pushed {
-        run.journal.log(
+        run.journal.record(
             name,
-            "failed",
-            json!({"task": id, "attempt": attempt, "why": why, "gave_up": gave_up}),
+            &Event::Failed {
+                task: id.into(),
+                attempt: Some(attempt),
+                attempts: None,
+                why: why.into(),
+                gave_up,
+            },
         );
         let what = if gave_up {
             "moved to tasks/failed/"

@@ -16,9 +16,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Instant;
 
-use serde_json::json;
-
 use crate::error::Error;
+use crate::run::event::Event;
 use crate::run::interrupt::{Halt, Heartbeat, Interrupt};
 use crate::run::turn::Turn;
 use crate::suite::Suite;
@@ -141,10 +140,12 @@ pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Halt> {
                 judged.flaky.join(", ")
             ),
         );
-        run.journal.log(
+        run.journal.record(
             name,
-            "flaky",
-            json!({"task": turn.task.id.as_str(), "tests": judged.flaky}),
+            &Event::Flaky {
+                task: turn.task.id.as_str().into(),
+                tests: judged.flaky.clone(),
+            },
         );
     }
     if judged.red.is_empty() && !judged.fewer {
@@ -264,24 +265,27 @@ fn tests(
         cut = beat.check().err();
         cut.is_none()
     });
-    let mut fields = json!({
-        "task": turn.task.id.as_str(),
-        "kind": kind,
-        "secs": started.elapsed().as_secs_f64(),
-    });
-    let tested = match ran {
-        Ok(Some(ran)) => {
-            fields["counts"] = json!(ran.report.counts());
-            Ok(Tested::Ran(ran.report))
-        }
-        Ok(None) => Err(cut.unwrap_or(Interrupt::Stopped)),
-        Err(e) => {
-            fields["error"] = json!(e.to_string());
-            Ok(Tested::Failed(e))
-        }
+    let secs = started.elapsed().as_secs_f64();
+    let (counts, error) = match &ran {
+        Ok(Some(ran)) => (Some(ran.report.counts()), None),
+        Ok(None) => (None, None),
+        Err(e) => (None, Some(e.to_string().into())),
     };
-    run.journal.log(name, "tests", fields);
-    tested
+    run.journal.record(
+        name,
+        &Event::Tests {
+            task: turn.task.id.as_str().into(),
+            kind: kind.into(),
+            secs,
+            counts,
+            error,
+        },
+    );
+    match ran {
+        Ok(Some(ran)) => Ok(Tested::Ran(ran.report)),
+        Ok(None) => Err(cut.unwrap_or(Interrupt::Stopped)),
+        Err(e) => Ok(Tested::Failed(e)),
+    }
 }
 
 /// The tests a sampled gate runs: each test of the branch's results with a

@@ -4,12 +4,11 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use serde_json::json;
-
 use crate::board::paths::Place;
 use crate::claims::{Held, Published, StoreError};
 use crate::error::Error;
 use crate::run::clone::PrivateClone;
+use crate::run::event::Event;
 use crate::run::gate::{self, Passed, Verdict};
 use crate::run::interrupt::{Halt, Heartbeat, Interrupt};
 use crate::run::landing::{self, Refused};
@@ -258,8 +257,13 @@ fn resolve(turn: Turn<'_>, files: &[String]) -> Result<Merge, Halt> {
             files.join(", ")
         ),
     );
-    run.journal
-        .log(name, "conflict", json!({"task": id, "files": files}));
+    run.journal.record(
+        name,
+        &Event::Conflict {
+            task: id.into(),
+            files: files.to_vec(),
+        },
+    );
     let merge = merge_session(turn, files)?;
     if let Merge::Unresolved = merge {
         clone.abort_merge()?;
@@ -325,10 +329,12 @@ pub(super) fn merge_session(turn: Turn<'_>, files: &[String]) -> Result<Merge, H
     let _turn = slot.wait(&mut Heartbeat::new(run, held))?;
     // Journaled as a session of its own, with what became of the merge (its
     // exit alone said "success" for a merge it left unresolved).
-    run.journal.log(
+    run.journal.record(
         name,
-        "merge_start",
-        json!({"task": task.id.as_str(), "conflicts": files.len()}),
+        &Event::MergeStart {
+            task: task.id.as_str().into(),
+            conflicts: files.len(),
+        },
     );
     let Supervised {
         outcome, lost, ran, ..
@@ -344,19 +350,18 @@ pub(super) fn merge_session(turn: Turn<'_>, files: &[String]) -> Result<Merge, H
         &std::fs::read_to_string(&log).unwrap_or_default(),
     ));
     run.spend(&spent);
-    run.journal.log(
+    run.journal.record(
         name,
-        "merge_end",
-        json!({
-            "task": task.id.as_str(),
-            "outcome": outcome.to_string(),
-            "result": result,
-            "secs": ran.as_secs_f64(),
-            "log": log.display().to_string(),
-            "cost_usd": spent.cost_usd,
-            "input_tokens": spent.input_tokens,
-            "output_tokens": spent.output_tokens,
-        }),
+        &Event::MergeEnd {
+            task: task.id.as_str().into(),
+            outcome: outcome.to_string().into(),
+            result: result.into(),
+            secs: ran.as_secs_f64(),
+            log: log.display().to_string().into(),
+            cost_usd: spent.cost_usd,
+            input_tokens: spent.input_tokens,
+            output_tokens: spent.output_tokens,
+        },
     );
     merge
 }

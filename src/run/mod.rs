@@ -17,8 +17,9 @@
 //!   agent's one-session-at-a-time slot, and what cuts a turn short (the
 //!   claim lost, the run killed) with the heartbeat that keeps it alive;
 //! - [`clone`], [`session`], [`watch`], [`classify`], [`limits`], [`usage`],
-//!   [`prompt`], [`journal`]: the private clone, one process of the agent
-//!   CLI, reading its log, and what it cost;
+//!   [`prompt`], [`journal`], [`event`]: the private clone, one process of
+//!   the agent CLI, reading its log, what it cost, and the journal of what
+//!   happened, one typed event a line;
 //! - [`state`]: what every loop of a run shares, resolved from [`config`]
 //!   ([`presets`], [`roles`], [`config_dir`]).
 
@@ -29,6 +30,7 @@ pub mod classify;
 pub mod clone;
 pub mod config;
 pub mod config_dir;
+pub mod event;
 pub mod gate;
 pub mod integrate;
 pub mod interrupt;

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::SystemTime;
 
 use crate::board::paths::Place;
-use serde_json::json;
+use crate::run::event::Event;
 
 use crate::claims::record::Nonce;
 use crate::claims::{Held, StoreError};
@@ -379,7 +379,7 @@ impl Settling<'_> {
                     name,
                     &format!("`{id}` done: integrated into `{}`", run.hub.branch),
                 );
-                run.journal.log(name, "done", json!({"task": id}));
+                run.journal.record(name, &Event::Done { task: id.into() });
                 End::Done
             }
             Step::Lose(why) => {
@@ -395,10 +395,12 @@ impl Settling<'_> {
                         "`{id}`: the agent did not start ({outcome}{said}); no attempt counted"
                     ),
                 );
-                run.journal.log(
+                run.journal.record(
                     name,
-                    "unstarted",
-                    json!({"task": id, "outcome": outcome.to_string()}),
+                    &Event::Unstarted {
+                        task: id.into(),
+                        outcome: outcome.to_string().into(),
+                    },
                 );
                 End::Unstarted { rescued }
             }
@@ -432,8 +434,13 @@ impl Settling<'_> {
                         run.hub.branch
                     ),
                 );
-                run.journal
-                    .log(name, "elsewhere", json!({"task": id, "file": file}));
+                run.journal.record(
+                    name,
+                    &Event::Elsewhere {
+                        task: id.into(),
+                        file: file.as_str().into(),
+                    },
+                );
                 End::Rescued {
                     rescued: self.rescue(&format!("{what} elsewhere"))?,
                 }
@@ -472,19 +479,25 @@ impl Settling<'_> {
         // no rescue branch.
         let upstream = format!("origin/{}", run.hub.branch);
         if clone.fetch_if_moved(&run.hub).is_ok() && !clone.has_own_commits(&upstream, &tip)? {
-            run.journal.log(
+            run.journal.record(
                 name,
-                "rescue_skipped",
-                json!({"task": id, "why": why, "because": "its commits are on the branch"}),
+                &Event::RescueSkipped {
+                    task: id.into(),
+                    why: why.into(),
+                    because: "its commits are on the branch".into(),
+                },
             );
             return Ok(false);
         }
         let branch = format!("farm/rescue/{id}/{}", self.nonce);
         clone.push_ref(&tip, &branch)?;
-        run.journal.log(
+        run.journal.record(
             name,
-            "rescue",
-            json!({"task": id, "branch": branch, "why": why}),
+            &Event::Rescue {
+                task: Some(id.into()),
+                branch: branch.as_str().into(),
+                why: why.into(),
+            },
         );
         run.say(
             name,

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use crate::board::{self, Task};
-use serde_json::json;
+use crate::run::event::{Event, Limited};
 
 use crate::claims::record::timestamp;
 use crate::error::Error;
@@ -153,10 +153,12 @@ impl Tally {
                         "`{id}`: its claim was taken over {times} times; this agent claims it no more"
                     ),
                 );
-                run.journal.log(
+                run.journal.record(
                     name,
-                    "skip",
-                    json!({"task": id.as_str(), "why": "claim taken over again"}),
+                    &Event::Skip {
+                        task: id.as_str().into(),
+                        why: "claim taken over again".into(),
+                    },
                 );
             }
             Counted::Limited { reset, transient } => {
@@ -175,14 +177,17 @@ impl Tally {
                 } else {
                     "backing off"
                 };
-                run.journal.log(
+                run.journal.record(
                     name,
-                    "limit",
-                    json!({
-                        "task": id.as_str(),
-                        "until": timestamp(until),
-                        "why": if transient { "api error" } else { "usage limit" },
-                    }),
+                    &Event::Limit {
+                        task: id.as_str().into(),
+                        until: timestamp(until).into(),
+                        why: if transient {
+                            Limited::ApiError
+                        } else {
+                            Limited::UsageLimit
+                        },
+                    },
                 );
                 run.say(
                     name,
@@ -226,13 +231,12 @@ impl Tally {
                 crate::age::Age(pause)
             ),
         );
-        run.journal.log(
+        run.journal.record(
             name,
-            "trip",
-            json!({
-                "until": timestamp(SystemTime::now() + pause),
-                "why": format!("{} failed sessions in a row", trip.fails),
-            }),
+            &Event::Trip {
+                until: timestamp(SystemTime::now() + pause).into(),
+                why: format!("{} failed sessions in a row", trip.fails).into(),
+            },
         );
         if run.tripped.fetch_add(1, Ordering::SeqCst) + 1 == run.config.names.len() {
             let who = match run.config.names.len() {

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::board::Task;
-use serde_json::json;
+use crate::run::event::Event;
 
 use crate::claims::host::{self, Here};
 use crate::claims::liveness::Judge;
@@ -59,10 +59,12 @@ pub(super) fn reap(run: &Run, name: &str) -> Result<Vec<Listed>, Error> {
                     entry.name, verdict.state, verdict.reason
                 ),
             );
-            run.journal.log(
+            run.journal.record(
                 name,
-                "reap",
-                json!({"task": entry.name, "why": format!("{}: {}", verdict.state, verdict.reason)}),
+                &Event::Reap {
+                    task: entry.name.as_str().into(),
+                    why: format!("{}: {}", verdict.state, verdict.reason).into(),
+                },
             );
         } else {
             say_corrupt_once(run, name, &entry, &judged);
@@ -142,11 +144,14 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
         ),
     );
     let role = run.config.roles.get(name);
-    let mut fields = json!({"task": id, "attempt": attempt});
-    if let Some(role) = role {
-        fields["role"] = json!(role.name);
-    }
-    run.journal.log(name, "claim", fields);
+    run.journal.record(
+        name,
+        &Event::Claim {
+            task: id.into(),
+            attempt,
+            role: role.map(|r| r.name.as_str().into()),
+        },
+    );
 
     let text = render_prompt(turn, attempt);
     let timeout = task.timeout.unwrap_or(run.config.timeout);
@@ -192,20 +197,19 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
     let unstarted = classify::did_not_start(&outcome, ran, &text) && clone.head()? == base;
     let spent = usage::read(&text);
     run.spend(&spent);
-    run.journal.log(
+    run.journal.record(
         name,
-        "session_end",
-        json!({
-            "task": id,
-            "attempt": attempt,
-            "outcome": outcome.to_string(),
-            "class": class.label(),
-            "secs": ran.as_secs_f64(),
-            "log": log.display().to_string(),
-            "cost_usd": spent.cost_usd,
-            "input_tokens": spent.input_tokens,
-            "output_tokens": spent.output_tokens,
-        }),
+        &Event::SessionEnd {
+            task: id.into(),
+            attempt,
+            outcome: outcome.to_string().into(),
+            class: class.label().into(),
+            secs: ran.as_secs_f64(),
+            log: log.display().to_string().into(),
+            cost_usd: spent.cost_usd,
+            input_tokens: spent.input_tokens,
+            output_tokens: spent.output_tokens,
+        },
     );
     Ok(Ran {
         attempt,
