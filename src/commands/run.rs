@@ -298,15 +298,12 @@ fn fire_schedules(run: &Run, loader: &mut crate::schedule::fire::Loader) {
         Ok(fired) => {
             crate::commands::fire::journal_skips(&run.journal, &fired);
             if !fired.created.is_empty() {
-                let ids: Vec<&str> = fired.created.iter().map(|i| i.as_str()).collect();
-                run.journal.record(
+                run.tell(
                     "",
                     &Event::ScheduleFire {
-                        tasks: ids.iter().map(|i| (*i).to_owned()).collect(),
+                        tasks: fired.created.iter().map(|i| i.to_string()).collect(),
                     },
                 );
-                run.out
-                    .note(&format!("farm run: schedules made {}", ids.join(", ")));
                 run.wake_all();
             }
             for invalid in &fired.invalid {
@@ -317,16 +314,12 @@ fn fire_schedules(run: &Run, loader: &mut crate::schedule::fire::Loader) {
             }
         }
         Err(e) => {
-            run.journal.record(
+            run.tell(
                 "",
                 &Event::ScheduleError {
                     error: e.message.as_str().into(),
                 },
             );
-            run.out.note(&format!(
-                "farm run: warning: cannot fire the schedules: {}",
-                e.message
-            ));
         }
     }
 }
@@ -479,16 +472,12 @@ fn steer_board(run: &Run, steer: &Steer) {
             }
         }
         Err(e) => {
-            run.journal.record(
+            run.tell(
                 "",
                 &Event::SteerError {
                     error: e.message.as_str().into(),
                 },
             );
-            run.out.note(&format!(
-                "farm run: warning: cannot make tasks of the tests: {}",
-                e.message
-            ));
         }
     }
 }

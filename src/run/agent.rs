@@ -59,6 +59,7 @@ use std::thread::{Scope, ScopedJoinHandle};
 use std::time::SystemTime;
 
 use crate::board::{self, Task};
+use crate::output::Style;
 use crate::run::event::Event;
 
 use crate::claims::{Held, Listed, StoreError};
@@ -91,8 +92,7 @@ pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Erro
         match turns_settled(run, name, summary) {
             Err(e) if killed(&e) && restarts < LOOP_RESTARTS && !run.stop.draining() => {
                 restarts += 1;
-                run.say(name, &format!("{e}; reopening its clone and going on"));
-                run.journal.record(
+                run.tell(
                     name,
                     &Event::GitKilled {
                         error: e.message.as_str().into(),
@@ -235,9 +235,10 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             return Ok(Step::End(why));
         }
         // The agent CLI hit its limit: nobody claims until it lifts.
-        run.limits.wait(&|l| run.say(name, l), &|| {
-            !run.stop.draining() && run.sessions_left()
-        });
+        run.limits
+            .wait(&|l| run.say_tone(name, Style::Warn, l), &|| {
+                !run.stop.draining() && run.sessions_left()
+            });
         if let Some(why) = ending(&Gauges::read(run)) {
             return Ok(Step::End(why));
         }
@@ -293,11 +294,7 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
         match why {
             Ending::PastUntil => run.say(name, "past --until: no new claims"),
             Ending::Budget { spent, max } => {
-                run.say(
-                    name,
-                    &format!("the cost budget is spent (${spent:.2} of ${max:.2}): no new claims"),
-                );
-                run.journal.record(
+                run.tell(
                     name,
                     &Event::Budget {
                         spent_usd: *spent,
@@ -413,11 +410,7 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
                         facts.standing_wanted = false;
                         continue;
                     };
-                    run.say(
-                        name,
-                        &format!("armed the standing task `{id}` of role `{}`", role.name),
-                    );
-                    run.journal.record(
+                    run.tell(
                         name,
                         &Event::Standing {
                             task: id.as_str().into(),
@@ -464,15 +457,11 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             run.unreserve_session();
         }
         if let Ok(None) = held {
-            run.journal.record(
+            run.tell(
                 name,
                 &Event::LostRace {
                     task: task.id.as_str().into(),
                 },
-            );
-            run.say(
-                name,
-                &format!("lost the race for `{}`; looking again", task.id),
             );
         }
         held

@@ -120,18 +120,17 @@ pub(super) fn retire(turn: Turn<'_>) -> Result<Recorded, Error> {
         },
     )?;
     if recorded == Recorded::Pushed {
-        run.journal.record(
+        let failed = Event::Failed {
+            task: id.into(),
+            attempt: None,
+            attempts: Some(task.attempts),
+            why: "out of attempts".into(),
+            gave_up: true,
+        };
+        run.journal.record(name, &failed);
+        run.say_tone(
             name,
-            &Event::Failed {
-                task: id.into(),
-                attempt: None,
-                attempts: Some(task.attempts),
-                why: "out of attempts".into(),
-                gave_up: true,
-            },
-        );
-        run.say(
-            name,
+            failed.tone(),
             &format!(
                 "`{id}`: out of attempts ({} of {}); moved to tasks/failed/ without a session",
                 task.attempts, task.max_attempts
@@ -208,7 +207,7 @@ pub(super) fn record_attempt(turn: Turn<'_>, attempted: Attempted<'_>) -> Result
         },
     )?;
     if recorded == Recorded::Pushed {
-        run.journal.record(
+        run.tell(
             name,
             &Event::Failed {
                 task: id.into(),
@@ -217,15 +216,6 @@ pub(super) fn record_attempt(turn: Turn<'_>, attempted: Attempted<'_>) -> Result
                 why: why.into(),
                 gave_up,
             },
-        );
-        let what = if gave_up {
-            "moved to tasks/failed/"
-        } else {
-            "back on the board"
-        };
-        run.say(
-            name,
-            &format!("`{id}`: attempt {attempt} failed ({why}); {what}"),
         );
     }
     Ok(recorded)

@@ -17,6 +17,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use crate::error::Error;
+use crate::output::Style;
 use crate::run::event::Event;
 use crate::run::interrupt::{Halt, Heartbeat, Interrupt};
 use crate::run::turn::Turn;
@@ -132,15 +133,7 @@ pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Halt> {
     }
     clone.after_tests();
     if !judged.flaky.is_empty() {
-        run.say(
-            name,
-            &format!(
-                "`{}`: flaky, passed when run again: {}",
-                turn.task.id,
-                judged.flaky.join(", ")
-            ),
-        );
-        run.journal.record(
+        run.tell(
             name,
             &Event::Flaky {
                 task: turn.task.id.as_str().into(),
@@ -204,8 +197,9 @@ fn baseline(turn: Turn<'_>, suite: &Suite, onto: &str) -> Result<Result<Results,
         Tested::Ran(report) => Ok(Results::of(onto, &report)),
         Tested::Failed(Unrun::CannotStart(e)) => Err(Verdict::Broken(e.to_string())),
         Tested::Failed(Unrun::NoReport(e)) => {
-            run.say(
+            run.say_tone(
                 name,
+                Style::Bad,
                 &format!(
                     "the tests of `{}` cannot be read ({e}); counting none as passing there",
                     run.hub.branch

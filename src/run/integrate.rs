@@ -7,6 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::board::paths::Place;
 use crate::claims::{Held, Published, StoreError};
 use crate::error::Error;
+use crate::output::Style;
 use crate::run::clone::PrivateClone;
 use crate::run::event::Event;
 use crate::run::gate::{self, Passed, Verdict};
@@ -453,8 +454,9 @@ pub(super) fn publish_branch(
         }
         if !said {
             said = true;
-            run.say(
+            run.say_tone(
                 &held.claim().agent,
+                Style::Warn,
                 &format!(
                     "`{}`: waiting for the hub's work tree to be clean to push ({why}; look: {})",
                     held.claim().task,

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::SystemTime;
 
 use crate::board::paths::Place;
+use crate::output::Style;
 use crate::run::event::Event;
 
 use crate::claims::record::Nonce;
@@ -84,8 +85,9 @@ pub(super) fn work(turn: Turn<'_>, ran: Result<Ran, Error>) -> Result<End, Error
                 .unwrap_or(true)
             && clone.push_ref("HEAD", &branch).is_ok()
         {
-            run.say(
+            run.say_tone(
                 name,
+                Style::Warn,
                 &format!("`{}`: its commits are on `{branch}`", task.id),
             );
         }
@@ -375,11 +377,13 @@ impl Settling<'_> {
                 return self.carry_out(next);
             }
             Step::Done => {
-                run.say(
+                let done = Event::Done { task: id.into() };
+                run.say_tone(
                     name,
+                    done.tone(),
                     &format!("`{id}` done: integrated into `{}`", run.hub.branch),
                 );
-                run.journal.record(name, &Event::Done { task: id.into() });
+                run.journal.record(name, &done);
                 End::Done
             }
             Step::Lose(why) => {
@@ -389,19 +393,18 @@ impl Settling<'_> {
             Step::Unstarted => {
                 let rescued = self.rescue("the session did not start")?;
                 let (outcome, said) = (&self.outcome, &self.said);
-                run.say(
+                let unstarted = Event::Unstarted {
+                    task: id.into(),
+                    outcome: outcome.to_string().into(),
+                };
+                run.say_tone(
                     name,
+                    unstarted.tone(),
                     &format!(
                         "`{id}`: the agent did not start ({outcome}{said}); no attempt counted"
                     ),
                 );
-                run.journal.record(
-                    name,
-                    &Event::Unstarted {
-                        task: id.into(),
-                        outcome: outcome.to_string().into(),
-                    },
-                );
+                run.journal.record(name, &unstarted);
                 End::Unstarted { rescued }
             }
             Step::Stop(why) => End::Rescued {
@@ -491,17 +494,13 @@ impl Settling<'_> {
         }
         let branch = format!("farm/rescue/{id}/{}", self.nonce);
         clone.push_ref(&tip, &branch)?;
-        run.journal.record(
+        run.tell(
             name,
             &Event::Rescue {
                 task: Some(id.into()),
                 branch: branch.as_str().into(),
                 why: why.into(),
             },
-        );
-        run.say(
-            name,
-            &format!("`{id}`: {why}; its commits are on `{branch}`"),
         );
         Ok(true)
     }

@@ -15,8 +15,9 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::claims::ClaimStore;
 use crate::claims::record::timestamp;
 use crate::git::hub::Hub;
-use crate::output::Out;
+use crate::output::{Out, Style};
 use crate::run::config::RunConfig;
+use crate::run::event::Event;
 use crate::run::journal::Journal;
 use crate::run::limits::Limits;
 use crate::run::usage::Usage;
@@ -145,9 +146,26 @@ impl Run {
         }
     }
 
+    /// A line of `agent`'s.
     pub(super) fn say(&self, agent: &str, what: &str) {
+        self.say_tone(agent, None, what);
+    }
+
+    /// A line of `agent`'s in `tone`: a task done, a failure, or something
+    /// to keep an eye on (see [`Event::tone`]).
+    pub(super) fn say_tone(&self, agent: &str, tone: impl Into<Option<Style>>, what: &str) {
         self.out
-            .note_styled(tone(what), &format!("{agent}: {what}"));
+            .note_styled(tone.into(), &format!("{agent}: {what}"));
+    }
+
+    /// Journal `event` of `agent` ("" for the run itself), and say its line
+    /// in its tone, if it has one; the run itself speaks as `farm run`.
+    pub fn tell(&self, agent: &str, event: &Event<'_>) {
+        self.journal.record(agent, event);
+        if let Some(line) = event.line() {
+            let who = if agent.is_empty() { "farm run" } else { agent };
+            self.say_tone(who, event.tone(), &line);
+        }
     }
 
     /// A line for `-v` only: the steps between the ones a run always says
@@ -333,34 +351,6 @@ impl Run {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
-    }
-}
-
-/// The colour of an agent's line, by what it says: a task done, a failure,
-/// or something to keep an eye on (work rescued, a wait, a lost race).
-fn tone(what: &str) -> Option<crate::output::Style> {
-    use crate::output::Style;
-    if what.contains("` done: ") {
-        Some(Style::Good)
-    } else if ["failed", "cannot", "refused", "did not start"]
-        .iter()
-        .any(|w| what.contains(w))
-    {
-        Some(Style::Bad)
-    } else if [
-        "its commits are on",
-        "lost the race",
-        "waiting",
-        "reaped",
-        "flaky",
-        "pausing",
-    ]
-    .iter()
-    .any(|w| what.contains(w))
-    {
-        Some(Style::Warn)
-    } else {
-        None
     }
 }
 

@@ -177,20 +177,19 @@ impl Tally {
                 } else {
                     "backing off"
                 };
-                run.journal.record(
-                    name,
-                    &Event::Limit {
-                        task: id.as_str().into(),
-                        until: timestamp(until).into(),
-                        why: if transient {
-                            Limited::ApiError
-                        } else {
-                            Limited::UsageLimit
-                        },
+                let limit = Event::Limit {
+                    task: id.as_str().into(),
+                    until: timestamp(until).into(),
+                    why: if transient {
+                        Limited::ApiError
+                    } else {
+                        Limited::UsageLimit
                     },
-                );
-                run.say(
+                };
+                run.journal.record(name, &limit);
+                run.say_tone(
                     name,
+                    limit.tone(),
                     &format!(
                         "`{}`: {what}; no attempt counted; all agents wait {} ({when})",
                         id,
@@ -223,21 +222,20 @@ impl Tally {
             return false;
         };
         let pause = spread(trip.pause);
-        run.say(
+        let paused = Event::Trip {
+            until: timestamp(SystemTime::now() + pause).into(),
+            why: format!("{} failed sessions in a row", trip.fails).into(),
+        };
+        run.say_tone(
             name,
+            paused.tone(),
             &format!(
                 "{} failed sessions in a row and nothing done; pausing {} (circuit breaker)",
                 trip.fails,
                 crate::age::Age(pause)
             ),
         );
-        run.journal.record(
-            name,
-            &Event::Trip {
-                until: timestamp(SystemTime::now() + pause).into(),
-                why: format!("{} failed sessions in a row", trip.fails).into(),
-            },
-        );
+        run.journal.record(name, &paused);
         if run.tripped.fetch_add(1, Ordering::SeqCst) + 1 == run.config.names.len() {
             let who = match run.config.names.len() {
                 1 => "its agent".to_owned(),

@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::board::Task;
+use crate::output::Style;
 use crate::run::event::Event;
 
 use crate::claims::host::{self, Here};
@@ -52,14 +53,7 @@ pub(super) fn reap(run: &Run, name: &str) -> Result<Vec<Listed>, Error> {
         if judged.reapable
             && let Ok(Reap::Reaped { verdict, .. }) = run.store.reap(&entry, &judge)
         {
-            run.say(
-                name,
-                &format!(
-                    "reaped `{}`: {}: {}",
-                    entry.name, verdict.state, verdict.reason
-                ),
-            );
-            run.journal.record(
+            run.tell(
                 name,
                 &Event::Reap {
                     task: entry.name.as_str().into(),
@@ -92,7 +86,7 @@ pub(super) fn say_corrupt_once(
     };
     let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
     if said.insert((entry.name.clone(), entry.identity)) {
-        run.say(name, &note);
+        run.say_tone(name, Style::Warn, &note);
     }
 }
 
@@ -173,8 +167,9 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
         ran,
         retrying,
     } = supervise(turn, &text, &log, &prompt_file, timeout)?;
-    run.say(
+    run.say_tone(
         name,
+        matches!(outcome, Outcome::Failed { .. }).then_some(Style::Bad),
         &format!("`{id}`: session {outcome} after {:.1}s", ran.as_secs_f64()),
     );
 
