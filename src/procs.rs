@@ -13,13 +13,15 @@
 //!   The kernel closes the pipe when farm dies, SIGKILL included; the keeper
 //!   then SIGKILLs every tagged process it finds in `/proc`, then its own
 //!   group (itself last). The root also gets the parent-death signal.
-//! - **A sweep** when the tree ends, on every way out (its `Drop`): the
-//!   group is killed, then every process carrying the tag, every descendant
-//!   of one, and every process (farm's own children, git and what has a
-//!   terminal aside) whose working directory is inside the tree's directory — rescanned until none
-//!   is left alive, so the directory then holds what the tree left at its
-//!   end and nothing written after. The next farm sweeps a clone again,
-//!   with the tag its session record names, before it reuses it.
+//! - **A sweep** when the tree ends, on every way out (its `Drop`): every
+//!   member of the group but the keeper, every process carrying the tag,
+//!   every descendant of one, and every process (farm's own children, git
+//!   and what has a terminal aside) whose working directory is inside the
+//!   tree's directory — rescanned until none is left alive, so the
+//!   directory then holds what the tree left at its end and nothing written
+//!   after. The keeper goes only then: a farm killed halfway through a
+//!   tree's end leaves it to finish the job. The next farm sweeps a clone
+//!   again, with the tag its session record names, before it reuses it.
 //!
 //! Why a tag and not the alternatives:
 //! - `PR_SET_CHILD_SUBREAPER` on farm would re-parent orphans to farm, which
@@ -134,7 +136,8 @@ impl Tree {
         pgid
     }
 
-    /// Send `sig` to the tree's process group.
+    /// Send `sig` to the tree's process group, the keeper included (it
+    /// ignores SIGTERM; SIGKILL it cannot: see [`Tree::kill`]).
     pub fn signal(&self, sig: i32) {
         if let Some(pgid) = self.pgid {
             // SAFETY: kill(2) on the tree's own group; its id stays reserved
@@ -143,17 +146,42 @@ impl Tree {
         }
     }
 
-    /// End the tree: SIGKILL its group, then sweep (see [`sweep`]); the
-    /// keeper goes last. Call it once the root has been waited for (else
-    /// its zombie is what remains of it). Returns how many processes the
-    /// sweep killed.
+    /// The group whose members a sweep kills one by one, sparing its
+    /// leader: the keeper's, while it lives.
+    fn kept_group(&self) -> Option<u32> {
+        self.keeper.as_ref().and(self.pgid)
+    }
+
+    /// SIGKILL the tree's group — but its keeper, which must outlive the
+    /// rest: should farm die before the tree's end is done (its sweep of
+    /// what left the group), the keeper is what finishes it. A SIGKILL to
+    /// the whole group took the keeper too, and a `setsid` escapee ran on
+    /// after a farm killed in that window.
+    pub fn kill(&self) {
+        match self.kept_group() {
+            Some(group) => {
+                sweep_group(None, None, Some(group));
+            }
+            None => self.signal(libc::SIGKILL),
+        }
+    }
+
+    /// End the tree: SIGKILL its group but the keeper, then sweep (see
+    /// [`sweep`]); the keeper goes last. Call it once the root has been
+    /// waited for (else its zombie is what remains of it). Returns how many
+    /// processes the sweep killed.
     pub fn end(&mut self) -> usize {
         if self.ended {
             return 0;
         }
         self.ended = true;
+        let group = self.kept_group();
+        if group.is_none() {
+            self.signal(libc::SIGKILL);
+        }
+        let killed = sweep_group(Some(&self.tag), Some(&self.dir), group);
+        // Now the keeper, and with it whatever joined the group since.
         self.signal(libc::SIGKILL);
-        let killed = sweep(Some(&self.tag), Some(&self.dir));
         drop(self.keeper.take());
         killed
     }
@@ -169,7 +197,7 @@ impl Drop for Tree {
 struct Keeper {
     process: Child,
     /// Held, never written: its closing is the signal.
-    _farm_alive: std::io::PipeWriter,
+    _farm_alive: Option<std::io::PipeWriter>,
 }
 
 impl Keeper {
@@ -189,7 +217,7 @@ impl Keeper {
             .ok()?;
         Some(Keeper {
             process,
-            _farm_alive: write,
+            _farm_alive: Some(write),
         })
     }
 }
@@ -231,6 +259,7 @@ pub fn die_with_parent(command: &mut Command) {
 struct Proc {
     pid: u32,
     ppid: u32,
+    pgrp: u32,
     /// It has a controlling terminal: a person's shell or editor, say.
     tty: bool,
 }
@@ -245,9 +274,15 @@ fn live(pid: u32) -> Option<Proc> {
         return None;
     }
     let ppid = fields.next()?.parse().ok()?;
-    // After the parent: the group, the session, the terminal.
-    let tty = fields.nth(2)?.parse::<i64>().ok()? != 0;
-    Some(Proc { pid, ppid, tty })
+    let pgrp = fields.next()?.parse().ok()?;
+    // After the group: the session, the terminal.
+    let tty = fields.nth(1)?.parse::<i64>().ok()? != 0;
+    Some(Proc {
+        pid,
+        ppid,
+        pgrp,
+        tty,
+    })
 }
 
 fn processes() -> Vec<Proc> {
@@ -299,6 +334,12 @@ fn own_line() -> BTreeSet<u32> {
 /// until none is left alive (or [`SWEEP_FOR`] has passed). Returns how
 /// many were killed.
 pub fn sweep(tag: Option<&str>, dir: Option<&Path>) -> usize {
+    sweep_group(tag, dir, None)
+}
+
+/// [`sweep`], and also every member of process group `group` but its
+/// leader.
+fn sweep_group(tag: Option<&str>, dir: Option<&Path>, group: Option<u32>) -> usize {
     let entry = tag.map(|t| format!("{TAG_VAR}={t}").into_bytes());
     let dir = dir.map(|d| d.canonicalize().unwrap_or_else(|_| d.to_path_buf()));
     let me = std::process::id();
@@ -346,7 +387,8 @@ pub fn sweep(tag: Option<&str>, dir: Option<&Path>) -> usize {
         let mut hit: BTreeSet<u32> = all
             .iter()
             .filter(|p| {
-                entry.as_deref().is_some_and(|e| carries(p.pid, e))
+                group.is_some_and(|g| p.pgrp == g && p.pid != g)
+                    || entry.as_deref().is_some_and(|e| carries(p.pid, e))
                     || dir.as_deref().is_some_and(|d| {
                         p.ppid != me
                             && !p.tty
@@ -477,6 +519,42 @@ mod tests {
         assert!(live(bystander).is_some(), "a bystander was killed");
         // SAFETY: kill(2) on the process this test started.
         unsafe { libc::kill(bystander as i32, libc::SIGKILL) };
+    }
+
+    /// farm SIGKILLed as a tree ends, after the group was killed and before
+    /// the sweep found what left it: the keeper, woken by farm's death, ends
+    /// the escapee. The group's SIGKILL used to take the keeper with it, so
+    /// a session's `setsid` escapee ran on after a farm killed in that
+    /// window (the chaos suite saw one still running after farm's respawn).
+    #[test]
+    fn a_farm_killed_between_the_groups_kill_and_the_sweep_leaves_no_escapee() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("escapee.pid");
+        let mut tree = Tree::new(dir.path());
+        let mut cmd = Command::new("sh");
+        cmd.args([
+            "-c",
+            &format!(
+                "cd / && setsid sh -c 'echo $$ > {}; exec sleep 30' & sleep 30",
+                pid_file.display()
+            ),
+        ]);
+        let mut root = tree.root(&mut cmd).spawn().unwrap();
+        tree.spawned(&root);
+        let escapee = pid_from(&pid_file);
+        tree.kill();
+        root.wait().unwrap();
+        // farm dies here: its end of the keeper's pipe closes, and nothing
+        // else of it runs (no sweep, no kill of the keeper).
+        let keeper = tree.keeper.as_mut().unwrap();
+        keeper._farm_alive = None;
+        let gone = gone_soon(escapee);
+        // Clean up after the test whatever it found.
+        tree.end();
+        assert!(
+            gone,
+            "the escapee ({escapee}) outlived a farm killed mid-end"
+        );
     }
 
     /// A tree's end kills a root's child that left the group with `setsid`.

@@ -333,7 +333,7 @@ impl Group {
             }
             std::thread::sleep(POLL);
         }
-        self.tree.signal(libc::SIGKILL);
+        self.tree.kill();
         self.child.wait()?;
         self.done = true;
         Ok(())
@@ -343,10 +343,10 @@ impl Group {
 impl Drop for Group {
     fn drop(&mut self) {
         // Whatever happened, nothing of the session outlives it: children
-        // the agent left in its group go first, then whatever left the
-        // group — before farm commits what the session left.
-        self.tree.signal(libc::SIGKILL);
+        // the agent left in its group, then whatever left the group —
+        // before farm commits what the session left.
         if !self.done {
+            self.tree.kill();
             let _ = self.child.wait();
         }
         self.tree.end();

@@ -138,7 +138,7 @@ fn run_child(
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if start.elapsed() >= suite.timeout => {
-                tree.signal(libc::SIGKILL);
+                tree.kill();
                 let _ = child.wait();
                 return Err(Error::failure(format!(
                     "the test command `{shown}` did not finish within {}: killed",
@@ -147,7 +147,7 @@ fn run_child(
                 .hint("raise `timeout` in the `[tests]` table of farm.toml"));
             }
             Ok(None) if !keep_going() => {
-                tree.signal(libc::SIGKILL);
+                tree.kill();
                 let _ = child.wait();
                 return Ok(None);
             }
@@ -158,7 +158,7 @@ fn run_child(
                 poll = (poll * 2).min(Duration::from_millis(20));
             }
             Err(e) => {
-                tree.signal(libc::SIGKILL);
+                tree.kill();
                 let _ = child.wait();
                 return Err(Error::failure(format!("waiting for `{shown}`: {e}")));
             }
