@@ -40,6 +40,16 @@
 //! the state directory); objects are created there with plumbing commands and
 //! pushed from there. It keeps no refs: tips are learnt from `git fetch
 //! --porcelain`, so processes sharing a cache never race on a ref.
+//!
+//! **A fetch into the cache and a push reading it never overlap.** A
+//! fetch of fewer than a hundred objects writes them one by one, newest
+//! first: for a moment the hub's new tip is in the cache and its parent is
+//! not. A push made then (from the cache, or from a clone that reads it as
+//! an alternate) finds the hub's tip there, walks its history to see that it
+//! pushes a fast forward, meets the hole and fails ("Could not read <oid>;
+//! could not parse commit <oid>"). So a fetch holds the lock of the
+//! cache's `farm-objects.lock` alone and pushes hold it shared: the loops
+//! of one farm, and farms sharing a state dir, alike.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -69,6 +79,13 @@ const DIR: &str = crate::names::CLAIMS_DIR;
 const ROUNDS: u32 = 256;
 /// Where first sightings are kept between processes, inside the cache.
 const SEEN_FILE: &str = "farm-seen";
+/// The file, inside the cache, whose lock keeps fetches and pushes apart
+/// (see the module's doc).
+const OBJECTS_LOCK: &str = "farm-objects.lock";
+/// How long a fetch waits for the pushes reading the cache to end before
+/// it fetches anyway: a push is over in moments, but one whose hub's hooks
+/// take their time holds the lock as long.
+const FETCH_WAITS: Duration = Duration::from_secs(10);
 
 /// The git store of one remote.
 pub struct GitStore {
@@ -169,6 +186,7 @@ impl GitStore {
         let say = |l: &str| (self.say)(l);
         let known = self.state().tip.as_ref().and_then(|t| t.commit.clone());
         let commit = patiently("fetching the claims", &say, || {
+            let _objects = self.hold_objects(true);
             self.cache.fetch_tip(&self.remote, REF, known.as_deref())
         })?;
         let tip = self.read_tip(commit)?;
@@ -335,15 +353,18 @@ impl GitStore {
         let spec = [format!("{commit}:{REF}")];
         let say = |l: &str| (self.say)(l);
         let updates = match patiently("pushing a claim", &say, || {
+            let _objects = self.hold_objects(false);
             self.cache.push_refs(&self.remote, &spec, false)
         }) {
             Ok(updates) => updates,
             // The cache lacked a commit of the claims' history as the push
             // walked it ("Could not read <oid>; could not parse commit
-            // <oid>": seen in CI's sixty-task run, ending a loop; the cause
-            // is not established). Forget the tip, so that the next fetch
-            // names nothing it has and brings the history whole, and build
-            // on that, as for a branch that moved.
+            // <oid>"): a fetch was filling the cache as the push walked it
+            // (see the module's doc); fetches and pushes of this farm now
+            // keep apart, but not a fetch a killed farm left running, nor
+            // an older farm's on the same state dir. Forget the tip, so that
+            // the next fetch names nothing it has and brings the history
+            // whole, and build on that, as for a branch that moved.
             Err(e)
                 if e.said.contains("Could not read")
                     || e.said.contains("could not parse commit") =>
@@ -457,6 +478,29 @@ impl GitStore {
         Err(StoreError::Busy {
             task: held.claim.task.clone(),
         })
+    }
+
+    /// The lock on the cache's objects (see the module's doc), until the
+    /// file is dropped: alone to `write` them (a fetch), else shared (a
+    /// push). Best effort: without the file (a state dir farm cannot
+    /// write), or alone after [`FETCH_WAITS`], git goes on unguarded.
+    fn hold_objects(&self, write: bool) -> Option<std::fs::File> {
+        let path = self.cache.dir().join(OBJECTS_LOCK);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .ok()?;
+        let held = if write {
+            crate::flock::lock_within(&file, FETCH_WAITS, Duration::from_millis(2))
+                .is_ok_and(|taken| taken)
+        } else {
+            // Fetches are short (one that stalls is stopped at the network
+            // timeout), and a push waits for the one under way.
+            file.lock_shared().is_ok()
+        };
+        held.then_some(file)
     }
 
     /// Give the objects of the cache to `repo`, which pushes commits made here.
@@ -769,12 +813,13 @@ impl ClaimStore for GitStore {
             ));
             let say = |l: &str| (self.say)(l);
             let updates = match patiently("publishing work", &say, || {
+                let _objects = self.hold_objects(false);
                 repo.push_refs_holding(remote, &specs, true, hold)
             }) {
                 Ok(updates) => updates,
                 // Seen once after the hub came back from an outage ("could
-                // not parse commit" for a claims commit): try again on a
-                // freshly fetched tip before calling it an error.
+                // not parse commit" for a claims commit: see `write`): try
+                // again on a freshly fetched tip before calling it an error.
                 Err(e) if !e.transient && round + 1 < 3 => {
                     say(&format!(
                         "publishing work failed ({}); fetching the claims and trying again",

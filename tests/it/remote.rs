@@ -1113,3 +1113,190 @@ fn a_publish_whose_answer_was_lost_is_not_rescued() {
     );
     assert_no_claims(&m);
 }
+
+// --- f. one claims cache, a fetch and a push at once ------------------------------
+
+/// Between git and a hub on a path: `upload-pack` (`$1`, as `ext::` names
+/// it) or `receive-pack` on the hub `$2`. Once `$3/arm` is there (taken by
+/// the first fetch), the pack that fetch is sent goes a byte a pkt-line,
+/// 10 ms apart, until `$3/go` appears, the bytes so far in `$3/sent`: git
+/// hands a pack on to `unpack-objects` a whole pkt-line at a time.
+const SLOW_FETCH: &str = r#"import os, subprocess, sys, time
+service, hub, ctl = sys.argv[1:4]
+git = subprocess.Popen(["git", service[len("git-"):], hub], stdout=subprocess.PIPE)
+src, out = git.stdout, sys.stdout.buffer
+slow = False
+if service == "git-upload-pack":
+    try:
+        os.rename(os.path.join(ctl, "arm"), os.path.join(ctl, "taken"))
+        slow = True
+    except OSError:
+        pass
+def exact(n):
+    got = b""
+    while len(got) < n:
+        more = src.read(n - len(got))
+        if not more:
+            return got
+        got += more
+    return got
+packing, sent = False, 0
+while True:
+    head = exact(4)
+    if len(head) < 4:
+        out.write(head)
+        break
+    size = int(head, 16)
+    body = exact(size - 4) if size > 4 else b""
+    packing = packing or (slow and body.startswith(b"\x01PACK"))
+    if not packing or not body.startswith(b"\x01"):
+        out.write(head + body)
+        out.flush()
+        continue
+    data = body[1:]
+    while data and not os.path.exists(os.path.join(ctl, "go")):
+        out.write(b"0006\x01" + data[:1])
+        out.flush()
+        data = data[1:]
+        sent += 1
+        with open(os.path.join(ctl, "sent.tmp"), "w") as f:
+            f.write(str(sent))
+        os.replace(os.path.join(ctl, "sent.tmp"), os.path.join(ctl, "sent"))
+        time.sleep(0.01)
+    if data:
+        out.write(b"%04x\x01" % (len(data) + 5) + data)
+        out.flush()
+out.flush()
+sys.exit(git.wait())
+"#;
+
+/// A farm's loops share one claims cache (`claims.git` in the state dir),
+/// and so do farms started on one state dir. A fetch into it that had
+/// written the new tip's commit but not yet its parent (objects come in
+/// newest first, and git writes a small fetch's objects one by one) made a
+/// claim pushed from the same cache at that moment fail: the hub's tip was
+/// there, so git walked its history to see that the push was a fast
+/// forward, and found a hole ("Could not read <oid>; could not parse commit
+/// <oid>"). CI's sixty-task run ended a loop with it. Here a fetch is held
+/// halfway through its pack while a claim is pushed from the same cache.
+#[test]
+fn a_claim_pushed_while_another_fetch_fills_the_cache_lands() {
+    use farm::claims::git::GitStore;
+    use farm::claims::record::Claim;
+    use farm::claims::{Attempt, ClaimStore};
+    use farm::names::TaskId;
+    use std::sync::{Arc, Mutex};
+    let tmp = tempfile::tempdir().unwrap();
+    let hub = tmp.path().join("hub.git");
+    let git = |dir: &std::path::Path, args: &[&str]| {
+        let out = crate::common::git_command()
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .envs(GIT_ENV)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+        )
+    };
+    assert!(
+        git(
+            tmp.path(),
+            &["init", "--quiet", "--bare", "-b", "main", "hub.git"]
+        )
+        .0
+    );
+    let ctl = tmp.path().join("ctl");
+    std::fs::create_dir(&ctl).unwrap();
+    let script = tmp.path().join("slow-fetch.py");
+    std::fs::write(&script, SLOW_FETCH).unwrap();
+    let cache = tmp.path().join("here/claims.git");
+    let said: Arc<Mutex<Vec<String>>> = Arc::default();
+    let heard = Arc::clone(&said);
+    let remote = "slow://hub";
+    let here = GitStore::open(remote, &cache)
+        .unwrap()
+        .on_retry(move |l| heard.lock().unwrap().push(l.to_owned()));
+    let ext = format!(
+        "ext::python3 {} %S {} {}",
+        script.display(),
+        hub.display(),
+        ctl.display()
+    );
+    for (key, value) in [
+        (format!("url.{ext}.insteadOf"), remote),
+        ("protocol.ext.allow".to_owned(), "always"),
+    ] {
+        assert!(git(&cache, &["config", &key, value]).0);
+    }
+    let claim = |task: &str| {
+        Claim::new(
+            TaskId::parse(task).unwrap(),
+            "agent",
+            None,
+            1,
+            std::time::SystemTime::now(),
+        )
+    };
+    let won = |a: Attempt| assert!(matches!(a, Attempt::Won(_)), "{a:?}");
+    won(here.try_claim(claim("a"), false).unwrap());
+    // Another machine claims twice: the hub's tip and its parent are new here.
+    let there = GitStore::open(
+        &hub.display().to_string(),
+        &tmp.path().join("there/claims.git"),
+    )
+    .unwrap();
+    won(there.try_claim(claim("b"), false).unwrap());
+    won(there.try_claim(claim("c"), false).unwrap());
+    let (_, tip) = git(&hub, &["rev-parse", "refs/heads/farm/claims"]);
+    let (_, parent) = git(&hub, &["rev-parse", "refs/heads/farm/claims^"]);
+
+    // Another loop on this cache fetches them, slowly.
+    std::fs::write(ctl.join("arm"), "").unwrap();
+    let cache_again = cache.clone();
+    let fetching = std::thread::spawn(move || {
+        let other = GitStore::open(remote, &cache_again).unwrap();
+        other.list().map(|l| l.len())
+    });
+    let has = |oid: &str| git(&cache, &["cat-file", "-e", oid]).0;
+    let sent = || {
+        std::fs::read_to_string(ctl.join("sent"))
+            .ok()
+            .and_then(|s| s.parse::<usize>().ok())
+            .unwrap_or(0)
+    };
+    let start = Instant::now();
+    while !has(&tip) {
+        assert!(
+            start.elapsed() < Duration::from_secs(60) && sent() < 2000,
+            "the fetch never brought the tip"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let halfway = !has(&parent);
+    let under_way = !fetching.is_finished();
+    // This loop claims on the tip it knew, as loops do; the fetch goes on
+    // for another 2 s (the push may wait for it).
+    let claimed = std::thread::scope(|s| {
+        let claiming = s.spawn(|| here.try_claim(claim("d"), false));
+        std::thread::sleep(Duration::from_secs(2));
+        std::fs::write(ctl.join("go"), "").unwrap();
+        claiming.join().unwrap()
+    });
+    let listed = fetching.join().unwrap();
+    let said = said.lock().unwrap().clone();
+    assert!(
+        halfway && under_way,
+        "the fetch was not halfway as the claim began"
+    );
+    won(claimed.unwrap());
+    assert_eq!(listed.unwrap(), 3);
+    assert!(
+        said.is_empty(),
+        "the claim's push met a cache half-filled: {said:#?}"
+    );
+    let names: Vec<String> = here.list().unwrap().into_iter().map(|l| l.name).collect();
+    assert_eq!(names, ["a", "b", "c", "d"]);
+}
