@@ -1,4 +1,4 @@
-//! The chaos suite (issue 10): boards of 30 tasks run by `farm run -j 3`
+//! The chaos suite: boards of 30 tasks run by `farm run -j 3`
 //! while the test SIGKILLs, at random and at chosen moments, the agent, its
 //! children, farm's git children and farm itself — and then checks that
 //! farm kept its promise: every task done once, nothing lost, nothing left.
@@ -36,7 +36,7 @@
 //! `git rebase` (a ref lock held), the hub's `pre-receive` (a push in flight)
 //! and `post-receive` (the push landed, farm not told yet).
 //!
-//! Every push goes through the test gate (issue 13): the board's farm.toml
+//! Every push goes through the test gate: the board's farm.toml
 //! has `[tests]` running `gate.sh` (one passing test per work file), so each
 //! push also carries the progress document.
 //!
@@ -309,8 +309,8 @@ enum Target {
 
 /// The kills a round chooses from: every moment with every target that
 /// means something there; a farm killed while its push is in flight three
-/// times over (the push may land while the task runs again: issue 10,
-/// item 1).
+/// times over (the push may land after its farm is killed, while the task
+/// runs again).
 const KILLS: &[(Moment, Target)] = &[
     (Moment::Push, Target::Farm),
     (Moment::Push, Target::Farm),
@@ -1192,7 +1192,8 @@ kill -9 $PPID
         if let Some(a) = arm {
             // How long a push stays in flight: from about as long as a
             // restarted farm takes to claim the task again, to well past
-            // the next session's end (issue 10, item 1 lands in between).
+            // the next session's end (a push that lands after its farm was
+            // killed lands in between).
             let hold = if moment == Moment::Push {
                 format!("{:.2}", rng.millis(500, 3000).as_secs_f64())
             } else {
@@ -1337,7 +1338,7 @@ kill -9 $PPID
                     // (the server, not a session).
                     // farm's own git commands (`git -C <clone> …`) may outlive
                     // it by design: a push holds its claim until it settles
-                    // (issue 10, item 1), and the next farm waits for any git
+                    // (a push may land after its farm is killed), and the next farm waits for any git
                     // still working in a clone before recovering it (killing
                     // them mid-way would leave half-updated work trees); the
                     // claim, exactly-once and rescue checks judge those cases.
@@ -2167,7 +2168,7 @@ fn label(moment: Moment, target: Target) -> String {
 }
 
 /// The chaos suite; see the module doc. It reports every violation of
-/// issue 10's invariants that its rounds provoke. Each run picks a new seed
+/// farm's invariants that its rounds provoke. Each run picks a new seed
 /// (printed; a failure names it for the replay), so CI's few rounds add up
 /// to many over time.
 ///
@@ -2287,7 +2288,7 @@ fn campaign(rounds: usize, plan: impl Fn(usize) -> (Hub, bool)) {
             })
             .collect();
         panic!(
-            "the chaos suite found {} violation(s) of issue 10's invariants (replay: FARM_CHAOS_SEED={seed}):\n{}\n{summary}",
+            "the chaos suite found {} violation(s) of farm's invariants (replay: FARM_CHAOS_SEED={seed}):\n{}\n{summary}",
             figures.violations.len(),
             list.join("\n")
         );
