@@ -26,8 +26,22 @@
 //! core (goal ≤ 100 ms), and idle with no read cache (each run reads every
 //! claim, as the first listing does).
 //!
+//! **4. Disk over a night** (`cargo bench --bench scale -- disk`, alone):
+//! `farm run -j 2` to the end of a board of [`NIGHTS`] tasks (500, then
+//! 5,000), an agent that makes an empty commit, on a local bare hub with
+//! its own state dir. For each: the wall a task (the whole run's, its
+//! first tenth's and its last tenth's, from the journal's `done` lines),
+//! what the state dir and the hub hold on disk (blocks, as `du`; a
+//! file's links counted once), a task's share of that, and the loose
+//! objects and packs of the hub, the agents' clones and the claims cache.
+//! Every agent's commit must be on the hub's branch or the bench fails.
+//! Goals: disk a task at 5,000 within 1.3× of that at 500; state dir and
+//! hub ≤ 200 MB at 5,000; a task's wall at 5,000 within 1.3× of that at 500.
+//!
 //! Timings are printed with their goals, never asserted; the load average
-//! is printed at the start and the end.
+//! is printed at the start and the end. Name parts to run only those
+//! (`cargo bench --bench scale -- tasks locks`): `per-task`, `tasks`,
+//! `locks`, `disk`; with none, parts 1 to 3 run.
 
 #[path = "common/process.rs"]
 mod process;
@@ -57,6 +71,16 @@ const TARGET_RATIO: f64 = 1.3;
 const MANY: usize = 10_000;
 const TARGET_TASKS_MS: f64 = 150.0;
 const TARGET_LOCKS_MS: f64 = 100.0;
+/// Part 4's boards, run to their end.
+const NIGHTS: [usize; 2] = [500, 5_000];
+const TARGET_DISK_MB: f64 = 200.0;
+
+/// Part 4's agent: a commit with no change, so that what the repositories
+/// hold is farm's own writing (the board's moves), not the agent's.
+const EMPTY_AGENT: &str = r#"#!/bin/sh
+set -e
+git commit --quiet --allow-empty -m "work on $FARM_TASK"
+"#;
 
 const AGENT: &str = r#"#!/bin/sh
 # The bench's trivial agent: one line of work, committed.
@@ -83,12 +107,37 @@ fn run() -> Res<()> {
         dir.display(),
         load()
     );
-    println!();
-    per_task(dir)?;
-    println!();
-    tasks(dir)?;
-    println!();
-    locks(dir)?;
+    // The parts named on the command line (cargo adds `--bench`), else
+    // the first three.
+    let named: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wanted = |part: &str| {
+        if named.is_empty() {
+            part != "disk"
+        } else {
+            named.iter().any(|n| n == part)
+        }
+    };
+    type Part = fn(&Path) -> Res<()>;
+    let parts: [(&str, Part); 4] = [
+        ("per-task", per_task),
+        ("tasks", tasks),
+        ("locks", locks),
+        ("disk", disk),
+    ];
+    if let Some(unknown) = named.iter().find(|n| !parts.iter().any(|(p, _)| p == n)) {
+        return Err(format!(
+            "no part `{unknown}`: per-task, tasks, locks or disk"
+        ));
+    }
+    for (name, part) in parts {
+        if wanted(name) {
+            println!();
+            part(dir)?;
+        }
+    }
     println!();
     println!("load average at the end: {}", load());
     Ok(())
@@ -337,4 +386,289 @@ fn locks(dir: &Path) -> Res<()> {
     }
     let _ = fs::remove_dir_all(&hub);
     Ok(())
+}
+
+/// What a night left: its wall per task and the repositories' disk.
+struct Night {
+    tasks: usize,
+    wall: Duration,
+    /// Milliseconds a task over the first and the last tenth of the run.
+    first_tenth: f64,
+    last_tenth: f64,
+    /// Bytes on disk: the state dir, the hub.
+    state: u64,
+    hub: u64,
+    repos: Vec<Objects>,
+}
+
+/// One repository's objects.
+struct Objects {
+    name: String,
+    loose: usize,
+    loose_bytes: u64,
+    packs: usize,
+    pack_bytes: u64,
+}
+
+/// Part 4.
+fn disk(dir: &Path) -> Res<()> {
+    let agent = dir.join("empty-agent.sh");
+    write_executable(&agent, EMPTY_AGENT)?;
+    let mut nights = Vec::new();
+    for n in NIGHTS {
+        nights.push(night(dir, &agent, n)?);
+    }
+    println!(
+        "4. disk over a night: farm run -j {JOBS} to the end of the board, an agent that \\
+         commits nothing, local bare hub"
+    );
+    let row = |what: &str, f: &dyn Fn(&Night) -> String| {
+        let cells: Vec<String> = nights.iter().map(|n| format!("{:>14}", f(n))).collect();
+        println!("  {what:<34}{}", cells.join(""));
+    };
+    row("tasks", &|n| n.tasks.to_string());
+    row("wall", &|n| format!("{:.1} s", n.wall.as_secs_f64()));
+    row("ms a task, whole run", &|n| {
+        format!("{:.1}", ms(n.wall) / n.tasks as f64)
+    });
+    row("ms a task, first tenth", &|n| {
+        format!("{:.1}", n.first_tenth)
+    });
+    row("ms a task, last tenth", &|n| format!("{:.1}", n.last_tenth));
+    let mb = |b: u64| b as f64 / 1e6;
+    row("state dir + hub, MB", &|n| {
+        format!("{:.1}", mb(n.state + n.hub))
+    });
+    row("  state dir, MB", &|n| format!("{:.1}", mb(n.state)));
+    row("  hub, MB", &|n| format!("{:.1}", mb(n.hub)));
+    row("KB a task", &|n| {
+        format!("{:.1}", (n.state + n.hub) as f64 / 1e3 / n.tasks as f64)
+    });
+    let names: Vec<String> = nights[0].repos.iter().map(|r| r.name.clone()).collect();
+    for name in &names {
+        let of = |n: &Night| {
+            n.repos
+                .iter()
+                .find(|r| &r.name == name)
+                .map(|r| format!("{} ({:.1} MB)", r.loose, mb(r.loose_bytes)))
+        };
+        row(&format!("loose objects: {name}"), &|n| {
+            of(n).unwrap_or_default()
+        });
+        let packs = |n: &Night| {
+            n.repos
+                .iter()
+                .find(|r| &r.name == name)
+                .map(|r| format!("{} ({:.1} MB)", r.packs, mb(r.pack_bytes)))
+        };
+        row(&format!("packs: {name}"), &|n| packs(n).unwrap_or_default());
+    }
+    let (small, large) = (&nights[0], &nights[1]);
+    let per = |n: &Night| (n.state + n.hub) as f64 / n.tasks as f64;
+    let disk_ratio = per(large) / per(small);
+    println!(
+        "  disk a task, {} / {}          {disk_ratio:>6.2} x   goal <= {TARGET_RATIO:.1}: {}",
+        large.tasks,
+        small.tasks,
+        verdict(disk_ratio <= TARGET_RATIO)
+    );
+    let total = mb(large.state + large.hub);
+    println!(
+        "  state dir + hub at {}        {total:>6.1} MB  goal <= {TARGET_DISK_MB:.0} MB: {}",
+        large.tasks,
+        verdict(total <= TARGET_DISK_MB)
+    );
+    let wall = |n: &Night| ms(n.wall) / n.tasks as f64;
+    let cost_ratio = wall(large) / wall(small);
+    println!(
+        "  ms a task, {} / {}           {cost_ratio:>6.2} x   goal <= {TARGET_RATIO:.1}: {}",
+        large.tasks,
+        small.tasks,
+        verdict(cost_ratio <= TARGET_RATIO)
+    );
+    Ok(())
+}
+
+/// One night of part 4: `farm run` to the end of a fresh board of `n`
+/// tasks; checks that every agent commit landed, then measures.
+fn night(dir: &Path, agent: &Path, n: usize) -> Res<Night> {
+    let work = board(dir, n)?;
+    let hub = dir.join(format!("night-{n}.git"));
+    let state = dir.join(format!("night-{n}-state"));
+    // `--no-local`: the hub's objects are its own, not links to the
+    // template's, and packed as a clone from a server would have them.
+    output(
+        command("git")
+            .args(["clone", "-q", "--bare", "--no-local"])
+            .arg(&work)
+            .arg(&hub),
+        "git clone --bare",
+    )?;
+    let _ = fs::remove_dir_all(&work);
+    let log = dir.join(format!("night-{n}.log"));
+    let file = File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let err = file.try_clone().map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    let status = command(FARM)
+        .args(["run", "-q", "-j", JOBS, "--agent"])
+        .arg(agent)
+        .arg("--hub")
+        .arg(&hub)
+        .env("FARM_STATE_DIR", &state)
+        .stdout(file)
+        .stderr(err)
+        .status()
+        .map_err(|e| format!("farm run: {e}"))?;
+    let wall = start.elapsed();
+    if !status.success() {
+        return Err(format!("farm run: {status}\n{}", tail(&log, 20)));
+    }
+    // Nothing lost: every task done, and each agent commit on the branch.
+    let listing = git(&hub, &["ls-tree", "--name-only", "main", "tasks/done/"])?;
+    let done = listing.lines().filter(|l| l.ends_with(".md")).count();
+    let subjects = git(&hub, &["log", "--format=%s", "main"])?;
+    let landed = subjects
+        .lines()
+        .filter(|l| l.starts_with("work on "))
+        .count();
+    if done != n || landed != n {
+        return Err(format!(
+            "farm run did {done} tasks and landed {landed} agent commits, not {n}\n{}",
+            tail(&log, 20)
+        ));
+    }
+    let (first_tenth, last_tenth) = tenths(&state.join("journal.jsonl"), n)?;
+    let mut repos = vec![objects("hub", &hub)];
+    let clones = state.join("clones");
+    let mut names: Vec<_> = fs::read_dir(&clones)
+        .map_err(|e| format!("{}: {e}", clones.display()))?
+        .filter_map(Result::ok)
+        .filter(|e| e.path().join(".git").is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let mut all = Objects {
+        name: format!("{} clones", names.len()),
+        loose: 0,
+        loose_bytes: 0,
+        packs: 0,
+        pack_bytes: 0,
+    };
+    for name in &names {
+        let o = objects(name, &clones.join(name).join(".git"));
+        all.loose += o.loose;
+        all.loose_bytes += o.loose_bytes;
+        all.packs += o.packs;
+        all.pack_bytes += o.pack_bytes;
+    }
+    repos.push(all);
+    let cache = state.join("claims.git");
+    if cache.is_dir() {
+        repos.push(objects("claims cache", &cache));
+    }
+    let night = Night {
+        tasks: n,
+        wall,
+        first_tenth,
+        last_tenth,
+        state: du(&state),
+        hub: du(&hub),
+        repos,
+    };
+    let _ = fs::remove_dir_all(&hub);
+    let _ = fs::remove_dir_all(&state);
+    Ok(night)
+}
+
+/// Milliseconds a task over the first and the last tenth of the `done`
+/// lines of a journal of `n` tasks.
+fn tenths(journal: &Path, n: usize) -> Res<(f64, f64)> {
+    let text = fs::read_to_string(journal).map_err(|e| format!("{}: {e}", journal.display()))?;
+    // `"at":"2026-12-03T07:57:25.730Z"`: seconds of the day, carried over
+    // midnight.
+    let mut at = Vec::new();
+    let mut day = 0.0;
+    for line in text.lines().filter(|l| l.contains(r#""event":"done""#)) {
+        let time = line
+            .split(r#""at":""#)
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .and_then(|stamp| stamp.split('T').nth(1))
+            .ok_or_else(|| format!("no time in the journal's line {line}"))?;
+        let hms: Vec<f64> = time
+            .trim_end_matches('Z')
+            .split(':')
+            .map(|f| f.parse().unwrap_or(0.0))
+            .collect();
+        let secs = hms.iter().fold(0.0, |acc, f| acc * 60.0 + f);
+        if at
+            .last()
+            .is_some_and(|&last: &f64| secs + day < last - 3600.0)
+        {
+            day += 86_400.0;
+        }
+        at.push(secs + day);
+    }
+    if at.len() != n {
+        return Err(format!("the journal has {} done lines, not {n}", at.len()));
+    }
+    let tenth = n / 10;
+    let first = (at[tenth] - at[0]) / tenth as f64 * 1e3;
+    let last = (at[n - 1] - at[n - 1 - tenth]) / tenth as f64 * 1e3;
+    Ok((first, last))
+}
+
+/// The loose objects and packs of the repository whose git dir is `git_dir`.
+fn objects(name: &str, git_dir: &Path) -> Objects {
+    let mut o = Objects {
+        name: name.to_owned(),
+        loose: 0,
+        loose_bytes: 0,
+        packs: 0,
+        pack_bytes: 0,
+    };
+    let objects = git_dir.join("objects");
+    for entry in fs::read_dir(&objects).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.len() == 2 && name.chars().all(|c| c.is_ascii_hexdigit()) {
+            for file in fs::read_dir(entry.path()).into_iter().flatten().flatten() {
+                o.loose += 1;
+                o.loose_bytes += du(&file.path());
+            }
+        }
+    }
+    for entry in fs::read_dir(objects.join("pack"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        o.pack_bytes += du(&entry.path());
+        if entry.path().extension().is_some_and(|e| e == "pack") {
+            o.packs += 1;
+        }
+    }
+    o
+}
+
+/// What `path` holds on disk, as `du` counts it: blocks, each file once
+/// however many links it has.
+fn du(path: &Path) -> u64 {
+    fn walk(path: &Path, seen: &mut std::collections::HashSet<(u64, u64)>) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(meta) = fs::symlink_metadata(path) else {
+            return 0;
+        };
+        if !seen.insert((meta.dev(), meta.ino())) {
+            return 0;
+        }
+        let mut bytes = meta.blocks() * 512;
+        if meta.is_dir() {
+            for entry in fs::read_dir(path).into_iter().flatten().flatten() {
+                bytes += walk(&entry.path(), seen);
+            }
+        }
+        bytes
+    }
+    walk(path, &mut std::collections::HashSet::new())
 }
