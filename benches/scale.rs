@@ -419,11 +419,11 @@ fn disk(dir: &Path) -> Res<()> {
         nights.push(night(dir, &agent, n)?);
     }
     println!(
-        "4. disk over a night: farm run -j {JOBS} to the end of the board, an agent that \\
+        "4. disk over a night: farm run -j {JOBS} to the end of the board, an agent that \
          commits nothing, local bare hub"
     );
     let row = |what: &str, f: &dyn Fn(&Night) -> String| {
-        let cells: Vec<String> = nights.iter().map(|n| format!("{:>14}", f(n))).collect();
+        let cells: Vec<String> = nights.iter().map(|n| format!("{:>18}", f(n))).collect();
         println!("  {what:<34}{}", cells.join(""));
     };
     row("tasks", &|n| n.tasks.to_string());
