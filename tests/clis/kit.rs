@@ -21,23 +21,40 @@ pub fn cache() -> PathBuf {
 /// The bin directory of npm package `package@version` installed in the
 /// cache (installed now if it is not), or `None` when the registry cannot
 /// be reached — said, and a failure where `FARM_REQUIRE_CLIS=1`.
+///
+/// Tests run in parallel and several want the same CLI: one installs while
+/// the others wait on a lock, and the install goes into a staging prefix
+/// renamed into place when whole, so no test ever runs a half-installed
+/// CLI (npm writes the bin link before the package's files and its
+/// postinstall are done).
 pub fn npm(package: &str, version: &str, bin: &str) -> Option<PathBuf> {
-    let prefix = cache().join("npm").join(format!(
+    let root = cache().join("npm");
+    let name = format!(
         "{}@{version}",
         package.trim_start_matches('@').replace('/', "+")
-    ));
+    );
+    let prefix = root.join(&name);
     let dir = prefix.join("node_modules/.bin");
+    std::fs::create_dir_all(&root).unwrap();
+    let lock = std::fs::File::create(root.join(format!("{name}.lock"))).unwrap();
+    lock.lock().unwrap();
     if dir.join(bin).exists() {
         return Some(dir);
     }
-    std::fs::create_dir_all(&prefix).unwrap();
+    let staging = root.join(format!("{name}.installing"));
+    let _ = std::fs::remove_dir_all(&staging);
+    let _ = std::fs::remove_dir_all(&prefix);
+    std::fs::create_dir_all(&staging).unwrap();
     let out = Command::new("npm")
         .args(["install", "--no-audit", "--no-fund", "--prefix"])
-        .arg(&prefix)
+        .arg(&staging)
         .arg(format!("{package}@{version}"))
         .output();
     match out {
-        Ok(o) if o.status.success() && dir.join(bin).exists() => Some(dir),
+        Ok(o) if o.status.success() && staging.join("node_modules/.bin").join(bin).exists() => {
+            std::fs::rename(&staging, &prefix).unwrap();
+            Some(dir)
+        }
         other => {
             let why = match other {
                 Ok(o) => String::from_utf8_lossy(&o.stderr).into_owned(),
