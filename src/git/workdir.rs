@@ -253,6 +253,13 @@ impl Workdir {
         Ok(head == commit || self.repo.graph_descendant_of(head, commit)?)
     }
 
+    /// Whether commit `ancestor` is `rev` or one of its ancestors.
+    pub fn is_ancestor(&self, ancestor: &str, rev: &str) -> Result<bool, git2::Error> {
+        let ancestor = self.repo.revparse_single(ancestor)?.peel_to_commit()?.id();
+        let rev = self.repo.revparse_single(rev)?.peel_to_commit()?.id();
+        Ok(rev == ancestor || self.repo.graph_descendant_of(rev, ancestor)?)
+    }
+
     /// The tree the index holds (from its tree cache when that is whole);
     /// an error while it has conflicts.
     pub fn index_tree(&self) -> Result<Oid, git2::Error> {
@@ -345,6 +352,12 @@ impl Workdir {
     /// `None` (nothing changed) when `git rebase` must do it: a conflict, a
     /// merge commit, a detached HEAD, a message that is not UTF-8.
     pub fn rebase(&self, onto: &str) -> Result<Option<Oid>, git2::Error> {
+        self.rebase_onto(onto, onto)
+    }
+
+    /// [`Self::rebase`] of only the commits of HEAD's branch that
+    /// `upstream` lacks (`git rebase --onto <onto> <upstream>`).
+    pub fn rebase_onto(&self, onto: &str, upstream: &str) -> Result<Option<Oid>, git2::Error> {
         let head = self.repo.head()?;
         let Some(branch) = head.name().ok().filter(|_| head.is_branch()) else {
             return Ok(None);
@@ -358,6 +371,7 @@ impl Workdir {
         let mut walk = self.repo.revwalk()?;
         walk.push(tip.id())?;
         walk.hide(onto.id())?;
+        walk.hide(self.repo.revparse_single(upstream)?.peel_to_commit()?.id())?;
         walk.set_sorting(Sort::TOPOLOGICAL | Sort::REVERSE)?;
         let commits: Vec<Commit<'_>> = walk
             .map(|id| self.repo.find_commit(id?))

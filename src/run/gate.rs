@@ -40,6 +40,7 @@ pub(super) enum Verdict {
 }
 
 /// The tests of a change the gate let through.
+#[derive(Clone)]
 pub(super) struct Passed {
     /// Passing tests on the branch, and with the change.
     pub(super) before: usize,
@@ -67,37 +68,140 @@ enum Tested {
 
 /// Judge the clone's HEAD, the work on top of `onto` (the branch's commit).
 pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Halt> {
-    let Turn {
-        run, clone, name, ..
-    } = turn;
-    let Some(suite) = &run.config.gate else {
+    let Some(suite) = &turn.run.config.gate else {
         return Ok(Verdict::Pass(None));
     };
-    let store = Store::new(&run.state);
-    let head = clone.head()?;
-    let key = |commit: &str| {
-        results::code_key(clone.dir(), commit, run.config.progress.as_deref()).map_err(|e| {
-            Error::failure(format!("cannot read the tree of {commit}: {e}")).caused_by(e)
-        })
-    };
-    let (here, there) = (key(&head)?, key(onto)?);
-    // Only the board changed (or nothing): no test can tell.
-    if here == there {
-        return Ok(Verdict::Pass(store.get(&there).map(Passed::unchanged)));
+    let keys = Keys::of(turn, onto)?;
+    if keys.here == keys.there {
+        return Ok(keys.unchanged(turn));
     }
-    let base = match store.get(&there) {
-        Some(base) => base,
-        None => match baseline(turn, suite, onto)? {
-            Ok(base) => {
-                // (Nothing kept for a branch whose tests cannot be read.)
-                if !base.commit.is_empty() {
-                    store.put(&there, &base);
-                }
-                base
-            }
-            Err(verdict) => return Ok(verdict),
-        },
+    let base = match branch_results(turn, onto)? {
+        Ok(base) => base,
+        Err(verdict) => return Ok(verdict),
     };
+    tested_against(turn, suite, onto, &keys, &base)
+}
+
+/// What the queue asks of the gate: judge HEAD, the work on top of `onto`
+/// (a change queued ahead of it, not yet on the branch), running its tests
+/// first — beside those of the change ahead — and asking `base` for the
+/// results of `onto` only then. `None` when `base` says `onto` went away
+/// (the change ahead was evicted): the work is built again.
+pub(super) fn check_ahead(
+    turn: Turn<'_>,
+    onto: &str,
+    base: &mut dyn FnMut() -> Result<Option<Result<Results, Verdict>>, Halt>,
+) -> Result<Option<Verdict>, Halt> {
+    let Some(suite) = &turn.run.config.gate else {
+        return Ok(Some(Verdict::Pass(None)));
+    };
+    let keys = Keys::of(turn, onto)?;
+    if keys.here == keys.there {
+        return Ok(Some(keys.unchanged(turn)));
+    }
+    // A sample is drawn from the base's tests: those come first.
+    if suite.sample.is_some() {
+        return Ok(match base()? {
+            None => None,
+            Some(Err(verdict)) => Some(verdict),
+            Some(Ok(results)) => Some(tested_against(turn, suite, onto, &keys, &results)?),
+        });
+    }
+    let clone = turn.clone;
+    clone.files_for_tests()?;
+    let first = match tests(turn, suite, clone.dir(), "gate", None) {
+        Ok(Tested::Ran(report)) => report,
+        other => return after_tests(turn, other).map(Some),
+    };
+    let results = match base() {
+        Ok(Some(Ok(results))) => results,
+        other => {
+            clone.after_tests();
+            return Ok(match other? {
+                None => None,
+                Some(Err(verdict)) => Some(verdict),
+                Some(Ok(_)) => unreachable!("taken above"),
+            });
+        }
+    };
+    let base_passed = results.passed();
+    judged(turn, suite, &keys, &results, base_passed, first, None).map(Some)
+}
+
+/// The code keys of HEAD (`here`) and of the commit it is judged against
+/// (`there`): trees that differ only in the board test the same.
+struct Keys {
+    head: String,
+    here: String,
+    there: String,
+}
+
+impl Keys {
+    fn of(turn: Turn<'_>, onto: &str) -> Result<Keys, Error> {
+        let head = turn.clone.head()?;
+        Ok(Keys {
+            here: code_key(turn, &head)?,
+            there: code_key(turn, onto)?,
+            head,
+        })
+    }
+
+    /// Only the board changed (or nothing): no test can tell.
+    fn unchanged(&self, turn: Turn<'_>) -> Verdict {
+        let store = Store::new(&turn.run.state);
+        Verdict::Pass(store.get(&self.there).map(Passed::unchanged))
+    }
+}
+
+/// The code key of `commit` in the clone, as the gate keeps results by it.
+pub(super) fn code_key(turn: Turn<'_>, commit: &str) -> Result<String, Error> {
+    results::code_key(
+        turn.clone.dir(),
+        commit,
+        turn.run.config.progress.as_deref(),
+    )
+    .map_err(|e| Error::failure(format!("cannot read the tree of {commit}: {e}")).caused_by(e))
+}
+
+/// The branch's results at `onto`: those kept for its code, else tested in
+/// a work tree of its own (and kept).
+pub(super) fn branch_results(turn: Turn<'_>, onto: &str) -> Result<Result<Results, Verdict>, Halt> {
+    let Some(suite) = &turn.run.config.gate else {
+        return Ok(Ok(Results::default()));
+    };
+    let store = Store::new(&turn.run.state);
+    let there = code_key(turn, onto)?;
+    if let Some(base) = store.get(&there) {
+        return Ok(Ok(base));
+    }
+    Ok(match baseline(turn, suite, onto)? {
+        Ok(base) => {
+            // (Nothing kept for a branch whose tests cannot be read.)
+            if !base.commit.is_empty() {
+                store.put(&there, &base);
+            }
+            Ok(base)
+        }
+        Err(verdict) => Err(verdict),
+    })
+}
+
+/// The results kept for `commit`'s code, if any (a change queued ahead
+/// keeps its own when the gate lets it through).
+pub(super) fn kept_results(turn: Turn<'_>, commit: &str) -> Result<Option<Results>, Error> {
+    Ok(Store::new(&turn.run.state).get(&code_key(turn, commit)?))
+}
+
+/// Test HEAD (a sample of it, when the gate samples) and judge it against
+/// `base`, the results of `onto`.
+fn tested_against(
+    turn: Turn<'_>,
+    suite: &Suite,
+    onto: &str,
+    keys: &Keys,
+    base: &Results,
+) -> Result<Verdict, Halt> {
+    let (clone, name) = (turn.clone, turn.name);
     let mut base_passed = base.passed();
     // A sample: its tests, listed in a file of the state directory's, are
     // all the gate runs and judges.
@@ -109,7 +213,7 @@ pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Halt> {
             } else {
                 BTreeSet::new()
             };
-            let chosen = sample(&base, name, turn.task.id.as_str(), share, &touched);
+            let chosen = sample(base, name, turn.task.id.as_str(), share, &touched);
             base_passed.retain(|t| chosen.contains(t));
             Some(write_sample(turn, &chosen)?)
         }
@@ -120,6 +224,25 @@ pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Halt> {
         Ok(Tested::Ran(report)) => report,
         other => return after_tests(turn, other),
     };
+    judged(turn, suite, keys, base, base_passed, first, chosen)
+}
+
+/// The first run of HEAD's tests judged against the base's passing tests
+/// (run again at once when it looks red: what passes then was flaky); the
+/// results kept when it passes.
+fn judged(
+    turn: Turn<'_>,
+    suite: &Suite,
+    keys: &Keys,
+    base: &Results,
+    base_passed: BTreeSet<String>,
+    first: Report,
+    chosen: Option<&Path>,
+) -> Result<Verdict, Halt> {
+    let Turn {
+        run, clone, name, ..
+    } = turn;
+    let store = Store::new(&run.state);
     let mut judged = judge(&base_passed, &first, None);
     let mut last = first;
     if !judged.red.is_empty() || judged.fewer {
@@ -148,8 +271,8 @@ pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Halt> {
             None => last,
             Some(_) => over(&base.report, &last),
         };
-        let kept = Results::of(&head, &kept);
-        store.put(&here, &kept);
+        let kept = Results::of(&keys.head, &kept);
+        store.put(&keys.here, &kept);
         return Ok(Verdict::Pass(Some(Passed {
             before: base.passed().len(),
             after: kept.passed().len(),

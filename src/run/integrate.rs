@@ -16,6 +16,7 @@ use crate::run::landing::{self, Refused};
 use crate::run::progress;
 use crate::run::prompt;
 use crate::run::session::{self, Outcome};
+use crate::run::speculate::{Ride, Rider};
 use crate::run::state::Run;
 use crate::run::turn::{Supervised, Turn, supervise};
 use crate::run::usage;
@@ -88,6 +89,10 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Halt> 
     // busy hub (a claim went stale after 30 rounds in 2 minutes under load
     // and was taken over): beat between rounds, as the session did.
     let mut beat = Heartbeat::new(run, held);
+    // With a gate on a hub of this machine, the work takes a place in the
+    // merge queue (see `speculate`) and keeps it until it lands or fails.
+    let queued = Rider::applies(turn);
+    let mut rider: Option<Rider<'_>> = None;
     for round in 0..push_rounds(run) {
         beat.due()?;
         // Catch up without the lock first, then take the hub's push lock and
@@ -98,7 +103,7 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Halt> 
         // branch to read without a fetch: its push just gets rejected.)
         let mut conflict = onto.catch_up()?;
         let mut lock = None;
-        if conflict.is_none() {
+        if conflict.is_none() && !queued {
             lock = run.hub.push_lock(run.out)?;
             if lock.is_some() && run.hub.branch_rev().as_deref() != Some(onto.at.as_str()) {
                 conflict = onto.catch_up()?;
@@ -112,8 +117,10 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Halt> 
             return Ok(Integrated::Elsewhere(place));
         }
         if let Some(files) = conflict {
-            // A merge session takes minutes: let the others push meanwhile.
+            // A merge session takes minutes: let the others push meanwhile
+            // (and the queue go on without this work until it is merged).
             drop(lock);
+            rider = None;
             match resolve(turn, &files)? {
                 Merge::Resolved => continue, // catch up with what moved meanwhile, then push
                 Merge::Unresolved => return Ok(Integrated::Conflict(files)),
@@ -125,11 +132,36 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Halt> 
         if !refused.is_empty() {
             return Ok(Integrated::Refused(refused));
         }
-        // The tree pushed is the tree tested (under the push lock when the
-        // hub has one; else a push rejected brings a new tree, tested again).
-        let passed = match gate::check(turn, &onto.at)? {
-            Verdict::Pass(passed) => passed,
-            verdict => return Ok(Integrated::Gated(verdict)),
+        let passed = if queued {
+            let line = match &mut rider {
+                Some(line) => line,
+                None => rider.insert(Rider::join(turn)?),
+            };
+            match line.ride(&onto.at, onto.merged, &mut beat)? {
+                // Tested, first in line, on the branch's commit: the push
+                // lock only keeps out what does not queue (a farm without
+                // a gate, a board edit); if that moved the branch, ride on.
+                Ride::Ready { at, passed } => {
+                    onto.at = at;
+                    lock = run.hub.push_lock(run.out)?;
+                    if lock.is_some() && run.hub.branch_rev().as_deref() != Some(onto.at.as_str()) {
+                        continue;
+                    }
+                    passed
+                }
+                Ride::Gated(verdict) => return Ok(Integrated::Gated(verdict)),
+                Ride::Conflict => {
+                    rider = None;
+                    continue;
+                }
+            }
+        } else {
+            // The tree pushed is the tree tested (under the push lock when the
+            // hub has one; else a push rejected brings a new tree, tested again).
+            match gate::check(turn, &onto.at)? {
+                Verdict::Pass(passed) => passed,
+                verdict => return Ok(Integrated::Gated(verdict)),
+            }
         };
         // The progress document goes in the same push, written over the
         // branch's own (it comes off again if the push is rejected).

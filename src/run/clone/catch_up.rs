@@ -10,10 +10,17 @@ impl PrivateClone {
     /// Rebase HEAD onto `upstream`: in memory when it can be, else with
     /// `git rebase` (aborted on conflict). False on conflict.
     pub fn rebase(&self, upstream: &str) -> Result<bool, Error> {
+        self.rebase_onto(upstream, upstream)
+    }
+
+    /// Rebase onto `onto` only the commits of HEAD that `upstream` lacks
+    /// (the work on top of the branch's commit it was brought onto, put on
+    /// top of another commit), as [`Self::rebase`] does.
+    pub fn rebase_onto(&self, onto: &str, upstream: &str) -> Result<bool, Error> {
         let before = self.head()?;
         // HEAD may move without the files.
         self.files_stale()?;
-        let in_memory = self.in_process("rebase", |w| w.rebase(upstream));
+        let in_memory = self.in_process("rebase", |w| w.rebase_onto(onto, upstream));
         if in_memory
             .flatten()
             .is_some_and(|after| after.to_string() != before)
@@ -28,7 +35,10 @@ impl PrivateClone {
             return Ok(true);
         }
         self.catch_up_worktree()?;
-        if self.repo()?.check(["rebase", "--quiet", upstream])? {
+        if self
+            .repo()?
+            .check(["rebase", "--quiet", "--onto", onto, upstream])?
+        {
             return Ok(true);
         }
         self.repo()?.check(["rebase", "--abort"])?;

@@ -162,6 +162,14 @@ impl PrivateClone {
         )
     }
 
+    /// Whether commit `ancestor` is `rev` or one of its ancestors.
+    pub fn is_ancestor(&self, ancestor: &str, rev: &str) -> Result<bool, Error> {
+        if let Some(is) = self.in_process("ancestry", |w| w.is_ancestor(ancestor, rev)) {
+            return Ok(is);
+        }
+        Ok(ancestor == rev || self.check(["merge-base", "--is-ancestor", ancestor, rev])?)
+    }
+
     /// The files HEAD changed since `commit`.
     pub fn changed_since(&self, commit: &str) -> Result<std::collections::BTreeSet<String>, Error> {
         let names = self.git(["diff", "--name-only", "--no-renames", commit, "HEAD"])?;

@@ -36,6 +36,15 @@ impl PrivateClone {
         self.net("pushing", || self.raw.push(&self.hub_url, &spec))
     }
 
+    /// Push `specs` to the hub plainly (the merge queue's candidate refs:
+    /// `<commit>:<ref>` to create one, `:<ref>` to delete one); whether the
+    /// hub took them all.
+    pub fn push_refs(&self, specs: &[String]) -> Result<Pushed, Error> {
+        self.net("pushing the queue's refs", || {
+            self.raw.push(&self.hub_url, specs)
+        })
+    }
+
     /// Push a commit to a new branch on the hub (a rescue branch).
     pub fn push_ref(&self, commit: &str, branch: &str) -> Result<(), Error> {
         let spec = [format!("{commit}:refs/heads/{branch}")];

@@ -1,0 +1,354 @@
+//! The merge queue, on a hub of this machine: a gated change does not take
+//! a turn at the push lock to be tested alone. It takes a place in line
+//! ([`queue`]) and is tested at once, on top of the change just ahead of it
+//! — which is tested on top of the one ahead of it, and so on down to the
+//! branch. The tests of the whole line run side by side, and each change
+//! pushes its own tested commit when the one ahead of it has landed: with
+//! J agents and a suite of S seconds, J changes land per S, not one.
+//!
+//! Why speculation rather than batches (test K changes at once, bisect when
+//! red): each change is still pushed by the farm that holds its claim,
+//! through the claim store, so fencing is what it was — a change whose
+//! claim was reaped never lands, whoever is in line with it; and every tip
+//! of the branch farm pushes is a tree that was tested, not only a batch's
+//! last. The price: a red change costs a new run for each change behind it
+//! (they were tested on top of it) — run side by side, so it costs the
+//! line one suite's time, not one run each in turn.
+//!
+//! - A change builds its candidate on the candidate of the change just
+//!   ahead (or on the branch when it is first), from its own work on the
+//!   branch: only its own commits are replayed.
+//! - It judges its tests against the results of what it was built on, once
+//!   the change ahead passed (a red or dead change ahead: built again).
+//! - It is ready to push when it passed, nothing is ahead of it, and it
+//!   sits on the branch's commit — the change ahead landed. A progress
+//!   document that landed with it changes no code: the work is put on top
+//!   again and its tests stand.
+//! - FIFO: a change builds on every one ahead of it and pushes only when
+//!   none is left; a newer one can never pass it. One whose work conflicts
+//!   with the change ahead waits for it to land, then merges as any change
+//!   that conflicts with the branch does.
+//! - A farm killed anywhere in line leaves a file nobody holds: the next
+//!   reader removes it and the changes behind it build again; its work is
+//!   in its clone, rescued as any killed farm's is.
+
+use std::time::Duration;
+
+use crate::run::gate::{self, Passed, Verdict};
+use crate::run::interrupt::{Halt, Heartbeat};
+use crate::run::queue::{Entry, Queue, Record};
+use crate::run::turn::Turn;
+use crate::suite::results::Results;
+
+/// How often a change in line looks at the line.
+const LOOK_EVERY: Duration = Duration::from_millis(20);
+
+/// How riding the queue ended (when it was not cut short).
+pub(super) enum Ride {
+    /// HEAD is the work on top of `at`, the branch's commit now; nothing is
+    /// ahead in line and the gate passed it: push.
+    Ready { at: String, passed: Option<Passed> },
+    /// The gate kept it off the branch.
+    Gated(Verdict),
+    /// The work conflicts with the branch as it is now (moved by a change
+    /// that landed, or by hand): HEAD is the work as it was; catch up.
+    Conflict,
+}
+
+/// A change in line, and what it was built on and tested as.
+pub(super) struct Rider<'a> {
+    turn: Turn<'a>,
+    queue: Queue,
+    entry: Entry,
+    /// Candidate refs pushed so far (one per build).
+    builds: u32,
+    /// The candidate now.
+    built: Option<Built>,
+    /// The code that passed the gate, and its tests: a candidate built
+    /// again with the same code (only the board or the progress document
+    /// moved under it) is not tested again.
+    passed: Option<(String, Option<Passed>)>,
+}
+
+/// A candidate: the work `from` put on top of `on`, as commit `head`
+/// whose code is `key`.
+struct Built {
+    from: String,
+    on: String,
+    head: String,
+    key: String,
+}
+
+impl<'a> Rider<'a> {
+    /// Whether the queue applies: a gate, and a hub of this machine (one
+    /// elsewhere lands one change at a time, each tested on the branch).
+    pub(super) fn applies(turn: Turn<'_>) -> bool {
+        turn.run.config.gate.is_some() && turn.run.hub.local.is_some()
+    }
+
+    /// Take the last place in line.
+    pub(super) fn join(turn: Turn<'a>) -> Result<Rider<'a>, Halt> {
+        let local = turn.run.hub.local.as_ref().expect("the queue is local");
+        let queue = Queue::of(&local.dir.join(crate::names::CLAIMS_DIR));
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let entry = queue.join(Record {
+            task: turn.task.id.to_string(),
+            agent: turn.name.to_owned(),
+            since,
+            ..Record::default()
+        })?;
+        let rider = Rider {
+            turn,
+            queue,
+            entry,
+            builds: 0,
+            built: None,
+            passed: None,
+        };
+        let ahead = rider.queue.view(&rider.entry)?.waiting_ahead;
+        turn.run.detail(
+            turn.name,
+            &format!(
+                "`{}`: queued to land, {ahead} change(s) ahead",
+                turn.task.id
+            ),
+        );
+        Ok(rider)
+    }
+
+    /// Ride the line from HEAD, the work on top of `base` (the branch's
+    /// commit it was last brought onto); `merged` when it was merged with
+    /// the branch rather than rebased (it is then merged again, never
+    /// rebased: that would replay the conflict).
+    pub(super) fn ride(
+        &mut self,
+        base: &str,
+        merged: bool,
+        beat: &mut Heartbeat<'_>,
+    ) -> Result<Ride, Halt> {
+        let turn = self.turn;
+        let (run, clone) = (turn.run, turn.clone);
+        let own = clone.head()?;
+        // The candidate ahead that the work conflicted with.
+        let mut blocked: Option<String> = None;
+        loop {
+            beat.check()?;
+            let view = self.queue.view(&self.entry)?;
+            self.drop_refs(&view.dead_refs);
+            let tip = clone.fetch_if_moved(&run.hub)?;
+            let on = match &view.ahead {
+                None => tip.clone(),
+                Some(ahead) => match &ahead.record.candidate {
+                    // Not one this work conflicts with. (Built on the
+                    // branch as it was when that change was brought onto
+                    // it, maybe: only this work's own commits are put on
+                    // top, and the code tested is that of every change
+                    // ahead with this one. Before it lands it is put on
+                    // the branch itself, and tested again if that changed
+                    // its code.)
+                    Some(c) if blocked.as_ref() != Some(c) => c.clone(),
+                    _ => {
+                        std::thread::sleep(LOOK_EVERY);
+                        continue;
+                    }
+                },
+            };
+            if self
+                .built
+                .as_ref()
+                .is_none_or(|b| b.on != on || b.from != own)
+            {
+                clone.move_head(&own)?;
+                if view.ahead.is_none() && !clone.is_ancestor(base, &on)? {
+                    // The branch is not where the work was brought onto
+                    // (rewritten by hand): catch up with it first.
+                    return Ok(Ride::Conflict);
+                }
+                let clean = if merged {
+                    let clean = clone.merge(&on, &run.hub.branch, turn.task.id.as_str())?;
+                    if !clean {
+                        clone.abort_merge()?;
+                    }
+                    clean
+                } else {
+                    clone.rebase_onto(&on, base)?
+                };
+                if !clean {
+                    clone.move_head(&own)?;
+                    if view.ahead.is_none() {
+                        return Ok(Ride::Conflict);
+                    }
+                    // Wait for the change ahead to land (or leave), then
+                    // merge with the branch as any conflict is.
+                    self.say(
+                        "its work conflicts with the change ahead in line; waiting for it to land",
+                    );
+                    blocked = Some(on);
+                    self.built = None;
+                    self.publish(None, false)?;
+                    continue;
+                }
+                let head = clone.head()?;
+                let key = gate::code_key(turn, &head)?;
+                self.say(&format!(
+                    "built on {} ({} ahead in line)",
+                    &on[..on.len().min(10)],
+                    view.waiting_ahead
+                ));
+                let green = self.passed.as_ref().is_some_and(|(k, _)| *k == key);
+                self.publish(Some(&head), green)?;
+                self.built = Some(Built {
+                    from: own.clone(),
+                    on,
+                    head,
+                    key,
+                });
+            }
+            let b = self.built.as_ref().expect("built above");
+            if self.passed.as_ref().is_none_or(|(k, _)| *k != b.key) {
+                let verdict = if view.ahead.is_none() {
+                    Some(gate::check(turn, &b.on)?)
+                } else {
+                    let on = b.on.clone();
+                    let mut results = || self.results_of(&on, beat);
+                    gate::check_ahead(turn, &b.on, &mut results)?
+                };
+                match verdict {
+                    // What it was built on went away: build again.
+                    None => self.built = None,
+                    Some(Verdict::Pass(tests)) => {
+                        let (key, head) = (b.key.clone(), b.head.clone());
+                        self.passed = Some((key, tests));
+                        self.publish(Some(&head), true)?;
+                    }
+                    Some(verdict) => return Ok(Ride::Gated(verdict)),
+                }
+                continue;
+            }
+            if view.ahead.is_none() && b.on == tip {
+                let tests = self.passed.as_ref().and_then(|(_, t)| t.clone());
+                return Ok(Ride::Ready {
+                    at: tip,
+                    passed: tests,
+                });
+            }
+            std::thread::sleep(LOOK_EVERY);
+        }
+    }
+
+    /// The results of `on`, the candidate of the change ahead, once known:
+    /// `None` when it went away unlanded (red, or its farm gone). A change
+    /// ahead built again with the same code (the board moved under it) is
+    /// still the one waited for.
+    fn results_of(
+        &self,
+        on: &str,
+        beat: &mut Heartbeat<'_>,
+    ) -> Result<Option<Result<Results, Verdict>>, Halt> {
+        let turn = self.turn;
+        let key = gate::code_key(turn, on)?;
+        loop {
+            beat.check()?;
+            let view = self.queue.view(&self.entry)?;
+            let same_code = |c: &str| c == on || gate::code_key(turn, c).is_ok_and(|k| k == key);
+            let ahead = view
+                .ahead
+                .as_ref()
+                .filter(|a| a.record.candidate.as_deref().is_some_and(same_code));
+            let known = match ahead {
+                Some(a) => a.record.green,
+                // It left the line: landed (as built, or built again on
+                // a branch moved by the board or a progress document:
+                // the same code), or not.
+                None => {
+                    let tip = turn.clone.fetch_if_moved(&turn.run.hub)?;
+                    if !turn.clone.is_ancestor(on, &tip)? && !same_code(&tip) {
+                        return Ok(None);
+                    }
+                    true
+                }
+            };
+            if known {
+                return Ok(Some(match gate::kept_results(turn, on)? {
+                    Some(results) => Ok(results),
+                    // Passed by a farm with other state: tested here.
+                    None => gate::branch_results(turn, on)?,
+                }));
+            }
+            std::thread::sleep(LOOK_EVERY);
+        }
+    }
+
+    /// Say what this change is now: its candidate (pushed to the hub for
+    /// the changes behind it to build on), and whether it passed.
+    fn publish(&mut self, head: Option<&str>, green: bool) -> Result<(), Halt> {
+        let clone = self.turn.clone;
+        let old = self.entry.record.candidate_ref.clone();
+        if head == self.entry.record.candidate.as_deref() {
+            self.entry.update(Record {
+                green,
+                ..self.entry.record.clone()
+            })?;
+            return Ok(());
+        }
+        let mut specs: Vec<String> = Vec::new();
+        let mut new_ref = None;
+        if let Some(head) = head {
+            self.builds += 1;
+            let name = format!(
+                "refs/farm/queue/{}-{}-{}",
+                self.entry.place, self.turn.name, self.builds
+            );
+            specs.push(format!("{head}:{name}"));
+            new_ref = Some(name);
+        }
+        specs.extend(old.iter().map(|r| format!(":{r}")));
+        if !specs.is_empty() {
+            match clone.push_refs(&specs)? {
+                crate::git::command::Pushed::Ok => {}
+                crate::git::command::Pushed::Rejected(why) => {
+                    let why: Vec<String> = why.iter().map(|(r, w)| format!("{r}: {w}")).collect();
+                    return Err(Halt::Failed(crate::error::Error::failure(format!(
+                        "the hub refused the merge queue's refs: {}",
+                        why.join("; ")
+                    ))));
+                }
+            }
+        }
+        self.entry.update(Record {
+            candidate: head.map(str::to_owned),
+            candidate_ref: new_ref,
+            green,
+            ..self.entry.record.clone()
+        })?;
+        Ok(())
+    }
+
+    /// Delete hub refs of changes that left the line (best effort: one
+    /// left behind holds only work that is in its owner's clone).
+    fn drop_refs(&self, refs: &[String]) {
+        if refs.is_empty() {
+            return;
+        }
+        let specs: Vec<String> = refs.iter().map(|r| format!(":{r}")).collect();
+        let _ = self.turn.clone.push_refs(&specs);
+    }
+
+    fn say(&self, what: &str) {
+        let turn = self.turn;
+        turn.run
+            .detail(turn.name, &format!("`{}`: {what}", turn.task.id));
+    }
+}
+
+impl Drop for Rider<'_> {
+    /// Leave the line: its candidate ref goes (the entry's file goes with
+    /// the entry).
+    fn drop(&mut self) {
+        if let Some(r) = self.entry.record.candidate_ref.take() {
+            self.drop_refs(&[r]);
+        }
+    }
+}
