@@ -31,11 +31,13 @@ use crate::error::Error;
 pub struct Record {
     pub task: String,
     pub agent: String,
-    /// The commit it would land as, once built; the hub ref holding it.
+    /// The commit it would land as, once built.
     #[serde(default)]
     pub candidate: Option<String>,
+    /// The hub refs it may have pushed (named here before each push, so
+    /// that a farm killed mid-push leaves none that nobody knows of).
     #[serde(default)]
-    pub candidate_ref: Option<String>,
+    pub refs: Vec<String>,
     /// The candidate passed the gate: its results are known.
     #[serde(default)]
     pub green: bool,
@@ -88,10 +90,11 @@ impl Queue {
         }
     }
 
-    /// Take the last place in line for `record`.
-    pub fn join(&self, record: Record) -> Result<Entry, Error> {
+    /// Take the last place in line for `record`; also the candidate refs
+    /// of the dead changes removed on the way (for the caller to delete).
+    pub fn join(&self, record: Record) -> Result<(Entry, Vec<String>), Error> {
         let _line = self.lock()?;
-        let (places, _) = self.read_all()?;
+        let (places, dead) = self.read_all(true)?;
         let place = places.last().map_or(1, |(p, _)| p + 1);
         let path = self.dir.join(format!("{place:012}-{}.toml", record.agent));
         // Locked before it has its name, so that no reader ever sees it
@@ -110,14 +113,14 @@ impl Queue {
         entry.write()?;
         std::fs::rename(&tmp, &path).map_err(|e| failure(&path, "create", &e))?;
         entry.path = path;
-        Ok(entry)
+        Ok((entry, dead))
     }
 
     /// The line as `entry` sees it now; dead changes are removed on the
     /// way.
     pub fn view(&self, entry: &Entry) -> Result<View, Error> {
         let _line = self.lock()?;
-        let (places, dead) = self.read_all()?;
+        let (places, dead) = self.read_all(true)?;
         let ahead: Vec<InLine> = places
             .into_iter()
             .filter(|(p, _)| *p < entry.place)
@@ -130,13 +133,14 @@ impl Queue {
         })
     }
 
-    /// Every live change in line, in order (for `farm status`).
+    /// Every live change in line, in order (for `farm status`: a reader
+    /// that removes nothing).
     pub fn list(&self) -> Result<Vec<InLine>, Error> {
         if !self.dir.is_dir() {
             return Ok(Vec::new());
         }
         let _line = self.lock()?;
-        let (places, _) = self.read_all()?;
+        let (places, _) = self.read_all(false)?;
         Ok(places
             .into_iter()
             .map(|(place, record)| InLine { place, record })
@@ -151,9 +155,10 @@ impl Queue {
         Ok(file)
     }
 
-    /// The live changes in line, by place; the dead ones removed, their
-    /// candidate refs returned. The caller holds the line's lock.
-    fn read_all(&self) -> Result<Read, Error> {
+    /// The live changes in line, by place; the dead ones removed (when
+    /// `remove`), their candidate refs returned. The caller holds the
+    /// line's lock.
+    fn read_all(&self, remove: bool) -> Result<Read, Error> {
         let mut live = Vec::new();
         let mut dead = Vec::new();
         let read = std::fs::read_dir(&self.dir).map_err(|e| failure(&self.dir, "read", &e))?;
@@ -177,8 +182,10 @@ impl Queue {
             // Its owner holds the lock while it waits: a lock to be had is
             // a change whose farm is gone.
             if file.try_lock_shared().is_ok() {
-                let _ = std::fs::remove_file(&path);
-                dead.extend(record.candidate_ref);
+                if remove {
+                    let _ = std::fs::remove_file(&path);
+                    dead.extend(record.refs);
+                }
                 continue;
             }
             live.push((place, record));
@@ -251,9 +258,9 @@ mod tests {
     fn changes_line_up_in_the_order_they_came_and_leave_when_dropped() {
         let tmp = tempfile::tempdir().unwrap();
         let q = Queue::of(tmp.path());
-        let a = q.join(record("a")).unwrap();
-        let mut b = q.join(record("b")).unwrap();
-        let c = q.join(record("c")).unwrap();
+        let (a, _) = q.join(record("a")).unwrap();
+        let (mut b, _) = q.join(record("b")).unwrap();
+        let (c, _) = q.join(record("c")).unwrap();
         assert!(q.view(&a).unwrap().ahead.is_none());
         let seen = q.view(&c).unwrap();
         assert_eq!(seen.ahead.unwrap().record.agent, "b");
@@ -274,7 +281,7 @@ mod tests {
         drop(a);
         assert!(q.view(&c).unwrap().ahead.is_none());
         // A newcomer goes behind the last one still in line.
-        let d = q.join(record("d")).unwrap();
+        let (d, _) = q.join(record("d")).unwrap();
         assert_eq!(q.view(&d).unwrap().ahead.unwrap().record.agent, "c");
     }
 
@@ -282,13 +289,13 @@ mod tests {
     fn a_change_whose_farm_is_gone_is_removed_with_its_ref_named() {
         let tmp = tempfile::tempdir().unwrap();
         let q = Queue::of(tmp.path());
-        let a = q
+        let (a, _) = q
             .join(Record {
-                candidate_ref: Some("refs/farm/queue/1-a-1".into()),
+                refs: vec!["refs/farm/queue/1-a-1".into()],
                 ..record("a")
             })
             .unwrap();
-        let b = q.join(record("b")).unwrap();
+        let (b, _) = q.join(record("b")).unwrap();
         // A killed farm: its file stays, its lock is gone.
         let path = a.path.clone();
         let kept = std::fs::read(&path).unwrap();

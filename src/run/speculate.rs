@@ -34,6 +34,8 @@
 
 use std::time::Duration;
 
+use crate::error::Error;
+use crate::git::command::Pushed;
 use crate::run::gate::{self, Passed, Verdict};
 use crate::run::interrupt::{Halt, Heartbeat};
 use crate::run::queue::{Entry, Queue, Record};
@@ -93,7 +95,7 @@ impl<'a> Rider<'a> {
         let since = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let entry = queue.join(Record {
+        let (entry, dead) = queue.join(Record {
             task: turn.task.id.to_string(),
             agent: turn.name.to_owned(),
             since,
@@ -107,6 +109,7 @@ impl<'a> Rider<'a> {
             built: None,
             passed: None,
         };
+        rider.drop_refs(&dead);
         let ahead = rider.queue.view(&rider.entry)?.waiting_ahead;
         turn.run.detail(
             turn.name,
@@ -284,44 +287,53 @@ impl<'a> Rider<'a> {
     /// Say what this change is now: its candidate (pushed to the hub for
     /// the changes behind it to build on), and whether it passed.
     fn publish(&mut self, head: Option<&str>, green: bool) -> Result<(), Halt> {
-        let clone = self.turn.clone;
-        let old = self.entry.record.candidate_ref.clone();
-        if head == self.entry.record.candidate.as_deref() {
-            self.entry.update(Record {
-                green,
-                ..self.entry.record.clone()
-            })?;
+        let record = self.entry.record.clone();
+        if head == record.candidate.as_deref() {
+            self.entry.update(Record { green, ..record })?;
             return Ok(());
         }
-        let mut specs: Vec<String> = Vec::new();
-        let mut new_ref = None;
-        if let Some(head) = head {
+        let old = record.refs.clone();
+        let mut refs = old.clone();
+        let mut specs: Vec<String> = old.iter().map(|r| format!(":{r}")).collect();
+        let new = head.map(|head| {
             self.builds += 1;
             let name = format!(
                 "refs/farm/queue/{}-{}-{}",
                 self.entry.place, self.turn.name, self.builds
             );
             specs.push(format!("{head}:{name}"));
-            new_ref = Some(name);
-        }
-        specs.extend(old.iter().map(|r| format!(":{r}")));
-        if !specs.is_empty() {
-            match clone.push_refs(&specs)? {
-                crate::git::command::Pushed::Ok => {}
-                crate::git::command::Pushed::Rejected(why) => {
-                    let why: Vec<String> = why.iter().map(|(r, w)| format!("{r}: {w}")).collect();
-                    return Err(Halt::Failed(crate::error::Error::failure(format!(
-                        "the hub refused the merge queue's refs: {}",
-                        why.join("; ")
-                    ))));
-                }
+            refs.push(name.clone());
+            name
+        });
+        // Named before it is pushed: a farm killed in between leaves a
+        // ref the next reader of the line deletes.
+        self.entry.update(Record {
+            candidate: None,
+            refs,
+            green: false,
+            ..record.clone()
+        })?;
+        if !specs.is_empty()
+            && let Pushed::Rejected(why) = self.turn.clone.push_refs(&specs)?
+        {
+            // (A ref to delete that is gone already is no refusal.)
+            let why: Vec<String> = why
+                .iter()
+                .filter(|(r, _)| new.as_ref() == Some(r))
+                .map(|(r, w)| format!("{r}: {w}"))
+                .collect();
+            if !why.is_empty() {
+                return Err(Halt::Failed(Error::failure(format!(
+                    "the hub refused the merge queue's ref: {}",
+                    why.join("; ")
+                ))));
             }
         }
         self.entry.update(Record {
             candidate: head.map(str::to_owned),
-            candidate_ref: new_ref,
+            refs: new.into_iter().collect(),
             green,
-            ..self.entry.record.clone()
+            ..record
         })?;
         Ok(())
     }
@@ -347,8 +359,7 @@ impl Drop for Rider<'_> {
     /// Leave the line: its candidate ref goes (the entry's file goes with
     /// the entry).
     fn drop(&mut self) {
-        if let Some(r) = self.entry.record.candidate_ref.take() {
-            self.drop_refs(&[r]);
-        }
+        let refs = std::mem::take(&mut self.entry.record.refs);
+        self.drop_refs(&refs);
     }
 }

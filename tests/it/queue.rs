@@ -1,0 +1,244 @@
+//! The merge queue on a local hub: gated changes tested side by side, each
+//! on top of those ahead of it, with every guarantee of the gate kept — a
+//! red change evicted alone, every tip of main a tested tree, a farm killed
+//! in line losing nothing and wedging nothing.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::common::Env;
+use crate::run::{add_task, assert_hub_sound, board, rescue_branches, run_args, show};
+
+/// Tests `a` and `b` pass when `src/X` holds what `tests/X.t` does; the
+/// suite takes a second and notes how many runs of it overlap.
+const GATE: &str = r#"C="$FARM_QUEUE_TEST_DIR"
+mkdir -p "$C/running"
+touch "$C/running/$$"
+echo "$(ls "$C/running" | wc -l)" >> "$C/overlap"
+sleep 1
+for t in tests/*.t; do
+  n=${t#tests/}; n=${n%.t}
+  read want < "$t"
+  got=; [ -f "src/$n" ] && read got < "src/$n"
+  if [ "$got" = "$want" ]; then echo "PASS: $n"; else echo "FAIL: $n: want $want got $got"; fi
+done
+rm -f "$C/running/$$"
+"#;
+
+/// A hub whose pushes are gated by [`GATE`].
+fn gated() -> Env {
+    let env = Env::git_hub(&[
+        ("gate.sh", GATE),
+        ("tests/a.t", "1\n"),
+        ("tests/b.t", "2\n"),
+        ("src/a", "1\n"),
+        ("src/b", "2\n"),
+    ]);
+    let toml = env.hub.join("farm.toml");
+    let mut text = std::fs::read_to_string(&toml).unwrap();
+    text.push_str(
+        "\n[tests]\ncommand = \"sh gate.sh\"\nformat = \"lines\"\nfailed = '^FAIL: (?P<name>\\S+): (?P<why>.*)$'\ntimeout = \"60s\"\n",
+    );
+    std::fs::write(&toml, text).unwrap();
+    env.git(["commit", "-qam", "the gate"]);
+    env
+}
+
+/// An agent whose task `break-a` breaks test `a`; any other task writes a
+/// file of its own (code the tests do not read).
+fn agent(env: &Env) -> String {
+    env.agent_script(
+        "agent.sh",
+        r#"set -eu
+case "$FARM_TASK" in
+  break-*) echo 0 > src/a;;
+  *) echo "$FARM_TASK" > "src/note-$FARM_TASK";;
+esac
+git add -A
+git commit -qm "$FARM_TASK"
+"#,
+    )
+}
+
+fn queue_dir(env: &Env) -> std::path::PathBuf {
+    env.tmp.path().join("queue-test")
+}
+
+fn run(env: &Env, args: &[&str]) -> crate::common::Output {
+    env.farm_git(run_args(env, &agent(env), args))
+        .env("FARM_QUEUE_TEST_DIR", queue_dir(env))
+        .run_within(crate::run::LIMIT)
+}
+
+/// The journal's `tests` events, by kind.
+fn test_runs(env: &Env) -> BTreeMap<String, usize> {
+    let text =
+        std::fs::read_to_string(env.tmp.path().join("state/journal.jsonl")).unwrap_or_default();
+    let mut runs = BTreeMap::new();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if v["event"] == "tests" {
+            *runs
+                .entry(v["kind"].as_str().unwrap().to_owned())
+                .or_default() += 1;
+        }
+    }
+    runs
+}
+
+/// Every first-parent commit of main passes both tests (the tip farm
+/// pushed is a tree the gate let through).
+#[track_caller]
+fn every_tip_green(env: &Env) {
+    for commit in env.git(["rev-list", "--first-parent", "main"]).lines() {
+        let a = show(env, &format!("{commit}:src/a"));
+        if a.is_none() {
+            continue; // before the project's files
+        }
+        assert_eq!(a.as_deref(), Some("1\n"), "main at {commit} is red");
+        assert_eq!(
+            show(env, &format!("{commit}:src/b")).as_deref(),
+            Some("2\n")
+        );
+    }
+}
+
+/// Nothing of the queue is left on the hub: no place in line, no
+/// candidate ref.
+#[track_caller]
+fn queue_empty(env: &Env) {
+    let line = env.hub.join("current_tasks/.queue");
+    let left: Vec<String> = std::fs::read_dir(&line)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.starts_with('.'))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left in line: {left:?}");
+    assert_eq!(
+        env.git(["for-each-ref", "refs/farm/queue/"]),
+        "",
+        "candidate refs left"
+    );
+}
+
+#[test]
+fn queued_changes_are_tested_side_by_side_and_every_tip_of_main_passes() {
+    let env = gated();
+    let tasks: Vec<String> = (1..=8).map(|i| format!("n{i}")).collect();
+    for t in &tasks {
+        add_task(&env, &[t, "-m", "Write your note"]);
+    }
+    run(&env, &["-j", "4"]).success();
+
+    assert_eq!(board(&env, "tasks/done"), tasks.iter().cloned().collect());
+    every_tip_green(&env);
+    // Runs of the gate overlapped: changes waiting to land were tested
+    // side by side, not one at a time under the push lock.
+    let overlap = std::fs::read_to_string(queue_dir(&env).join("overlap")).unwrap();
+    let most = overlap
+        .lines()
+        .filter_map(|l| l.trim().parse::<usize>().ok())
+        .max();
+    assert!(
+        most >= Some(2),
+        "the gate never ran beside itself: {overlap}"
+    );
+    // Each change tested once (no change red, none built again on other
+    // code), and the branch once before them.
+    assert_eq!(
+        test_runs(&env),
+        [("baseline".into(), 1), ("gate".into(), 8)].into()
+    );
+    queue_empty(&env);
+    assert_hub_sound(&env);
+}
+
+#[test]
+fn a_red_change_in_line_is_evicted_alone_and_the_others_land() {
+    let env = gated();
+    let mut tasks: Vec<String> = (1..=5).map(|i| format!("n{i}")).collect();
+    for t in &tasks[..2] {
+        add_task(&env, &[t, "-m", "Write your note"]);
+    }
+    add_task(&env, &["break-a", "--max-attempts", "1", "-m", "Break a"]);
+    for t in &tasks[2..] {
+        add_task(&env, &[t, "-m", "Write your note"]);
+    }
+    run(&env, &["-j", "3"]).code(5);
+
+    tasks.sort();
+    assert_eq!(board(&env, "tasks/done"), tasks.iter().cloned().collect());
+    assert_eq!(board(&env, "tasks/failed"), ["break-a".to_owned()].into());
+    every_tip_green(&env);
+    // The red change's work is on its rescue branch, its note names the
+    // test it broke.
+    let rescued = rescue_branches(&env, "break-a");
+    assert_eq!(rescued.len(), 1, "{rescued:?}");
+    assert_eq!(
+        show(&env, &format!("{}:src/a", rescued[0])).as_deref(),
+        Some("0\n")
+    );
+    let note = show(&env, "main:tasks/failed/break-a.md").unwrap();
+    assert!(note.contains("ERROR: a: want 1 got 0"), "{note}");
+    queue_empty(&env);
+    assert_hub_sound(&env);
+}
+
+#[test]
+fn a_farm_killed_while_changes_wait_in_line_loses_nothing_and_wedges_nothing() {
+    let env = gated();
+    let tasks: Vec<String> = (1..=6).map(|i| format!("n{i}")).collect();
+    for t in &tasks {
+        add_task(&env, &[t, "-m", "Write your note"]);
+    }
+    let mut farm = env
+        .farm_git(run_args(&env, &agent(&env), &["-j", "3"]))
+        .env("FARM_QUEUE_TEST_DIR", queue_dir(&env))
+        .spawn();
+    // Killed once at least two changes wait in line (their tests running).
+    let line = env.hub.join("current_tasks/.queue");
+    let start = Instant::now();
+    loop {
+        let waiting = std::fs::read_dir(&line)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().ends_with(".toml"))
+                    .count()
+            })
+            .unwrap_or(0);
+        if waiting >= 2 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "nothing queued in a minute"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    unsafe {
+        libc::kill(farm.id() as i32, libc::SIGKILL);
+    }
+    farm.wait().unwrap();
+
+    // Run again: everything lands, once.
+    run(&env, &["-j", "3"]).success();
+    assert_eq!(board(&env, "tasks/done"), tasks.iter().cloned().collect());
+    for t in &tasks {
+        assert_eq!(
+            show(&env, &format!("main:src/note-{t}")).as_deref(),
+            Some(format!("{t}\n").as_str())
+        );
+        let landed = env.git(["log", "--format=%s", "main", "--", &format!("src/note-{t}")]);
+        assert_eq!(
+            landed.lines().count(),
+            1,
+            "{t} landed more than once: {landed}"
+        );
+    }
+    every_tip_green(&env);
+    queue_empty(&env);
+    assert_hub_sound(&env);
+}
