@@ -14,6 +14,7 @@ use crate::git::hub::Hub;
 use crate::output::{Style, table};
 use crate::report::night::{self, Spent};
 use crate::run::journal::{self, Entry, Event, given};
+use crate::run::queue::{InLine, Queue};
 
 /// Show the run: its agents (working on what since when, idle, waiting for
 /// a usage limit to lift, paused by the circuit breaker), the board's
@@ -28,7 +29,7 @@ Examples:
   farm status --watch
   farm status --json | jq '.totals'")]
 pub struct Args {
-    /// Print JSON: {runs, agents, board, claims, sessions, totals}.
+    /// Print JSON: {runs, agents, board, claims, sessions, queue, totals}.
     #[arg(long)]
     json: bool,
 
@@ -110,6 +111,8 @@ struct Report<'j> {
     /// Hosts whose clocks seem off this one's, by seconds (ahead positive).
     clocks_off: BTreeMap<String, i64>,
     sessions: Vec<Entry<'j>>,
+    /// The merge queue of a hub on this machine, first in line first.
+    queue: Vec<InLine>,
     totals: BTreeMap<&'static str, usize>,
     /// What the sessions cost, where the CLI said: in all, and by agent,
     /// task and agent CLI.
@@ -317,11 +320,21 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
             (l.name.clone(), l.who(), v.state.as_str(), age)
         })
         .collect();
-    let board = Hub::open(&spec, None).ok().and_then(|hub| {
-        let mut snapshot = super::tasks::read_board(&hub).ok()?;
+    let hub = Hub::open(&spec, None).ok();
+    let board = hub.as_ref().and_then(|hub| {
+        let mut snapshot = super::tasks::read_board(hub).ok()?;
         snapshot.claimed = holders;
         Some(board::counts(&snapshot))
     });
+    let queue = hub
+        .as_ref()
+        .and_then(|hub| hub.local.as_ref())
+        .and_then(|local| {
+            Queue::of(&local.dir.join(crate::names::CLAIMS_DIR))
+                .list()
+                .ok()
+        })
+        .unwrap_or_default();
     // The fleet: holders of claims that are not this run's agents (with a
     // URL hub, the claims branch holds every machine's).
     let host = in_scope
@@ -390,6 +403,7 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
         claims,
         clocks_off,
         sessions,
+        queue,
         totals,
         spent: rolled.total,
         by_agent: rolled.by_agent,
@@ -397,6 +411,20 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
         by_cli: rolled.by_cli,
         now,
     })
+}
+
+/// Where a change in the merge queue is: being built on the one ahead,
+/// under test, or passed (waiting for those ahead to land).
+fn queue_state(c: &InLine) -> &'static str {
+    match (&c.record.candidate, c.record.green) {
+        (None, _) => "building",
+        (Some(_), false) => "testing",
+        (Some(_), true) => "passed, landing in turn",
+    }
+}
+
+fn queue_since(c: &InLine) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(c.record.since)
 }
 
 /// A terminal's width: `farm status` keeps every line within it.
@@ -595,6 +623,22 @@ impl Report<'_> {
                 c.ready, c.claimed, c.blocked, c.done, c.failed, c.stuck, c.invalid
             ));
         }
+        if !self.queue.is_empty() {
+            line(format!(
+                "merge queue: {} waiting to land, tested side by side",
+                self.queue.len()
+            ));
+            for (n, c) in self.queue.iter().enumerate() {
+                line(format!(
+                    "  {}. `{}` ({}): {}, queued {} ago",
+                    n + 1,
+                    c.record.task,
+                    c.record.agent,
+                    queue_state(c),
+                    self.ago(queue_since(c))
+                ));
+            }
+        }
         if !self.agents.is_empty() {
             // AGENT (and ROLE) columns, then what each does, wrapped under
             // its column rather than cut: the why is the point of the line.
@@ -791,6 +835,11 @@ impl Report<'_> {
             })).collect::<Vec<_>>(),
             "clocks_off_secs": self.clocks_off,
             "sessions": self.sessions.iter().map(session_json).collect::<Vec<_>>(),
+            "queue": self.queue.iter().map(|c| json!({
+                "task": c.record.task, "agent": c.record.agent, "state": queue_state(c),
+                "candidate": c.record.candidate,
+                "since": crate::claims::record::timestamp(queue_since(c)),
+            })).collect::<Vec<_>>(),
             "totals": self.totals,
             "cost_usd": self.spent.cost_usd,
             "input_tokens": self.spent.input_tokens,

@@ -131,7 +131,37 @@ fn queued_changes_are_tested_side_by_side_and_every_tip_of_main_passes() {
     for t in &tasks {
         add_task(&env, &[t, "-m", "Write your note"]);
     }
-    run(&env, &["-j", "4"]).success();
+    let farm = env
+        .farm_git(run_args(&env, &agent(&env), &["-j", "4"]))
+        .env("FARM_QUEUE_TEST_DIR", queue_dir(&env))
+        .spawn();
+    // `farm status` shows the line while changes wait in it.
+    let start = Instant::now();
+    let shown = loop {
+        let status = crate::run::status_json(&env);
+        let line = status["queue"].as_array().cloned().unwrap_or_default();
+        if line.len() >= 2 {
+            break line;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no queue shown in a minute: {status:#}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    for c in &shown {
+        assert!(
+            tasks.contains(&c["task"].as_str().unwrap().to_owned()),
+            "{c}"
+        );
+        assert!(c["agent"].as_str().unwrap().starts_with("vm-"), "{c}");
+        let state = c["state"].as_str().unwrap();
+        assert!(
+            ["building", "testing", "passed, landing in turn"].contains(&state),
+            "{c}"
+        );
+    }
+    crate::common::Farm::wait_within(farm, crate::run::LIMIT).success();
 
     assert_eq!(board(&env, "tasks/done"), tasks.iter().cloned().collect());
     every_tip_green(&env);
