@@ -12,6 +12,12 @@ use crate::run::{add_task, assert_hub_sound, board, rescue_branches, run_args, s
 /// Tests `a` and `b` pass when `src/X` holds what `tests/X.t` does; the
 /// suite takes a second and notes how many runs of it overlap.
 const GATE: &str = r#"C="$FARM_QUEUE_TEST_DIR"
+# The claim of `reaped` taken away (by a person) while its change is in
+# line, its work noted; once.
+if [ "$FARM_TASK" = reaped ] && mkdir "$C/reaped" 2>/dev/null; then
+  cp src/note-reaped "$C/reaped/note"
+  "$FARM_QUEUE_TEST_FARM" --hub "$FARM_QUEUE_TEST_HUB" release --force reaped >/dev/null 2>&1
+fi
 mkdir -p "$C/running"
 touch "$C/running/$$"
 echo "$(ls "$C/running" | wc -l)" >> "$C/overlap"
@@ -45,13 +51,15 @@ fn gated() -> Env {
 }
 
 /// An agent whose task `break-a` breaks test `a`; any other task writes a
-/// file of its own (code the tests do not read).
+/// file of its own (code the tests do not read), `reaped` with its
+/// session's pid in it.
 fn agent(env: &Env) -> String {
     env.agent_script(
         "agent.sh",
         r#"set -eu
 case "$FARM_TASK" in
   break-*) echo 0 > src/a;;
+  reaped) echo "$FARM_TASK $$" > "src/note-$FARM_TASK";;
   *) echo "$FARM_TASK" > "src/note-$FARM_TASK";;
 esac
 git add -A
@@ -67,6 +75,8 @@ fn queue_dir(env: &Env) -> std::path::PathBuf {
 fn run(env: &Env, args: &[&str]) -> crate::common::Output {
     env.farm_git(run_args(env, &agent(env), args))
         .env("FARM_QUEUE_TEST_DIR", queue_dir(env))
+        .env("FARM_QUEUE_TEST_FARM", env!("CARGO_BIN_EXE_farm"))
+        .env("FARM_QUEUE_TEST_HUB", &env.hub)
         .run_within(crate::run::LIMIT)
 }
 
@@ -271,4 +281,37 @@ fn a_farm_killed_while_changes_wait_in_line_loses_nothing_and_wedges_nothing() {
     every_tip_green(&env);
     queue_empty(&env);
     assert_hub_sound(&env);
+}
+
+#[test]
+fn a_change_whose_claim_is_taken_away_in_line_never_lands() {
+    let env = gated();
+    let tasks = ["n1", "n2", "reaped", "n3"];
+    for t in tasks {
+        add_task(&env, &[t, "-m", "Write your note"]);
+    }
+    run(&env, &["-j", "2"]);
+
+    // The work made under the claim taken away is not on main (a later
+    // attempt's may be), and is not lost: a rescue branch holds it.
+    let first = std::fs::read_to_string(queue_dir(&env).join("reaped/note")).unwrap();
+    for commit in env.git(["rev-list", "main"]).lines() {
+        assert_ne!(
+            show(&env, &format!("{commit}:src/note-reaped")).as_deref(),
+            Some(first.as_str()),
+            "the work of a claim taken away landed at {commit}"
+        );
+    }
+    let rescued = rescue_branches(&env, "reaped");
+    assert!(
+        rescued
+            .iter()
+            .any(|b| show(&env, &format!("{b}:src/note-reaped")).as_deref() == Some(first.as_str())),
+        "not rescued: {rescued:?}"
+    );
+    for t in ["n1", "n2", "n3"] {
+        assert!(board(&env, "tasks/done").contains(t), "{t} not done");
+    }
+    every_tip_green(&env);
+    queue_empty(&env);
 }
