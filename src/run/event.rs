@@ -250,6 +250,26 @@ pub enum Event<'a> {
         #[serde(default)]
         tests: Vec<String>,
     },
+    /// `task`'s change took a place in the merge queue, behind `ahead`
+    /// others.
+    Queued {
+        #[serde(default, borrow)]
+        task: Cow<'a, str>,
+        #[serde(default)]
+        ahead: usize,
+    },
+    /// `task`'s change left the merge queue after `secs` (landing, evicted,
+    /// or cut short): built `builds` times, tested `tested` times in line.
+    Unqueued {
+        #[serde(default, borrow)]
+        task: Cow<'a, str>,
+        #[serde(default)]
+        secs: f64,
+        #[serde(default)]
+        builds: u32,
+        #[serde(default)]
+        tested: u32,
+    },
     /// The test suite ran for `task` (`kind`: "gate", "rerun", "baseline"):
     /// its counts, or the error that kept it from a report.
     Tests {

@@ -398,6 +398,16 @@ mod tests {
                 task: "nightly-20261201T0100Z".into(),
                 pending: "nightly-20261201T0000Z".into(),
             },
+            Event::Queued {
+                task: "t1".into(),
+                ahead: 2,
+            },
+            Event::Unqueued {
+                task: "t1".into(),
+                secs: 3.5,
+                builds: 2,
+                tested: 1,
+            },
             Event::Unknown,
         ]
     }
@@ -434,6 +444,8 @@ mod tests {
             Event::ScheduleFire { .. } => 25,
             Event::ScheduleError { .. } => 26,
             Event::ScheduleSkip { .. } => 27,
+            Event::Queued { .. } => 29,
+            Event::Unqueued { .. } => 30,
             Event::Unknown => 28,
         }
     }
@@ -442,7 +454,7 @@ mod tests {
     fn every_kind_of_event_reads_back_as_it_was_recorded() {
         let events = every_kind();
         let kinds: std::collections::BTreeSet<usize> = events.iter().map(kind).collect();
-        assert_eq!(kinds, (0..=28).collect(), "a kind without a sample");
+        assert_eq!(kinds, (0..=30).collect(), "a kind without a sample");
         let tmp = tempfile::tempdir().unwrap();
         let j = Journal::open(tmp.path());
         for (i, e) in events.iter().enumerate() {

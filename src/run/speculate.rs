@@ -36,6 +36,7 @@ use std::time::Duration;
 
 use crate::error::Error;
 use crate::git::command::Pushed;
+use crate::run::event::Event;
 use crate::run::gate::{self, Passed, Verdict};
 use crate::run::interrupt::{Halt, Heartbeat};
 use crate::run::queue::{Entry, Queue, Record};
@@ -62,8 +63,10 @@ pub(super) struct Rider<'a> {
     turn: Turn<'a>,
     queue: Queue,
     entry: Entry,
-    /// Candidate refs pushed so far (one per build).
+    /// Candidate refs pushed so far (one per build), and runs of the gate.
     builds: u32,
+    tested: u32,
+    joined: std::time::Instant,
     /// The candidate now.
     built: Option<Built>,
     /// The code that passed the gate, and its tests: a candidate built
@@ -106,18 +109,21 @@ impl<'a> Rider<'a> {
             queue,
             entry,
             builds: 0,
+            tested: 0,
+            joined: std::time::Instant::now(),
             built: None,
             passed: None,
         };
         rider.drop_refs(&dead);
         let ahead = rider.queue.view(&rider.entry)?.waiting_ahead;
-        turn.run.detail(
+        turn.run.journal.record(
             turn.name,
-            &format!(
-                "`{}`: queued to land, {ahead} change(s) ahead",
-                turn.task.id
-            ),
+            &Event::Queued {
+                task: turn.task.id.as_str().into(),
+                ahead,
+            },
         );
+        rider.say(&format!("queued to land, {ahead} change(s) ahead"));
         Ok(rider)
     }
 
@@ -211,6 +217,7 @@ impl<'a> Rider<'a> {
             }
             let b = self.built.as_ref().expect("built above");
             if self.passed.as_ref().is_none_or(|(k, _)| *k != b.key) {
+                self.tested += 1;
                 let verdict = if view.ahead.is_none() {
                     Some(gate::check(turn, &b.on)?)
                 } else {
@@ -361,5 +368,15 @@ impl Drop for Rider<'_> {
     fn drop(&mut self) {
         let refs = std::mem::take(&mut self.entry.record.refs);
         self.drop_refs(&refs);
+        let turn = self.turn;
+        turn.run.journal.record(
+            turn.name,
+            &Event::Unqueued {
+                task: turn.task.id.as_str().into(),
+                secs: self.joined.elapsed().as_secs_f64(),
+                builds: self.builds,
+                tested: self.tested,
+            },
+        );
     }
 }

@@ -192,6 +192,20 @@ fn queued_changes_are_tested_side_by_side_and_every_tip_of_main_passes() {
         test_runs(&env),
         [("baseline".into(), 1), ("gate".into(), 8)].into()
     );
+    // The journal has each change's place in line and its leaving.
+    let journal = std::fs::read_to_string(env.tmp.path().join("state/journal.jsonl")).unwrap();
+    let events: Vec<serde_json::Value> = journal
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |kind: &str| -> Vec<&serde_json::Value> {
+        events.iter().filter(|e| e["event"] == kind).collect()
+    };
+    assert_eq!(of("queued").len(), 8);
+    let left = of("unqueued");
+    assert_eq!(left.len(), 8);
+    let tested: u64 = left.iter().map(|e| e["tested"].as_u64().unwrap()).sum();
+    assert_eq!(tested, 8, "{left:?}");
     queue_empty(&env);
     assert_hub_sound(&env);
 }
