@@ -75,6 +75,16 @@ pub(super) struct Rider<'a> {
     passed: Option<(String, Option<Passed>)>,
 }
 
+/// Where the change ahead that a candidate was built on is.
+enum Ahead {
+    /// In line, its tests not yet passed.
+    Testing,
+    /// Passed, in line or landed: its results are known.
+    Passed,
+    /// Left the line without landing.
+    Gone,
+}
+
 /// A candidate: the work `from` put on top of `on`, as commit `head`
 /// whose code is `key`.
 struct Built {
@@ -225,9 +235,16 @@ impl<'a> Rider<'a> {
                     let mut results = || self.results_of(&on, beat);
                     gate::check_ahead(turn, &b.on, &mut results)?
                 };
+                // Red on top of a change that then left the line unlanded
+                // (its farm killed, its claim lost): not this change's
+                // doing alone; built again and tested on what is left.
+                let moot = matches!(verdict, Some(Verdict::Red { .. }))
+                    && view.ahead.is_some()
+                    && matches!(self.ahead(&b.on)?, Ahead::Gone);
                 match verdict {
                     // What it was built on went away: build again.
                     None => self.built = None,
+                    Some(_) if moot => self.built = None,
                     Some(Verdict::Pass(tests)) => {
                         let (key, head) = (b.key.clone(), b.head.clone());
                         self.passed = Some((key, tests));
@@ -249,46 +266,56 @@ impl<'a> Rider<'a> {
     }
 
     /// The results of `on`, the candidate of the change ahead, once known:
-    /// `None` when it went away unlanded (red, or its farm gone). A change
-    /// ahead built again with the same code (the board moved under it) is
-    /// still the one waited for.
+    /// `None` when it went away unlanded (red, or its farm gone).
     fn results_of(
         &self,
         on: &str,
         beat: &mut Heartbeat<'_>,
     ) -> Result<Option<Result<Results, Verdict>>, Halt> {
         let turn = self.turn;
-        let key = gate::code_key(turn, on)?;
         loop {
             beat.check()?;
-            let view = self.queue.view(&self.entry)?;
-            let same_code = |c: &str| c == on || gate::code_key(turn, c).is_ok_and(|k| k == key);
-            let ahead = view
-                .ahead
-                .as_ref()
-                .filter(|a| a.record.candidate.as_deref().is_some_and(same_code));
-            let known = match ahead {
-                Some(a) => a.record.green,
-                // It left the line: landed (as built, or built again on
-                // a branch moved by the board or a progress document:
-                // the same code), or not.
-                None => {
-                    let tip = turn.clone.fetch_if_moved(&turn.run.hub)?;
-                    if !turn.clone.is_ancestor(on, &tip)? && !same_code(&tip) {
-                        return Ok(None);
-                    }
-                    true
+            match self.ahead(on)? {
+                Ahead::Testing => std::thread::sleep(LOOK_EVERY),
+                Ahead::Gone => return Ok(None),
+                Ahead::Passed => {
+                    return Ok(Some(match gate::kept_results(turn, on)? {
+                        Some(results) => Ok(results),
+                        // Passed by a farm with other state: tested here.
+                        None => gate::branch_results(turn, on)?,
+                    }));
                 }
-            };
-            if known {
-                return Ok(Some(match gate::kept_results(turn, on)? {
-                    Some(results) => Ok(results),
-                    // Passed by a farm with other state: tested here.
-                    None => gate::branch_results(turn, on)?,
-                }));
             }
-            std::thread::sleep(LOOK_EVERY);
         }
+    }
+
+    /// Where `on`, the candidate of the change ahead, is now. A change
+    /// ahead built again with the same code (the board moved under it) is
+    /// still the one built on.
+    fn ahead(&self, on: &str) -> Result<Ahead, Halt> {
+        let turn = self.turn;
+        let key = gate::code_key(turn, on)?;
+        let same_code = |c: &str| c == on || gate::code_key(turn, c).is_ok_and(|k| k == key);
+        let view = self.queue.view(&self.entry)?;
+        let ahead = view
+            .ahead
+            .as_ref()
+            .filter(|a| a.record.candidate.as_deref().is_some_and(same_code));
+        Ok(match ahead {
+            Some(a) if a.record.green => Ahead::Passed,
+            Some(_) => Ahead::Testing,
+            // It left the line: landed (as built, or built again on a
+            // branch moved by the board or a progress document: the same
+            // code), or not.
+            None => {
+                let tip = turn.clone.fetch_if_moved(&turn.run.hub)?;
+                if turn.clone.is_ancestor(on, &tip)? || same_code(&tip) {
+                    Ahead::Passed
+                } else {
+                    Ahead::Gone
+                }
+            }
+        })
     }
 
     /// Say what this change is now: its candidate (pushed to the hub for
