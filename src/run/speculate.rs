@@ -85,11 +85,13 @@ enum Ahead {
     Gone,
 }
 
-/// A candidate: the work `from` put on top of `on`, as commit `head`
-/// whose code is `key`.
+/// A candidate: the work `from` put on top of `on` (the candidate of the
+/// change at place `ahead` in line, or the branch), as commit `head` whose
+/// code is `key`.
 struct Built {
     from: String,
     on: String,
+    ahead: Option<u64>,
     head: String,
     key: String,
 }
@@ -220,6 +222,7 @@ impl<'a> Rider<'a> {
                 self.publish(Some(&head), green)?;
                 self.built = Some(Built {
                     from: own.clone(),
+                    ahead: view.ahead.as_ref().map(|a| a.place),
                     on,
                     head,
                     key,
@@ -297,13 +300,20 @@ impl<'a> Rider<'a> {
         let key = gate::code_key(turn, on)?;
         let same_code = |c: &str| c == on || gate::code_key(turn, c).is_ok_and(|k| k == key);
         let view = self.queue.view(&self.entry)?;
-        let ahead = view
-            .ahead
-            .as_ref()
-            .filter(|a| a.record.candidate.as_deref().is_some_and(same_code));
-        Ok(match ahead {
-            Some(a) if a.record.green => Ahead::Passed,
-            Some(_) => Ahead::Testing,
+        let place = self.built.as_ref().and_then(|b| b.ahead);
+        let ahead = view.ahead.as_ref().filter(|a| Some(a.place) == place);
+        Ok(match ahead.map(|a| (&a.record.candidate, a.record.green)) {
+            // Being built again (its candidate is pushed before it is
+            // named): wait for it.
+            Some((None, _)) => Ahead::Testing,
+            Some((Some(c), green)) if same_code(c) => {
+                if green {
+                    Ahead::Passed
+                } else {
+                    Ahead::Testing
+                }
+            }
+            Some(_) => Ahead::Gone,
             // It left the line: landed (as built, or built again on a
             // branch moved by the board or a progress document: the same
             // code), or not.
