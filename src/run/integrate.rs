@@ -133,27 +133,13 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Halt> 
             return Ok(Integrated::Refused(refused));
         }
         let passed = if queued {
-            let line = match &mut rider {
-                Some(line) => line,
-                None => rider.insert(Rider::join(turn)?),
-            };
-            match line.ride(&onto.at, onto.merged, &mut beat)? {
-                // Tested, first in line, on the branch's commit: the push
-                // lock only keeps out what does not queue (a farm without
-                // a gate, a board edit); if that moved the branch, ride on.
-                Ride::Ready { at, passed } => {
-                    onto.at = at;
-                    lock = run.hub.push_lock(run.out)?;
-                    if lock.is_some() && run.hub.branch_rev().as_deref() != Some(onto.at.as_str()) {
-                        continue;
-                    }
+            match ride(turn, &mut rider, &mut onto, &mut beat)? {
+                InLine::Push(passed, held_lock) => {
+                    lock = held_lock;
                     passed
                 }
-                Ride::Gated(verdict) => return Ok(Integrated::Gated(verdict)),
-                Ride::Conflict => {
-                    rider = None;
-                    continue;
-                }
+                InLine::Again => continue,
+                InLine::Gated(verdict) => return Ok(Integrated::Gated(verdict)),
             }
         } else {
             // The tree pushed is the tree tested (under the push lock when the
@@ -202,6 +188,50 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Halt> 
         }
     }
     Ok(Integrated::Busy)
+}
+
+/// What the merge queue came to for the work, in one round.
+enum InLine {
+    /// Tested, first in line, on the branch's commit: push (under the push
+    /// lock, when the hub has one).
+    Push(Option<Passed>, Option<std::fs::File>),
+    /// Catch up with the branch and queue again (the work conflicts with
+    /// it), or ride on (it moved at the last moment).
+    Again,
+    Gated(Verdict),
+}
+
+/// Take the work's place in line (once: `rider` keeps it between rounds)
+/// and ride it until the work may be pushed.
+fn ride<'a>(
+    turn: Turn<'a>,
+    rider: &mut Option<Rider<'a>>,
+    onto: &mut Onto<'_>,
+    beat: &mut Heartbeat<'_>,
+) -> Result<InLine, Halt> {
+    let run = turn.run;
+    let line = match rider {
+        Some(line) => line,
+        None => rider.insert(Rider::join(turn)?),
+    };
+    Ok(match line.ride(&onto.at, onto.merged, beat)? {
+        // The push lock only keeps out what does not queue (a farm without
+        // a gate, a board edit); if that moved the branch, ride on.
+        Ride::Ready { at, passed } => {
+            onto.at = at;
+            let lock = run.hub.push_lock(run.out)?;
+            if lock.is_some() && run.hub.branch_rev().as_deref() != Some(onto.at.as_str()) {
+                InLine::Again
+            } else {
+                InLine::Push(passed, lock)
+            }
+        }
+        Ride::Gated(verdict) => InLine::Gated(verdict),
+        Ride::Conflict => {
+            *rider = None;
+            InLine::Again
+        }
+    })
 }
 
 /// Where the work sits on the branch while it is brought onto it: the

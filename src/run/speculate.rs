@@ -39,7 +39,7 @@ use crate::git::command::Pushed;
 use crate::run::event::Event;
 use crate::run::gate::{self, Passed, Verdict};
 use crate::run::interrupt::{Halt, Heartbeat};
-use crate::run::queue::{Entry, Queue, Record};
+use crate::run::queue::{Entry, Queue, Record, View};
 use crate::run::turn::Turn;
 use crate::suite::results::Results;
 
@@ -73,6 +73,15 @@ pub(super) struct Rider<'a> {
     /// again with the same code (only the board or the progress document
     /// moved under it) is not tested again.
     passed: Option<(String, Option<Passed>)>,
+}
+
+/// What building a candidate came to.
+enum Build {
+    Built,
+    /// The work conflicts with the branch: catch up.
+    Conflict,
+    /// The work conflicts with the change ahead: wait for it to land.
+    Blocked,
 }
 
 /// Where the change ahead that a candidate was built on is.
@@ -181,52 +190,14 @@ impl<'a> Rider<'a> {
                 .as_ref()
                 .is_none_or(|b| b.on != on || b.from != own)
             {
-                clone.move_head(&own)?;
-                if view.ahead.is_none() && !clone.is_ancestor(base, &on)? {
-                    // The branch is not where the work was brought onto
-                    // (rewritten by hand): catch up with it first.
-                    return Ok(Ride::Conflict);
-                }
-                let clean = if merged {
-                    let clean = clone.merge(&on, &run.hub.branch, turn.task.id.as_str())?;
-                    if !clean {
-                        clone.abort_merge()?;
+                match self.build(&own, base, merged, &on, &view)? {
+                    Build::Built => {}
+                    Build::Conflict => return Ok(Ride::Conflict),
+                    Build::Blocked => {
+                        blocked = Some(on);
+                        continue;
                     }
-                    clean
-                } else {
-                    clone.rebase_onto(&on, base)?
-                };
-                if !clean {
-                    clone.move_head(&own)?;
-                    if view.ahead.is_none() {
-                        return Ok(Ride::Conflict);
-                    }
-                    // Wait for the change ahead to land (or leave), then
-                    // merge with the branch as any conflict is.
-                    self.say(
-                        "its work conflicts with the change ahead in line; waiting for it to land",
-                    );
-                    blocked = Some(on);
-                    self.built = None;
-                    self.publish(None, false)?;
-                    continue;
                 }
-                let head = clone.head()?;
-                let key = gate::code_key(turn, &head)?;
-                self.say(&format!(
-                    "built on {} ({} ahead in line)",
-                    &on[..on.len().min(10)],
-                    view.waiting_ahead
-                ));
-                let green = self.passed.as_ref().is_some_and(|(k, _)| *k == key);
-                self.publish(Some(&head), green)?;
-                self.built = Some(Built {
-                    from: own.clone(),
-                    ahead: view.ahead.as_ref().map(|a| a.place),
-                    on,
-                    head,
-                    key,
-                });
             }
             let b = self.built.as_ref().expect("built above");
             if self.passed.as_ref().is_none_or(|(k, _)| *k != b.key) {
@@ -266,6 +237,64 @@ impl<'a> Rider<'a> {
             }
             std::thread::sleep(LOOK_EVERY);
         }
+    }
+
+    /// Build the candidate: the work `own` (on top of `base`) put on top
+    /// of `on`, and publish it.
+    fn build(
+        &mut self,
+        own: &str,
+        base: &str,
+        merged: bool,
+        on: &str,
+        view: &View,
+    ) -> Result<Build, Halt> {
+        let turn = self.turn;
+        let (run, clone) = (turn.run, turn.clone);
+        clone.move_head(own)?;
+        if view.ahead.is_none() && !clone.is_ancestor(base, on)? {
+            // The branch is not where the work was brought onto (rewritten
+            // by hand): catch up with it first.
+            return Ok(Build::Conflict);
+        }
+        let clean = if merged {
+            let clean = clone.merge(on, &run.hub.branch, turn.task.id.as_str())?;
+            if !clean {
+                clone.abort_merge()?;
+            }
+            clean
+        } else {
+            clone.rebase_onto(on, base)?
+        };
+        if !clean {
+            clone.move_head(own)?;
+            if view.ahead.is_none() {
+                return Ok(Build::Conflict);
+            }
+            // Wait for the change ahead to land (or leave), then merge with
+            // the branch as any conflict is.
+            self.say("its work conflicts with the change ahead in line; waiting for it to land");
+            self.built = None;
+            self.publish(None, false)?;
+            return Ok(Build::Blocked);
+        }
+        let head = clone.head()?;
+        let key = gate::code_key(turn, &head)?;
+        self.say(&format!(
+            "built on {} ({} ahead in line)",
+            &on[..on.len().min(10)],
+            view.waiting_ahead
+        ));
+        let green = self.passed.as_ref().is_some_and(|(k, _)| *k == key);
+        self.publish(Some(&head), green)?;
+        self.built = Some(Built {
+            from: own.to_owned(),
+            ahead: view.ahead.as_ref().map(|a| a.place),
+            on: on.to_owned(),
+            head,
+            key,
+        });
+        Ok(Build::Built)
     }
 
     /// The results of `on`, the candidate of the change ahead, once known:
