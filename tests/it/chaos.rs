@@ -41,8 +41,9 @@
 //! push also carries the progress document.
 //!
 //! Moments: session, commit, rebase, merge session, gate (the test run
-//! before a push, slowed on cue), push, release (after the
-//! push landed, before the claim is released), reap (a farm killed right
+//! before a push, slowed on cue), queue (two changes or more waiting in the
+//! merge queue of a hub on this machine, their tests slowed), push, release
+//! (after the push landed, before the claim is released), reap (a farm killed right
 //! after it restarted over a dead predecessor), and random. Targets: farm,
 //! the agent, the agent's child (its `git commit` or its `sleep`; at the
 //! gate, the test command), and farm's git child.
@@ -284,6 +285,9 @@ enum Moment {
     Rebase,
     MergeSession,
     Gate,
+    /// Two changes or more waiting in the merge queue (a hub on this
+    /// machine), their tests slowed.
+    Queue,
     Push,
     Release,
     Reap,
@@ -327,6 +331,8 @@ const KILLS: &[(Moment, Target)] = &[
     (Moment::MergeSession, Target::Agent),
     (Moment::Gate, Target::Farm),
     (Moment::Gate, Target::Child),
+    (Moment::Queue, Target::Farm),
+    (Moment::Queue, Target::Farm),
     (Moment::Push, Target::Farm),
     (Moment::Push, Target::Git),
     (Moment::Release, Target::Farm),
@@ -347,7 +353,7 @@ fn fits(kill: (Moment, Target), hub: Hub) -> bool {
     let url = matches!(hub, Hub::Url(_));
     match kill {
         (Moment::Cut | Moment::CutLocked, _) => url,
-        (_, Target::Operator) => !url,
+        (_, Target::Operator) | (Moment::Queue, _) => !url,
         _ => true,
     }
 }
@@ -1191,7 +1197,7 @@ exit 0
         let arm = match moment {
             Moment::Commit => Some("arm-commit"),
             Moment::Rebase => Some("arm-rebase"),
-            Moment::Gate => Some("arm-gate"),
+            Moment::Gate | Moment::Queue => Some("arm-gate"),
             Moment::Push => Some("arm-push"),
             Moment::Release => Some("arm-release"),
             _ => None,
@@ -1259,6 +1265,16 @@ exit 0
                             _ => Some(farm),
                         }
                     })
+                }
+                Moment::Queue => {
+                    let line = std::fs::read_dir(self.repo.join("current_tasks/.queue"))
+                        .map(|d| {
+                            d.flatten()
+                                .filter(|e| e.file_name().to_string_lossy().ends_with(".toml"))
+                                .count()
+                        })
+                        .unwrap_or(0);
+                    (line >= 2).then_some(Some(farm))
                 }
                 Moment::Push => {
                     let marks = self.marks("pushing");
