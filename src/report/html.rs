@@ -210,6 +210,11 @@ impl Page<'_> {
                 "usage limits, API errors",
             ),
             ("waited", dur(waited), "waiting (limits, breaker)"),
+            (
+                "queue",
+                queue_waits(&n.queued),
+                "in the merge queue (median, longest)",
+            ),
             ("span", dur(n.span()), "the night"),
             ("busy", format!("{busy:.0}%"), "of agent time in sessions"),
             ("cost", money(n.total.cost_usd), "cost, as the CLIs said"),
@@ -521,6 +526,19 @@ impl Page<'_> {
     }
 }
 
+/// The merge queue's waits, as a card says them: the median and the
+/// longest; `-` for a night with no gated change.
+fn queue_waits(waits: &[f64]) -> String {
+    if waits.is_empty() {
+        return "-".to_owned();
+    }
+    let mut sorted = waits.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    let longest = sorted[sorted.len() - 1];
+    format!("{} / {}", dur(median), dur(longest))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -556,6 +574,7 @@ mod tests {
                 why: Why::UsageLimit,
             }],
             done: vec![(1_610.0, "t1".into())],
+            queued: vec![4.0, 95.0, 3.0],
             ..Night::default()
         };
         for s in n.sessions.clone() {
@@ -591,6 +610,7 @@ mod tests {
         assert!(h.contains("\\u003cx>.log"));
         assert!(h.contains("id=\"total-sessions\"><b>3</b>"));
         assert!(h.contains("id=\"total-cost\"><b>$1.50</b>"));
+        assert!(h.contains("id=\"total-queue\"><b>4s / 1m35s</b>"), "{h}");
         assert!(h.contains("t1 → t3"));
         // The axis is in the page's zone: ticks every 5 minutes over an hour.
         assert!(h.contains(">00:20</text>"), "{h}");

@@ -242,6 +242,9 @@ pub struct Night {
     pub waits: Vec<Wait>,
     /// When each task was done, in time order.
     pub done: Vec<(f64, String)>,
+    /// How long each change waited in the merge queue, in seconds, in the
+    /// order they left it.
+    pub queued: Vec<f64>,
     /// Sessions per kind.
     pub counts: BTreeMap<Kind, usize>,
     pub total: Spent,
@@ -480,6 +483,7 @@ impl Night {
                         Limited::UsageLimit => Why::UsageLimit,
                     },
                 }),
+                Event::Unqueued { secs, .. } => night.queued.push(*secs),
                 Event::Trip { until, .. } => night.waits.push(Wait {
                     lane: l,
                     start: at,
