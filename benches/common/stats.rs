@@ -1,6 +1,8 @@
 //! Order statistics shared by the benchmarks (each bench is its own crate,
 //! so they include this file with `#[path]`).
 
+#![allow(dead_code)]
+
 pub fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
