@@ -589,10 +589,6 @@ fn summary(setup: &Setup, rounds: &[Round]) {
         setup.agents()
     );
     println!("  ratio          {:>7.2}", span / setup.bound());
-    let runs: Vec<String> = rounds
-        .iter()
-        .map(|r| r.suite_runs.len().to_string())
-        .collect();
     let kinds: Vec<String> = rounds[0]
         .test_kinds
         .iter()
@@ -600,7 +596,7 @@ fn summary(setup: &Setup, rounds: &[Round]) {
         .collect();
     println!(
         "  suite runs     {:>7}     journal, round 1: {}",
-        runs.join(", "),
+        each_round(rounds, |r| r.suite_runs.len()),
         if kinds.is_empty() {
             "none".to_owned()
         } else {
@@ -615,8 +611,20 @@ fn summary(setup: &Setup, rounds: &[Round]) {
         "  CPU a landing  {:>7.2} s   median; children's user + system",
         median(&cpu)
     );
-    let landed: Vec<String> = rounds.iter().map(|r| r.landed.len().to_string()).collect();
-    println!("  landings       {:>7}", landed.join(", "));
+    println!(
+        "  landings       {:>7}",
+        each_round(rounds, |r| r.landed.len())
+    );
+}
+
+/// A count of each round: once if they agree.
+fn each_round(rounds: &[Round], count: impl Fn(&Round) -> usize) -> String {
+    let counts: Vec<String> = rounds.iter().map(|r| count(r).to_string()).collect();
+    if counts.iter().all(|c| *c == counts[0]) {
+        counts[0].clone()
+    } else {
+        counts.join(", ")
+    }
 }
 
 fn first_line(s: &str) -> &str {
