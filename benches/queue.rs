@@ -101,6 +101,7 @@ struct Setup {
     suite: Option<f64>,
     /// Whether `BREAKER`'s change breaks a test.
     red: bool,
+    /// Unless `FARM_BENCH_ROUNDS` says otherwise.
     rounds: usize,
 }
 
@@ -183,77 +184,58 @@ fn run() -> Res<()> {
     Ok(())
 }
 
-/// The rounds of a scenario: `FARM_BENCH_ROUNDS`, else its own.
-fn rounds(default: usize) -> usize {
-    std::env::var(ROUNDS_ENV)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(default)
-}
+/// Scenario 1, and what the others vary.
+const LOCAL4: Setup = Setup {
+    name: "local4",
+    what: "local bare hub",
+    tasks: 12,
+    machines: 1,
+    jobs: 4,
+    daemon: false,
+    suite: Some(3.0),
+    red: false,
+    rounds: 3,
+};
 
 fn local4(dir: &Path) -> Res<()> {
-    let setup = Setup {
-        name: "local4",
-        what: "local bare hub",
-        tasks: 12,
-        machines: 1,
-        jobs: 4,
-        daemon: false,
-        suite: Some(3.0),
-        red: false,
-        rounds: rounds(3),
-    };
-    summary(&setup, &rounds_of(&setup, dir)?);
-    Ok(())
+    measure(&LOCAL4, dir).map(drop)
 }
 
 fn local8(dir: &Path) -> Res<()> {
     let setup = Setup {
         name: "local8",
-        what: "local bare hub",
         tasks: 48,
-        machines: 1,
         jobs: 8,
-        daemon: false,
         suite: Some(5.0),
-        red: false,
-        rounds: rounds(1),
+        rounds: 1,
+        ..LOCAL4
     };
-    summary(&setup, &rounds_of(&setup, dir)?);
-    Ok(())
+    measure(&setup, dir).map(drop)
 }
 
 fn daemon(dir: &Path) -> Res<()> {
     let setup = Setup {
         name: "daemon",
         what: "git daemon hub, 2 machines",
-        tasks: 12,
         machines: 2,
         jobs: 2,
         daemon: true,
-        suite: Some(3.0),
-        red: false,
-        rounds: rounds(1),
+        rounds: 1,
+        ..LOCAL4
     };
-    summary(&setup, &rounds_of(&setup, dir)?);
-    Ok(())
+    measure(&setup, dir).map(drop)
 }
 
+/// Scenario 4, which also says what landed and what failed.
 fn red(dir: &Path) -> Res<()> {
     let setup = Setup {
         name: "red",
         what: "local bare hub, one change of 12 red",
-        tasks: 12,
-        machines: 1,
-        jobs: 4,
-        daemon: false,
-        suite: Some(3.0),
         red: true,
-        rounds: rounds(1),
+        rounds: 1,
+        ..LOCAL4
     };
-    let rounds = rounds_of(&setup, dir)?;
-    summary(&setup, &rounds);
+    let rounds = measure(&setup, dir)?;
     for (i, round) in rounds.iter().enumerate() {
         println!("  round {}:", i + 1);
         println!("    landed, in order   {}", round.landed.join(" "));
@@ -289,25 +271,24 @@ fn red(dir: &Path) -> Res<()> {
 fn nogate(dir: &Path) -> Res<()> {
     let setup = Setup {
         name: "nogate",
-        what: "local bare hub",
-        tasks: 12,
-        machines: 1,
-        jobs: 4,
-        daemon: false,
         suite: None,
-        red: false,
-        rounds: rounds(3),
+        ..LOCAL4
     };
-    summary(&setup, &rounds_of(&setup, dir)?);
-    Ok(())
+    measure(&setup, dir).map(drop)
 }
 
 // ---------------------------------------------------------------------------
 // The shared runner
 // ---------------------------------------------------------------------------
 
-/// A template hub for `setup`, then its rounds, each checked.
-fn rounds_of(setup: &Setup, dir: &Path) -> Res<Vec<Round>> {
+/// A template hub for `setup`, then its rounds (`FARM_BENCH_ROUNDS`, else
+/// its own), each checked; their summary printed.
+fn measure(setup: &Setup, dir: &Path) -> Res<Vec<Round>> {
+    let count = std::env::var(ROUNDS_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(setup.rounds);
     let counter = dir.join("suite-runs");
     let agent = dir.join("agent.sh");
     write_executable(&agent, AGENT)?;
@@ -338,8 +319,8 @@ fn rounds_of(setup: &Setup, dir: &Path) -> Res<Vec<Round>> {
     make_hub(FARM, &template, &files)?;
     let breaker = if setup.red { BREAKER } else { "none" };
     let agent = format!("sh '{}' {breaker}", agent.display());
-    let mut rounds = Vec::with_capacity(setup.rounds);
-    for i in 1..=setup.rounds {
+    let mut rounds = Vec::with_capacity(count);
+    for i in 1..=count {
         let round = dir.join(format!("round-{i}"));
         let _ = fs::remove_file(&counter);
         let result = once(setup, &template, &round, &agent, &counter)
@@ -347,6 +328,7 @@ fn rounds_of(setup: &Setup, dir: &Path) -> Res<Vec<Round>> {
         rounds.push(result);
         let _ = fs::remove_dir_all(&round);
     }
+    summary(setup, &rounds);
     Ok(rounds)
 }
 
