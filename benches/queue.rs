@@ -17,7 +17,8 @@
 //!   its share of sessions and gates side by side, no gate waiting for
 //!   another; and makespan / bound;
 //! - **suite runs**: lines in the counter, with the journal's `tests` events
-//!   by kind (what farm says each run was for);
+//!   by kind (what farm says each run was for), and the tasks the counter
+//!   names more than once;
 //! - **CPU a landing**: user + system time of the bench's children (farm,
 //!   everything it ran, and the git daemon), `getrusage(RUSAGE_CHILDREN)`
 //!   over the round, divided by the landings;
@@ -245,24 +246,10 @@ fn red(dir: &Path) -> Res<()> {
                 first_line(why)
             );
         }
-        let mut per: BTreeMap<&str, usize> = BTreeMap::new();
-        for task in &round.suite_runs {
-            *per.entry(task).or_default() += 1;
-        }
-        let again: Vec<String> = per
-            .iter()
-            .filter(|&(_, &n)| n > 1)
-            .map(|(t, n)| format!("{t} x{n}"))
-            .collect();
         println!(
-            "    suite runs beyond {}: {} (tasks tested more than once: {})",
+            "    suite runs beyond {}: {}",
             setup.tasks,
-            round.suite_runs.len() as i64 - setup.tasks as i64,
-            if again.is_empty() {
-                "none".to_owned()
-            } else {
-                again.join(", ")
-            }
+            round.suite_runs.len() as i64 - setup.tasks as i64
         );
     }
     Ok(())
@@ -583,6 +570,23 @@ fn summary(setup: &Setup, rounds: &[Round]) {
             "none".to_owned()
         } else {
             kinds.join(", ")
+        }
+    );
+    let mut per: BTreeMap<&str, usize> = BTreeMap::new();
+    for task in &rounds[0].suite_runs {
+        *per.entry(task).or_default() += 1;
+    }
+    let again: Vec<String> = per
+        .iter()
+        .filter(|&(_, &n)| n > 1)
+        .map(|(t, n)| format!("{t} x{n}"))
+        .collect();
+    println!(
+        "  tested again   round 1: {} (a baseline counts for the task whose turn ran it)",
+        if again.is_empty() {
+            "none".to_owned()
+        } else {
+            again.join(", ")
         }
     );
     let cpu: Vec<f64> = rounds
