@@ -674,12 +674,16 @@ impl ClaimStore for FsStore {
                     return Ok(Released::Gone);
                 }
                 let why = format!("released by force by {by}");
+                // Gone between that look and the rename: its holder gave
+                // it up as its push ended (the same as above, a moment
+                // later), not a claim that never was.
                 let released = self
                     .entomb(task.as_str(), &path, &why)?
-                    .map(|t| Released::Tombstoned(t.display().to_string()))
-                    .ok_or_else(not_found);
+                    .map_or(Released::Gone, |t| {
+                        Released::Tombstoned(t.display().to_string())
+                    });
                 let _ = fs::remove_file(&fence_path);
-                released
+                Ok(released)
             }
         }
     }
