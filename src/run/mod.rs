@@ -11,8 +11,11 @@
 //!   and a role's standing task;
 //! - [`settle`], [`attempts`]: what a session's end means, decided then
 //!   done; a failed attempt noted on the board;
-//! - [`integrate`], [`gate`], [`landing`], [`progress`]: bringing the work
-//!   onto the branch, tested, within what a session may change;
+//! - [`integrate`], [`speculate`], [`gate`], [`landing`], [`progress`]:
+//!   bringing the work onto the branch, tested (in the merge queue, on a
+//!   hub of this machine), within what a session may change;
+//! - [`queue`]: the merge queue's line on the hub, one locked file a
+//!   change;
 //! - [`turn`], [`slot`], [`interrupt`]: one claimed task's session, the
 //!   agent's one-session-at-a-time slot, and what cuts a turn short (the
 //!   claim lost, the run killed) with the heartbeat that keeps it alive;
