@@ -1,8 +1,8 @@
 //! The merge queue, on a hub of this machine: a gated change does not take
 //! a turn at the push lock to be tested alone. It takes a place in line
-//! ([`queue`](super::queue)) and is tested at once, on top of the change just ahead of it
-//! — which is tested on top of the one ahead of it, and so on down to the
-//! branch. The tests of the whole line run side by side, and each change
+//! ([`queue`](super::queue)) and is tested at once, on top of the change
+//! just ahead of it — which is tested on top of the one ahead of it, and so
+//! on down to the branch. The tests of the whole line run side by side, and each change
 //! pushes its own tested commit when the one ahead of it has landed: with
 //! J agents and a suite of S seconds, J changes land per S, not one.
 //!
