@@ -214,7 +214,10 @@ impl<'a> Rider<'a> {
                 // doing alone; built again and tested on what is left.
                 let moot = matches!(verdict, Some(Verdict::Red { .. }))
                     && view.ahead.is_some()
-                    && matches!(self.ahead(&b.on)?, Ahead::Gone);
+                    && matches!(
+                        self.ahead(&b.on, &gate::code_key(turn, &b.on)?)?,
+                        Ahead::Gone
+                    );
                 match verdict {
                     // What it was built on went away: build again.
                     None => self.built = None,
@@ -305,9 +308,10 @@ impl<'a> Rider<'a> {
         beat: &mut Heartbeat<'_>,
     ) -> Result<Option<Result<Results, Verdict>>, Halt> {
         let turn = self.turn;
+        let key = gate::code_key(turn, on)?;
         loop {
             beat.check()?;
-            match self.ahead(on)? {
+            match self.ahead(on, &key)? {
                 Ahead::Testing => std::thread::sleep(LOOK_EVERY),
                 Ahead::Gone => return Ok(None),
                 Ahead::Passed => {
@@ -321,12 +325,11 @@ impl<'a> Rider<'a> {
         }
     }
 
-    /// Where `on`, the candidate of the change ahead, is now. A change
-    /// ahead built again with the same code (the board moved under it) is
-    /// still the one built on.
-    fn ahead(&self, on: &str) -> Result<Ahead, Halt> {
+    /// Where `on` (whose code is `key`), the candidate of the change ahead,
+    /// is now. A change ahead built again with the same code (the board
+    /// moved under it) is still the one built on.
+    fn ahead(&self, on: &str, key: &str) -> Result<Ahead, Halt> {
         let turn = self.turn;
-        let key = gate::code_key(turn, on)?;
         let same_code = |c: &str| c == on || gate::code_key(turn, c).is_ok_and(|k| k == key);
         let view = self.queue.view(&self.entry)?;
         let place = self.built.as_ref().and_then(|b| b.ahead);

@@ -3,11 +3,11 @@
 //! red change evicted alone, every tip of main a tested tree, a farm killed
 //! in line losing nothing and wedging nothing.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::common::Env;
 use crate::run::{add_task, assert_hub_sound, board, rescue_branches, run_args, show};
+use crate::steer::{journal_events, test_runs};
 
 /// Tests `a` and `b` pass when `src/X` holds what `tests/X.t` does; the
 /// suite takes a second and notes how many runs of it overlap.
@@ -78,22 +78,6 @@ fn run(env: &Env, args: &[&str]) -> crate::common::Output {
         .env("FARM_QUEUE_TEST_FARM", env!("CARGO_BIN_EXE_farm"))
         .env("FARM_QUEUE_TEST_HUB", &env.hub)
         .run_within(crate::run::LIMIT)
-}
-
-/// The journal's `tests` events, by kind.
-fn test_runs(env: &Env) -> BTreeMap<String, usize> {
-    let text =
-        std::fs::read_to_string(env.tmp.path().join("state/journal.jsonl")).unwrap_or_default();
-    let mut runs = BTreeMap::new();
-    for line in text.lines() {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        if v["event"] == "tests" {
-            *runs
-                .entry(v["kind"].as_str().unwrap().to_owned())
-                .or_default() += 1;
-        }
-    }
-    runs
 }
 
 /// Every first-parent commit of main passes both tests (the tip farm
@@ -193,14 +177,7 @@ fn queued_changes_are_tested_side_by_side_and_every_tip_of_main_passes() {
         [("baseline".into(), 1), ("gate".into(), 8)].into()
     );
     // The journal has each change's place in line and its leaving.
-    let journal = std::fs::read_to_string(env.tmp.path().join("state/journal.jsonl")).unwrap();
-    let events: Vec<serde_json::Value> = journal
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let of = |kind: &str| -> Vec<&serde_json::Value> {
-        events.iter().filter(|e| e["event"] == kind).collect()
-    };
+    let of = |kind: &str| journal_events(&env, kind);
     assert_eq!(of("queued").len(), 8);
     let left = of("unqueued");
     assert_eq!(left.len(), 8);

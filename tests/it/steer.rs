@@ -304,7 +304,7 @@ fn pass_counts(env: &Env) -> Vec<usize> {
 }
 
 /// The journal's `tests` events, by kind.
-fn test_runs(env: &Env) -> std::collections::BTreeMap<String, usize> {
+pub(crate) fn test_runs(env: &Env) -> std::collections::BTreeMap<String, usize> {
     let text =
         std::fs::read_to_string(env.tmp.path().join("state/journal.jsonl")).unwrap_or_default();
     let mut runs = std::collections::BTreeMap::new();
@@ -641,7 +641,7 @@ git commit -qm "fix $n"
 }
 
 /// Every journal line of `event`.
-fn journal_events(env: &Env, event: &str) -> Vec<serde_json::Value> {
+pub(crate) fn journal_events(env: &Env, event: &str) -> Vec<serde_json::Value> {
     std::fs::read_to_string(env.tmp.path().join("state/journal.jsonl"))
         .unwrap_or_default()
         .lines()
