@@ -44,9 +44,39 @@ pub struct Settings {
     pub max_cost: Option<f64>,
     /// The progress document (see [`crate::run::progress`]).
     pub progress: Option<String>,
+    /// Whether sessions run sandboxed: true, false, "auto", "on" or "off"
+    /// (see `farm run --sandbox`).
+    pub sandbox: Option<SandboxSetting>,
+    /// Paths sandboxed sessions may see, `PATH` or `PATH:rw`.
+    #[serde(default)]
+    pub sandbox_bind: Vec<String>,
+    /// Whether sandboxed sessions reach the network (default true).
+    pub sandbox_network: Option<bool>,
+    /// Variables of farm's environment sandboxed sessions keep.
+    #[serde(default)]
+    pub sandbox_env: Vec<String>,
     /// Agents with a speciality, by role name (see [`crate::run::roles`]).
     #[serde(default)]
     pub roles: std::collections::BTreeMap<String, crate::run::roles::Raw>,
+}
+
+/// farm.toml's `sandbox`: a yes or no, or a mode by name.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(untagged)]
+pub enum SandboxSetting {
+    Bool(bool),
+    Mode(crate::run::sandbox::Mode),
+}
+
+impl SandboxSetting {
+    pub fn mode(self) -> crate::run::sandbox::Mode {
+        use crate::run::sandbox::Mode;
+        match self {
+            SandboxSetting::Bool(true) => Mode::On,
+            SandboxSetting::Bool(false) => Mode::Off,
+            SandboxSetting::Mode(m) => m,
+        }
+    }
 }
 
 /// A `farm.toml` as read from a branch: its text, and where it was read,

@@ -127,7 +127,21 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let store = ctx.store_of(&spec, &settings)?;
     let names = config.names.clone();
     let jobs = names.len();
-    let run = Run::new(hub, store, config, state, ctx.out);
+    // What no session may see: the hub on this machine, the state directory.
+    let private: Vec<std::path::PathBuf> = [
+        hub.local.as_ref().map(|l| l.dir.clone()),
+        hub.git_dir().map(|d| d.to_path_buf()),
+        Some(state.clone()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let (sandbox, said) =
+        crate::run::sandbox::prepare(&config.sandbox, &config.argv[0], &private, &hub.url, &which)?;
+    let mut run = Run::new(hub, store, config, state, ctx.out);
+    run.sandbox = sandbox;
+    let run = run;
+    ctx.out.note(&format!("farm run: {said}"));
     ctx.out.note(&format!(
         "farm run: {jobs} agent(s) on `{}` of {} ({} claims)",
         run.hub.branch,

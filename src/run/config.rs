@@ -105,6 +105,39 @@ pub struct Flags {
     #[arg(long, value_name = "PREFIX")]
     pub wrap: Option<String>,
 
+    /// Run each session in a sandbox (bubblewrap): its clone read-write,
+    /// the system read-only, a private home and /tmp, a process namespace
+    /// of its own [default: auto: on where bwrap works, unless --wrap; or
+    /// farm.toml's `sandbox`].
+    #[arg(
+        long,
+        value_enum,
+        value_name = "WHEN",
+        num_args = 0..=1,
+        default_missing_value = "on",
+        env = "FARM_SANDBOX"
+    )]
+    pub sandbox: Option<crate::run::sandbox::Mode>,
+
+    /// Run sessions unsandboxed: as you, with all your files (--sandbox off).
+    #[arg(long)]
+    pub no_sandbox: bool,
+
+    /// A path sandboxed sessions may see, read-only unless PATH:rw
+    /// (repeatable; FARM_SANDBOX_BIND takes a comma-separated list).
+    #[arg(
+        long,
+        value_name = "PATH[:rw]",
+        env = "FARM_SANDBOX_BIND",
+        value_delimiter = ','
+    )]
+    pub sandbox_bind: Vec<String>,
+
+    /// A variable of farm's environment that sandboxed sessions keep
+    /// (repeatable; the preset's own are kept already).
+    #[arg(long, value_name = "NAME")]
+    pub sandbox_env: Vec<String>,
+
     /// Claim nothing new after this: a duration from now (8h), a local time
     /// (07:30) or an RFC 3339 time. Running sessions finish.
     #[arg(long, value_name = "WHEN")]
@@ -201,6 +234,8 @@ pub struct RunConfig {
     pub watch: bool,
     /// `--wrap`: the words every session runs inside; empty for none.
     pub wrap: Vec<String>,
+    /// What the sandbox is to be (made at start-up, where bwrap is known).
+    pub sandbox: SandboxPlan,
     /// `--until`: no new claims after this.
     pub until: Option<SystemTime>,
     /// `--max-cost`: no new claims once the run's reported cost reaches it.
@@ -293,6 +328,7 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
         .unwrap_or(PromptVia::Arg);
     let heartbeat = heartbeat(flags.heartbeat, stale_after, world.claims)?;
     let wrap = wrap(flags.wrap.as_deref(), world)?;
+    let sandbox = sandbox_plan(flags, settings, preset.as_ref(), !wrap.is_empty())?;
     let until = flags
         .until
         .as_deref()
@@ -327,6 +363,7 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
         once: flags.once,
         watch: flags.watch,
         wrap,
+        sandbox,
         until,
         max_cost: flags.max_cost.or(settings.max_cost),
         trip_after: flags.trip_after,
@@ -420,6 +457,83 @@ fn wrap(flag: Option<&str>, world: &World) -> Result<Vec<String>, Error> {
                 Some(_) => words,
             }
         }
+    })
+}
+
+/// What the sandbox is to be, from the flags, farm.toml and the preset;
+/// whether it can be is for start-up ([`crate::run::sandbox::prepare`]).
+#[derive(Debug, Clone)]
+pub struct SandboxPlan {
+    pub mode: crate::run::sandbox::Mode,
+    /// Why that mode (`--no-sandbox`, `farm.toml`, `--wrap` …), for the
+    /// start-up line.
+    pub why: &'static str,
+    pub binds: Vec<crate::run::sandbox::Bind>,
+    pub network: bool,
+    /// The variables kept: the preset's and `--sandbox-env`/`sandbox_env`.
+    pub env: Vec<String>,
+    /// The agent CLI's own config under the home (the preset's), `~/` expanded.
+    pub home: Vec<std::path::PathBuf>,
+}
+
+/// `--sandbox`, `--no-sandbox`, `FARM_SANDBOX`, farm.toml's `sandbox*` and
+/// the preset's `sandbox_*`, checked. With `--wrap` the sessions already
+/// run inside something of the user's: the sandbox is then off unless asked
+/// for.
+fn sandbox_plan(
+    flags: &Flags,
+    settings: &Settings,
+    preset: Option<&Preset>,
+    wrapped: bool,
+) -> Result<SandboxPlan, Error> {
+    use crate::run::sandbox::{Bind, Mode};
+    let (mode, why) = match (flags.no_sandbox, flags.sandbox, settings.sandbox) {
+        (true, _, _) => (Mode::Off, "--no-sandbox"),
+        (false, Some(m), _) => (m, "--sandbox or FARM_SANDBOX"),
+        (false, None, Some(s)) => (s.mode(), "farm.toml's `sandbox`"),
+        (false, None, None) if wrapped => (Mode::Off, "--wrap runs the sessions"),
+        (false, None, None) => (Mode::Auto, "the default"),
+    };
+    let mut binds = Vec::new();
+    for (text, whose) in flags
+        .sandbox_bind
+        .iter()
+        .map(|b| (b, "--sandbox-bind"))
+        .chain(
+            settings
+                .sandbox_bind
+                .iter()
+                .map(|b| (b, "farm.toml `sandbox_bind`")),
+        )
+    {
+        binds.push(Bind::parse(text).map_err(|e| Error::usage(format!("{whose} {e}")))?);
+    }
+    let mut env: Vec<String> = preset.map(|p| p.sandbox_env.clone()).unwrap_or_default();
+    for name in flags.sandbox_env.iter().chain(&settings.sandbox_env) {
+        if name.is_empty() || name.contains(['=', '\0']) {
+            return Err(Error::usage(format!(
+                "--sandbox-env `{name}`: give a variable's name"
+            )));
+        }
+        env.push(name.clone());
+    }
+    if let Some(p) = preset.filter(|p| !p.config_env.is_empty()) {
+        env.push(p.config_env.clone());
+    }
+    Ok(SandboxPlan {
+        mode,
+        why,
+        binds,
+        network: settings.sandbox_network.unwrap_or(true),
+        env,
+        home: preset
+            .map(|p| {
+                p.sandbox_home
+                    .iter()
+                    .map(|h| presets::expand_home(h))
+                    .collect()
+            })
+            .unwrap_or_default(),
     })
 }
 

@@ -19,10 +19,11 @@
 //! - [`turn`], [`slot`], [`interrupt`]: one claimed task's session, the
 //!   agent's one-session-at-a-time slot, and what cuts a turn short (the
 //!   claim lost, the run killed) with the heartbeat that keeps it alive;
-//! - [`clone`], [`session`], [`watch`], [`classify`], [`limits`], [`usage`],
-//!   [`prompt`], [`journal`], [`event`]: the private clone, one process of
-//!   the agent CLI, reading its log, what it cost, and the journal of what
-//!   happened, one typed event a line;
+//! - [`clone`], [`session`], [`sandbox`], [`watch`], [`classify`],
+//!   [`limits`], [`usage`], [`prompt`], [`journal`], [`event`]: the private
+//!   clone, one process of the agent CLI and the sandbox it runs in,
+//!   reading its log, what it cost, and the journal of what happened, one
+//!   typed event a line;
 //! - [`state`]: what every loop of a run shares, resolved from [`config`]
 //!   ([`presets`], [`roles`], [`config_dir`]).
 
@@ -45,6 +46,7 @@ pub mod progress;
 pub mod prompt;
 pub mod queue;
 pub mod roles;
+pub mod sandbox;
 pub mod session;
 pub mod settle;
 pub mod slot;

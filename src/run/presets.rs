@@ -45,6 +45,14 @@ pub struct Preset {
     /// config directory when it is made.
     #[serde(default)]
     pub config_seed: Vec<String>,
+    /// The CLI's own config and login under the home (`~/` allowed), bound
+    /// into a sandboxed session's otherwise empty home, read-write.
+    #[serde(default)]
+    pub sandbox_home: Vec<String>,
+    /// The variables a sandboxed session keeps for this CLI: its API keys
+    /// and endpoints.
+    #[serde(default)]
+    pub sandbox_env: Vec<String>,
     /// The CLI's own words for its limits, API errors and setup errors
     /// (`[NAME.patterns]`: `limited`, `transient`, `fatal`, lower case), on
     /// top of the common ones.

@@ -102,6 +102,9 @@ pub struct Spec<'a> {
     pub prompt_file: &'a Path,
     pub cwd: &'a Path,
     pub env: &'a [(&'a str, String)],
+    /// Whether `env` is the whole environment (a sandboxed session's), not
+    /// what is added to farm's own.
+    pub env_only: bool,
     pub log: &'a Path,
     pub timeout: Duration,
     /// Between SIGTERM and SIGKILL when stopping.
@@ -218,6 +221,9 @@ fn run_logged(spec: &Spec<'_>, mut tick: impl FnMut() -> Tick) -> std::io::Resul
     }
     log.write_all(header(spec, &argv).as_bytes())?;
     let mut cmd = Command::new(&argv[0]);
+    if spec.env_only {
+        cmd.env_clear();
+    }
     // The agent's git works in its clone, not in a repository farm's own
     // environment names.
     crate::git::command::unset_repository_env(&mut cmd)
@@ -438,6 +444,7 @@ mod tests {
         Spec {
             argv,
             wrap: &[],
+            env_only: false,
             prompt: "do the thing",
             via,
             prompt_file: &files.prompt_file,

@@ -58,6 +58,8 @@ pub struct Run {
     pub state: PathBuf,
     pub stop: Stop,
     pub out: Out,
+    /// The sandbox every session runs in (`None`: off).
+    pub sandbox: Option<crate::run::sandbox::Sandbox>,
     /// Usage limits and API errors of the agent CLI: when every loop waits.
     pub(super) limits: Limits,
     /// Every session and notable event, for `farm status`.
@@ -134,6 +136,7 @@ impl Run {
             state,
             stop: Stop::default(),
             out,
+            sandbox: None,
             limits: Limits::default(),
             journal,
             spent: Mutex::default(),

@@ -294,17 +294,31 @@ pub(super) fn supervise(
         ("FARM_CLAIM", run.store.claim_location(&held.claim().task)),
         ("FARM_ATTEMPT", held.claim().attempt.to_string()),
     ];
+    let mut config_dir = None;
     if let Some(config) = &run.config.agent_config {
-        env.push((
-            config.var.as_str(),
-            config.dir_for(&run.state, name)?.display().to_string(),
-        ));
+        let dir = config.dir_for(&run.state, name)?;
+        env.push((config.var.as_str(), dir.display().to_string()));
+        config_dir = Some(dir);
+    }
+    let sandboxed = run.sandbox.as_ref().map(|sandbox| {
+        let mut read = clone.borrowed_objects();
+        read.push(prompt_file.to_path_buf());
+        let mut words = sandbox.words(clone.dir(), &read, config_dir.as_slice());
+        words.extend(run.config.wrap.iter().cloned());
+        (words, sandbox.environment(std::env::vars_os()))
+    });
+    if let Some((_, kept)) = &sandboxed {
+        // farm's own variables last: a kept one of the same name loses.
+        let ours: Vec<(&str, String)> = std::mem::take(&mut env);
+        env.extend(kept.iter().map(|(k, v)| (k.as_str(), v.clone())));
+        env.extend(ours);
     }
     run.stagger_start();
     let started = Instant::now();
     let spec = session::Spec {
         argv: &run.config.argv,
-        wrap: &run.config.wrap,
+        wrap: sandboxed.as_ref().map_or(&run.config.wrap, |(w, _)| w),
+        env_only: sandboxed.is_some(),
         prompt,
         via: run.config.via,
         prompt_file,

@@ -150,7 +150,9 @@ pub struct Farm {
 
 impl Farm {
     /// `farm ARGS...` with nothing of the caller's environment but `PATH`:
-    /// `HOME` is `home`, no colour, stdin closed.
+    /// `HOME` is `home`, no colour, stdin closed, sessions unsandboxed
+    /// (`FARM_SANDBOX=off`: the tests' agents are scripts in the test's
+    /// directory, which a sandbox hides; the sandbox has tests of its own).
     pub fn hermetic<I, S>(home: &Path, args: I) -> Farm
     where
         I: IntoIterator<Item = S>,
@@ -162,6 +164,7 @@ impl Farm {
             .env("HOME", home)
             .env("USER", "tester")
             .env("NO_COLOR", "1")
+            .env("FARM_SANDBOX", "off")
             .args(args)
             .stdin(Stdio::null());
         Farm { cmd }

@@ -20,6 +20,7 @@ mod recovery;
 mod remote;
 mod report;
 mod run;
+mod sandbox;
 mod schedules;
 mod servers;
 mod settings;

@@ -111,6 +111,20 @@ impl PrivateClone {
         &self.rescued
     }
 
+    /// The object stores this clone borrows (git's alternates: the hub's,
+    /// for a hub on this machine), which a sandboxed session must read.
+    pub fn borrowed_objects(&self) -> Vec<PathBuf> {
+        let file = self.dir().join(".git/objects/info/alternates");
+        std::fs::read_to_string(file)
+            .unwrap_or_default()
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .collect()
+    }
+
     /// Where the running session's process group is noted.
     pub fn session_record(&self) -> PathBuf {
         self.dir().join(SESSION_RECORD)
