@@ -146,6 +146,22 @@ impl Tree {
         }
     }
 
+    /// Send `sig` to every live process carrying the tree's tag but those
+    /// named `spare` (their `comm`): a way past a process that would die of
+    /// the signal at once and take the others down with SIGKILL, unwarned
+    /// (bwrap, which passes no signal on to the sandbox it keeps).
+    pub fn signal_tagged(&self, sig: i32, spare: &str) {
+        let entry = format!("{TAG_VAR}={}", self.tag).into_bytes();
+        for p in processes() {
+            let name = std::fs::read_to_string(format!("/proc/{}/comm", p.pid)).unwrap_or_default();
+            if name.trim_end() != spare && carries(p.pid, &entry) {
+                // SAFETY: kill(2) with a pid just read; at worst it names a
+                // process that has exited, and the call fails.
+                unsafe { libc::kill(p.pid as i32, sig) };
+            }
+        }
+    }
+
     /// The group whose members a sweep kills one by one, sparing its
     /// leader: the keeper's, while it lives.
     fn kept_group(&self) -> Option<u32> {

@@ -102,9 +102,10 @@ pub struct Spec<'a> {
     pub prompt_file: &'a Path,
     pub cwd: &'a Path,
     pub env: &'a [(&'a str, String)],
-    /// Whether `env` is the whole environment (a sandboxed session's), not
-    /// what is added to farm's own.
-    pub env_only: bool,
+    /// Whether the session is sandboxed: `env` is then its whole
+    /// environment, not what is added to farm's own, and `wrap` starts
+    /// with bwrap.
+    pub sandboxed: bool,
     pub log: &'a Path,
     pub timeout: Duration,
     /// Between SIGTERM and SIGKILL when stopping.
@@ -221,7 +222,7 @@ fn run_logged(spec: &Spec<'_>, mut tick: impl FnMut() -> Tick) -> std::io::Resul
     }
     log.write_all(header(spec, &argv).as_bytes())?;
     let mut cmd = Command::new(&argv[0]);
-    if spec.env_only {
+    if spec.sandboxed {
         cmd.env_clear();
     }
     // The agent's git works in its clone, not in a repository farm's own
@@ -247,6 +248,7 @@ fn run_logged(spec: &Spec<'_>, mut tick: impl FnMut() -> Tick) -> std::io::Resul
     let _ = std::fs::write(spec.record, format!("{pgid} {start} {}\n", tree.tag()));
     let mut group = Group {
         child,
+        sandboxed: spec.sandboxed,
         done: false,
         record: spec.record.to_path_buf(),
         tree,
@@ -323,6 +325,8 @@ impl ExitWatch {
 /// The session's process tree; killed whole when dropped.
 struct Group {
     child: Child,
+    /// Run in the sandbox: bwrap leads it.
+    sandboxed: bool,
     done: bool,
     record: PathBuf,
     tree: Tree,
@@ -331,7 +335,13 @@ struct Group {
 impl Group {
     /// SIGTERM to the group, then SIGKILL after `grace` if the leader lives.
     fn stop(&mut self, grace: Duration) -> std::io::Result<()> {
-        self.tree.signal(libc::SIGTERM);
+        if self.sandboxed {
+            // bwrap would die of it and SIGKILL the agent unwarned: the
+            // agent is told itself, as it would be outside.
+            self.tree.signal_tagged(libc::SIGTERM, "bwrap");
+        } else {
+            self.tree.signal(libc::SIGTERM);
+        }
         let until = Instant::now() + grace;
         while Instant::now() < until {
             if self.child.try_wait()?.is_some() {
@@ -444,7 +454,7 @@ mod tests {
         Spec {
             argv,
             wrap: &[],
-            env_only: false,
+            sandboxed: false,
             prompt: "do the thing",
             via,
             prompt_file: &files.prompt_file,

@@ -300,14 +300,14 @@ pub(super) fn supervise(
         env.push((config.var.as_str(), dir.display().to_string()));
         config_dir = Some(dir);
     }
-    let sandboxed = run.sandbox.as_ref().map(|sandbox| {
+    let jail = run.sandbox.as_ref().map(|sandbox| {
         let mut read = clone.borrowed_objects();
         read.push(prompt_file.to_path_buf());
         let mut words = sandbox.words(clone.dir(), &read, config_dir.as_slice());
         words.extend(run.config.wrap.iter().cloned());
         (words, sandbox.environment(std::env::vars_os()))
     });
-    if let Some((_, kept)) = &sandboxed {
+    if let Some((_, kept)) = &jail {
         // farm's own variables last: a kept one of the same name loses.
         let ours: Vec<(&str, String)> = std::mem::take(&mut env);
         env.extend(kept.iter().map(|(k, v)| (k.as_str(), v.clone())));
@@ -317,8 +317,8 @@ pub(super) fn supervise(
     let started = Instant::now();
     let spec = session::Spec {
         argv: &run.config.argv,
-        wrap: sandboxed.as_ref().map_or(&run.config.wrap, |(w, _)| w),
-        env_only: sandboxed.is_some(),
+        wrap: jail.as_ref().map_or(&run.config.wrap, |(w, _)| w),
+        sandboxed: jail.is_some(),
         prompt,
         via: run.config.via,
         prompt_file,

@@ -189,7 +189,12 @@ pub fn farm_run(
     let state = env.tmp.path().join("state");
     let mut all = vec!["run", "--state-dir", state.to_str().unwrap()];
     all.extend(args);
-    let mut farm = env.farm_git(all).env("PATH", path);
+    // The sessions run sandboxed, as a user's would by default: the CLI
+    // finds its install, its config and the model server from inside.
+    let mut farm = env
+        .farm_git(all)
+        .env("PATH", path)
+        .env("FARM_SANDBOX", "on");
     for (k, v) in vars {
         farm = farm.env(k, v);
     }

@@ -163,3 +163,205 @@ fn hostile_sessions_touch_nothing_but_their_clone() {
     assert_eq!(alive_with(&marker), Vec::<String>::new(), "daemons left");
     assert_hub_sound(&env);
 }
+
+/// An agent that notes in its work whether it saw `$HOME/secret`.
+fn peeking_agent(env: &Env) -> String {
+    std::fs::write(env.tmp.path().join("secret"), "s\n").unwrap();
+    env.agent_script(
+        "peek.sh",
+        "if [ -e \"$HOME/secret\" ]; then echo seen; else echo unseen; fi > \"$FARM_TASK.txt\"\n\
+         git add -A && git commit -q -m \"do $FARM_TASK\"\n",
+    )
+}
+
+/// Without a word on it, `farm run` sandboxes its sessions where bwrap
+/// works, and says so.
+#[test]
+fn the_sandbox_is_on_by_default_where_bwrap_works() {
+    if !bwrap_works() {
+        return;
+    }
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["p1", "-m", "peek"]);
+    let agent = peeking_agent(&env);
+    let script = env.tmp.path().join("peek.sh");
+    let mut farm = env.farm_git(run_args(
+        &env,
+        &agent,
+        &["--once", "--sandbox-bind", script.to_str().unwrap()],
+    ));
+    farm.cmd.env_remove("FARM_SANDBOX");
+    let out = farm.run_within(LIMIT);
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert!(out.stderr.contains("farm run: sandbox: on"), "{out:#?}");
+    assert_eq!(env.git_output(["show", "main:p1.txt"]).1, "unseen\n");
+    // The same agent unsandboxed sees it: the test can tell.
+    add_task(&env, &["p2", "-m", "peek"]);
+    let out = env
+        .farm_git(run_args(&env, &agent, &["--once", "--no-sandbox"]))
+        .run_within(LIMIT);
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert!(
+        out.stderr
+            .contains("sandbox: off (--no-sandbox): sessions run as you"),
+        "{out:#?}"
+    );
+    assert_eq!(env.git_output(["show", "main:p2.txt"]).1, "seen\n");
+}
+
+/// A `PATH` of symlinks to what farm needs, without bwrap.
+fn path_without_bwrap(env: &Env) -> std::path::PathBuf {
+    let bin = env.tmp.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let path = std::env::var_os("PATH").unwrap();
+    for tool in ["git", "sh", "true"] {
+        let found = std::env::split_paths(&path)
+            .map(|d| d.join(tool))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| panic!("no {tool} on PATH"));
+        std::os::unix::fs::symlink(found, bin.join(tool)).unwrap();
+    }
+    bin
+}
+
+/// `--sandbox` where bwrap is missing: the run refuses to start, naming
+/// the package, before it claims anything; by default it runs unsandboxed
+/// and says why.
+#[test]
+fn a_sandbox_asked_for_without_bwrap_refuses_to_start() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["m1", "-m", "anything"]);
+    let bin = path_without_bwrap(&env);
+    let out = env
+        .farm_git(run_args(&env, "true", &["--once", "--sandbox"]))
+        .env("PATH", &bin)
+        .run_within(LIMIT);
+    assert_eq!(out.code, Some(2), "{out:#?}");
+    assert!(
+        out.stderr.contains("needs bwrap, which is not installed")
+            && out.stderr.contains("bubblewrap")
+            && out.stderr.contains("--no-sandbox"),
+        "{out:#?}"
+    );
+    assert!(!env.tmp.path().join("state/journal.jsonl").exists());
+    let mut farm = env
+        .farm_git(run_args(&env, "true", &["--once"]))
+        .env("PATH", &bin);
+    farm.cmd.env_remove("FARM_SANDBOX");
+    let out = farm.run_within(LIMIT);
+    assert!(
+        out.stderr
+            .contains("sandbox: off (bwrap is not installed: install the package `bubblewrap`"),
+        "{out:#?}"
+    );
+}
+
+/// A sandboxed session that outlives `--timeout` gets SIGTERM itself, as
+/// outside: bwrap passes no signal on, and would die of it, taking the
+/// agent with SIGKILL unwarned.
+#[test]
+fn a_timed_out_sandboxed_session_is_told_to_stop() {
+    if !bwrap_works() {
+        return;
+    }
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["t1", "-m", "never ends"]);
+    let agent = env.agent_script(
+        "slow.sh",
+        "trap 'echo got TERM; exit 1' TERM\nsleep 60 &\nwait\n",
+    );
+    let script = env.tmp.path().join("slow.sh");
+    let out = env
+        .farm_git(run_args(
+            &env,
+            &agent,
+            &[
+                "--once",
+                "--timeout",
+                "2s",
+                "--sandbox",
+                "--sandbox-bind",
+                script.to_str().unwrap(),
+            ],
+        ))
+        .run_within(LIMIT);
+    assert_eq!(out.code, Some(6), "{out:#?}");
+    let text = all_logs(&env.tmp.path().join("state/logs"));
+    assert!(text.contains("got TERM"), "{text}");
+    assert!(text.contains("ended: timed out"), "{text}");
+}
+
+/// Every session log under `dir`, one after the other.
+fn all_logs(dir: &Path) -> String {
+    let mut text = String::new();
+    for agent in std::fs::read_dir(dir).unwrap().flatten() {
+        for log in std::fs::read_dir(agent.path()).unwrap().flatten() {
+            text.push_str(&std::fs::read_to_string(log.path()).unwrap());
+        }
+    }
+    text
+}
+
+/// farm killed with SIGKILL while a sandboxed session runs: the session
+/// and what it started — in the background, `setsid`, with its
+/// environment cleared and out of its directory — are gone within
+/// moments, taken by the sandbox's end. (Unsandboxed, the escapee with no
+/// environment outside the clone outlives farm: seen.)
+#[test]
+fn farm_killed_mid_session_takes_the_sandbox_with_it() {
+    if !bwrap_works() {
+        return;
+    }
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["k1", "-m", "runs long"]);
+    let marker = format!("farm-sandbox-orphan-{}", std::process::id());
+    let agent = env.agent_script(
+        "long.sh",
+        &format!(
+            "setsid sh -c 'sleep 300; : {marker}' >/dev/null 2>&1 < /dev/null &\n\
+             env -i /bin/sh -c 'cd /; (setsid sh -c \"sleep 300; : {marker}\" &) >/dev/null 2>&1 < /dev/null'\n\
+             touch started\n\
+             sleep 300\n"
+        ),
+    );
+    let script = env.tmp.path().join("long.sh");
+    let mut farm = env
+        .farm_git(run_args(
+            &env,
+            &agent,
+            &[
+                "--once",
+                "--sandbox",
+                "--sandbox-bind",
+                script.to_str().unwrap(),
+            ],
+        ))
+        .spawn();
+    let clones = env.tmp.path().join("state/clones");
+    let start = std::time::Instant::now();
+    // The two escapees: `setsid`, and `setsid` with no environment.
+    while alive_with(&marker).len() < 2 || !started(&clones) {
+        assert!(start.elapsed() < LIMIT, "the session never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    farm.kill().unwrap();
+    farm.wait().unwrap();
+    let start = std::time::Instant::now();
+    while !alive_with(&marker).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "left running after farm's SIGKILL: {:?}",
+            alive_with(&marker)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether a clone under `clones` holds the file `started`.
+fn started(clones: &Path) -> bool {
+    std::fs::read_dir(clones)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|c| c.path().join("started").exists())
+}
