@@ -24,7 +24,7 @@ use crate::run::turn::Turn;
 use crate::suite::Suite;
 use crate::suite::report::{Outcome, Report};
 use crate::suite::results::{self, Results, Store};
-use crate::suite::run::Unrun;
+use crate::suite::run::{Inside, Unrun};
 
 /// What the gate says of a change.
 pub(super) enum Verdict {
@@ -375,7 +375,16 @@ fn tests(
     let started = Instant::now();
     let mut beat = Heartbeat::new(run, held);
     let mut cut = None;
-    let ran = crate::suite::run::run_while(suite, dir, env, &mut || {
+    let jail = run.sandbox.as_ref().map(|sandbox| {
+        let mut read = turn.clone.borrowed_objects();
+        read.extend(sample.map(Path::to_path_buf));
+        (
+            sandbox.words(dir, &read, &[]),
+            sandbox.environment(std::env::vars_os()),
+        )
+    });
+    let inside = jail.as_ref().map(|(prefix, env)| Inside { prefix, env });
+    let ran = crate::suite::run::run_while(suite, dir, env, inside.as_ref(), &mut || {
         cut = beat.check().err();
         cut.is_none()
     });

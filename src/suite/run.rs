@@ -27,8 +27,16 @@ pub struct Ran {
 /// cannot start, outlives its timeout, or leaves no report farm can read —
 /// never because tests failed.
 pub fn run(suite: &Suite, dir: &Path) -> Result<Ran, Error> {
-    run_while(suite, dir, &[], &mut || true)?
+    run_while(suite, dir, &[], None, &mut || true)?
         .ok_or_else(|| Error::failure("the test run was stopped"))
+}
+
+/// What the command runs inside: a sandbox's words (ending in `--`), and
+/// the whole environment it has there. The tests run code an agent wrote,
+/// so they run where the agent's session ran.
+pub struct Inside<'a> {
+    pub prefix: &'a [String],
+    pub env: &'a [(String, String)],
 }
 
 /// Why a test run gave no report.
@@ -64,13 +72,16 @@ pub fn run_while(
     suite: &Suite,
     dir: &Path,
     env: &[(&str, String)],
+    inside: Option<&Inside<'_>>,
     keep_going: &mut dyn FnMut() -> bool,
 ) -> Result<Option<Ran>, Unrun> {
     let mut cannot_start = false;
-    run_child(suite, dir, env, keep_going, &mut cannot_start).map_err(|e| match cannot_start {
-        true => Unrun::CannotStart(e),
-        false => Unrun::NoReport(e),
-    })
+    run_child(suite, dir, env, inside, keep_going, &mut cannot_start).map_err(
+        |e| match cannot_start {
+            true => Unrun::CannotStart(e),
+            false => Unrun::NoReport(e),
+        },
+    )
 }
 
 /// [`run_while`]; `cannot_start` is set when the command could not be
@@ -79,6 +90,7 @@ fn run_child(
     suite: &Suite,
     dir: &Path,
     env: &[(&str, String)],
+    inside: Option<&Inside<'_>>,
     keep_going: &mut dyn FnMut() -> bool,
     cannot_start: &mut bool,
 ) -> Result<Option<Ran>, Error> {
@@ -99,8 +111,15 @@ fn run_child(
     // Ended (the group, then what left it) on every way out of this
     // function, as it drops.
     let mut tree = crate::procs::Tree::new(dir);
-    let mut cmd = Command::new(&suite.argv[0]);
-    cmd.args(&suite.argv[1..])
+    let argv: Vec<&String> = match inside {
+        Some(i) => i.prefix.iter().chain(&suite.argv).collect(),
+        None => suite.argv.iter().collect(),
+    };
+    let mut cmd = Command::new(argv[0]);
+    if let Some(i) = inside {
+        cmd.env_clear().envs(i.env.iter().map(|(k, v)| (k, v)));
+    }
+    cmd.args(&argv[1..])
         .current_dir(dir)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
@@ -255,7 +274,7 @@ mod tests {
         let s = suite("sleep 30", "tap", None, "1m");
         let start = Instant::now();
         let mut asked = 0;
-        let ran = run_while(&s, tmp.path(), &[], &mut || {
+        let ran = run_while(&s, tmp.path(), &[], None, &mut || {
             asked += 1;
             asked < 3
         })

@@ -365,3 +365,56 @@ fn started(clones: &Path) -> bool {
         .flatten()
         .any(|c| c.path().join("started").exists())
 }
+
+/// The test gate runs the project's tests — code an agent may have
+/// written — in the session's sandbox: a suite that can see the user's
+/// home or credentials fails, so the change lands only where it cannot
+/// (and does not, unsandboxed: the test can tell).
+#[test]
+fn the_gates_tests_run_in_the_sandbox() {
+    if !bwrap_works() {
+        return;
+    }
+    let env = Env::git_hub(&[]);
+    std::fs::write(env.tmp.path().join("secret"), "s\n").unwrap();
+    let suite = format!(
+        "echo 1..1\n\
+         if [ -e '{}/secret' ] || [ -n \"${{AWS_SECRET_ACCESS_KEY:-}}\" ]; then echo 'not ok 1 - confined'; else echo 'ok 1 - confined'; fi\n",
+        env.tmp.path().display()
+    );
+    std::fs::write(env.hub.join("t.sh"), suite).unwrap();
+    let toml = env.hub.join("farm.toml");
+    let mut text = std::fs::read_to_string(&toml).unwrap();
+    text.push_str("\n[tests]\ncommand = \"sh t.sh\"\nformat = \"tap\"\n");
+    std::fs::write(&toml, text).unwrap();
+    env.git(["add", "-A"]);
+    env.git(["commit", "-qm", "the tests"]);
+    add_task(&env, &["g1", "-m", "work"]);
+    let agent = env.agent_script(
+        "work.sh",
+        "echo w > \"$FARM_TASK.txt\"\ngit add -A && git commit -q -m \"do $FARM_TASK\"\n",
+    );
+    let script = env.tmp.path().join("work.sh");
+    let out = env
+        .farm_git(run_args(
+            &env,
+            &agent,
+            &[
+                "--once",
+                "--sandbox",
+                "--sandbox-bind",
+                script.to_str().unwrap(),
+            ],
+        ))
+        .env("AWS_SECRET_ACCESS_KEY", "cloud-secret")
+        .run_within(LIMIT);
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert_eq!(env.git_output(["show", "main:g1.txt"]).1, "w\n");
+    add_task(&env, &["g2", "-m", "work"]);
+    let out = env
+        .farm_git(run_args(&env, &agent, &["--once", "--no-sandbox"]))
+        .env("AWS_SECRET_ACCESS_KEY", "cloud-secret")
+        .run_within(LIMIT);
+    assert_ne!(out.code, Some(0), "{out:#?}");
+    assert!(!env.git_output(["show", "main:g2.txt"]).0, "{out:#?}");
+}
