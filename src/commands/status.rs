@@ -97,6 +97,20 @@ enum Doing {
     },
 }
 
+impl Doing {
+    /// Is the agent busy with something other than `task` (working or
+    /// merging on another task, or waiting)? `None`: no task at all.
+    fn on_other_than(&self, task: Option<&str>) -> bool {
+        match self {
+            Doing::Working { task: on, .. } | Doing::Merging { task: on, .. } => {
+                Some(on.as_str()) != task
+            }
+            Doing::Waiting { .. } => true,
+            Doing::Idle { .. } | Doing::Elsewhere { .. } | Doing::Ended { .. } => false,
+        }
+    }
+}
+
 /// What `farm status` says; its sessions borrow from the journal's text.
 struct Report<'j> {
     journal: String,
@@ -184,11 +198,33 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
     let rolled = night::rollup(&in_scope);
     // The last task each agent claimed, for an agent whose run is over.
     let mut last_task: BTreeMap<String, String> = BTreeMap::new();
-    let mut last_claimed: BTreeMap<String, SystemTime> = BTreeMap::new();
+    // When each agent claimed each task, for the integration a merge
+    // session returns to.
+    let mut claimed_at: BTreeMap<(String, String), SystemTime> = BTreeMap::new();
+    // The task each agent's loop holds and has not yet seen the end of.
+    let mut held: BTreeMap<String, String> = BTreeMap::new();
     for e in &in_scope {
-        if let (Some(agent), Event::Claim { task, .. }) = (&e.agent, &e.event) {
-            last_task.insert(agent.to_string(), task.to_string());
-            last_claimed.insert(agent.to_string(), time(&e.at));
+        // The task whose end (for now) this line tells, if it tells one;
+        // `Some(None)`: work of no task.
+        let ended: Option<Option<&str>> = match &e.event {
+            Event::SessionEnd { task, .. }
+            | Event::Done { task }
+            | Event::Failed { task, .. }
+            | Event::LostRace { task } => Some(Some(task)),
+            Event::Rescue { task, .. } => Some(task.as_deref()),
+            _ => None,
+        };
+        if let Some(agent) = &e.agent {
+            if let Event::Claim { task, .. } = &e.event {
+                last_task.insert(agent.to_string(), task.to_string());
+                held.insert(agent.to_string(), task.to_string());
+                claimed_at.insert((agent.to_string(), task.to_string()), time(&e.at));
+            }
+            if let Some(Some(task)) = ended
+                && held.get(&**agent).is_some_and(|t| t == task)
+            {
+                held.remove(&**agent);
+            }
         }
         let at = time(&e.at);
         let key = match e.event {
@@ -225,6 +261,23 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
             }
         }
         let Some(agent) = &e.agent else { continue };
+        // The end of one task idles an agent only if that task is what it
+        // is on: a successful session's integration goes on beside the
+        // loop, which claims the next task at once, so the first task's
+        // `done` (or `failed`, `rescue`) comes while the agent already runs
+        // the next session; nor does it end a wait.
+        if let Some(task) = ended {
+            if !agents.get(&**agent).is_some_and(|d| d.on_other_than(task)) {
+                agents.insert(
+                    agent.to_string(),
+                    Doing::Idle {
+                        since: at,
+                        waiting_for: None,
+                    },
+                );
+            }
+            continue;
+        }
         let doing = match &e.event {
             Event::Claim { task, .. } => Doing::Working {
                 task: task.to_string(),
@@ -234,11 +287,18 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
                 task: task.to_string(),
                 since: at,
             },
-            // Back to the integration the merge was for.
-            Event::MergeEnd { task, .. } => Doing::Working {
-                task: task.to_string(),
-                since: last_claimed.get(&**agent).copied().unwrap_or(at),
-            },
+            // Back to the task the loop claimed meanwhile, if it did, else
+            // to the integration the merge was for.
+            Event::MergeEnd { task, .. } => {
+                let now_on = held.get(&**agent).map_or(&**task, String::as_str);
+                Doing::Working {
+                    task: now_on.to_owned(),
+                    since: claimed_at
+                        .get(&(agent.to_string(), now_on.to_owned()))
+                        .copied()
+                        .unwrap_or(at),
+                }
+            }
             Event::Limit { until, why, .. } => Doing::Waiting {
                 until: given(until).map_or(at, time),
                 why: why.label().to_owned(),
@@ -249,14 +309,6 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
                     Some(why) => format!("circuit breaker ({why})"),
                     None => "circuit breaker".to_owned(),
                 },
-            },
-            Event::SessionEnd { .. }
-            | Event::Done { .. }
-            | Event::Failed { .. }
-            | Event::Rescue { .. }
-            | Event::LostRace { .. } => Doing::Idle {
-                since: at,
-                waiting_for: None,
             },
             _ => continue,
         };

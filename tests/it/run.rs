@@ -1317,6 +1317,60 @@ fn status_shows_the_run_while_it_goes_and_after() {
     assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
 }
 
+/// Regression: during a gated night every agent showed `idle for 10s` while
+/// it held a claim and ran a session. A successful session's integration
+/// (here, a gate of 2 s) goes on beside the loop, which claims the next
+/// task at once; the `done` of the first task, journaled after the second
+/// claim, set the agent idle. Sampled mid-session, after that `done`:
+/// working on the second task, in `--json` and in text.
+#[test]
+fn status_shows_an_agent_busy_while_its_last_task_integrates_beside() {
+    let env = Env::git_hub(&[("gate.sh", "sleep 2\necho 'PASS: t'\n")]);
+    let toml = env.hub.join("farm.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(
+        &toml,
+        format!(
+            "{text}\n[tests]\ncommand = \"sh gate.sh\"\nformat = \"lines\"\ntimeout = \"60s\"\n"
+        ),
+    )
+    .unwrap();
+    env.git(["commit", "-qam", "a slow gate"]);
+    add_task(&env, &["b1", "-m", "First", "--priority", "9"]);
+    add_task(&env, &["b2", "-m", "Second", "--priority", "1"]);
+    let go = env.tmp.path().join("go");
+    let agent = env.agent_script(
+        "agent.sh",
+        &format!(
+            "set -eu\nif [ \"$FARM_TASK\" = b2 ]; then while [ ! -e '{}' ]; do sleep 0.05; done; fi\necho x > \"$FARM_TASK.txt\" && git add . && git commit --quiet -m \"work on $FARM_TASK\"\n",
+            go.display()
+        ),
+    );
+    let child = env
+        .farm_git(run_args(&env, &agent, &["--name", "solo"]))
+        .spawn();
+    let start = Instant::now();
+    // The first task's `done` comes after the second claim, while b2's
+    // session waits for `go`.
+    while !crate::steer::journal_events(&env, "done")
+        .iter()
+        .any(|e| e["task"] == "b1")
+    {
+        assert!(start.elapsed() < LIMIT, "b1 never landed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let claims = crate::steer::journal_events(&env, "claim");
+    assert!(claims.iter().any(|e| e["task"] == "b2"), "{claims:?}");
+    let mid = status_json(&env);
+    let text = status_text(&env);
+    std::fs::write(&go, "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(mid["agents"][0]["state"], "working", "{mid:#}");
+    assert_eq!(mid["agents"][0]["task"], "b2", "{mid:#}");
+    assert!(text.contains("working on `b2` for "), "{text}");
+}
+
 /// Regression: an agent in a merge session showed as idle. The journal of a
 /// live run (this test's own process stands for it) whose agent started a
 /// merge session: `farm status` says it is merging, and for what.
