@@ -303,6 +303,19 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
                 until: given(until).map_or(at, time),
                 why: why.label().to_owned(),
             },
+            // Waiting for a limit another agent's session hit says whose.
+            Event::Wait {
+                until,
+                why,
+                by,
+                task,
+            } => Doing::Waiting {
+                until: given(until).map_or(at, time),
+                why: match given(by).filter(|by| by != agent) {
+                    Some(by) => format!("{}, hit by {by} on `{task}`", why.label()),
+                    None => why.label().to_owned(),
+                },
+            },
             Event::Trip { until, why } => Doing::Waiting {
                 until: given(until).map_or(at, time),
                 why: match given(why) {

@@ -117,6 +117,27 @@ pub struct Wait {
     pub why: Why,
 }
 
+/// An agent's waits for one reason that overlap, as one: the agent whose
+/// session hit a limit journals the limit and then its own wait for it, and
+/// a wait that grows is journaled again.
+fn merged(mut waits: Vec<Wait>) -> Vec<Wait> {
+    waits.sort_by(|a, b| {
+        (a.lane, a.start)
+            .partial_cmp(&(b.lane, b.start))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    let mut out: Vec<Wait> = Vec::with_capacity(waits.len());
+    for w in waits {
+        match out.last_mut() {
+            Some(last) if last.lane == w.lane && last.why == w.why && w.start <= last.end => {
+                last.end = last.end.max(w.end);
+            }
+            _ => out.push(w),
+        }
+    }
+    out
+}
+
 /// A run of `farm run` in the night.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunSpan {
@@ -474,15 +495,17 @@ impl Night {
                         (_, k) => k,
                     };
                 }
-                Event::Limit { until, why, .. } => night.waits.push(Wait {
-                    lane: l,
-                    start: at,
-                    end: given(until).map_or(at, secs),
-                    why: match why {
-                        Limited::ApiError => Why::ApiError,
-                        Limited::UsageLimit => Why::UsageLimit,
-                    },
-                }),
+                Event::Limit { until, why, .. } | Event::Wait { until, why, .. } => {
+                    night.waits.push(Wait {
+                        lane: l,
+                        start: at,
+                        end: given(until).map_or(at, secs),
+                        why: match why {
+                            Limited::ApiError => Why::ApiError,
+                            Limited::UsageLimit => Why::UsageLimit,
+                        },
+                    })
+                }
                 Event::Unqueued { secs, .. } => night.queued.push(*secs),
                 Event::Trip { until, .. } => night.waits.push(Wait {
                     lane: l,
@@ -507,6 +530,7 @@ impl Night {
         for w in &mut night.waits {
             w.end = w.end.min(end).max(w.start);
         }
+        night.waits = merged(std::mem::take(&mut night.waits));
         for s in &night.sessions {
             *night.counts.entry(s.kind).or_default() += 1;
         }
@@ -574,6 +598,16 @@ mod tests {
                 30,
                 r#""agent":"b","event":"limit","task":"t3","until":"2026-12-01T01:00:00.000Z","why":"usage limit""#,
             ),
+            // b's loop then waits for its own limit (one wait in its lane);
+            // a's loop, once its session ends, for b's.
+            l(
+                31,
+                r#""agent":"b","event":"wait","until":"2026-12-01T01:00:00.000Z","why":"usage limit","by":"b","task":"t3""#,
+            ),
+            l(
+                47,
+                r#""agent":"a","event":"wait","until":"2026-12-01T01:00:00.000Z","why":"usage limit","by":"b","task":"t3""#,
+            ),
             l(
                 40,
                 r#""agent":"a","event":"session_end","task":"t4","attempt":1,"outcome":"success","class":"success","secs":9.0"#,
@@ -607,10 +641,13 @@ mod tests {
         );
         assert_eq!(night.sessions[0].start, secs(&at(1)));
         assert_eq!(night.sessions[4].outcome, "merge unresolved (success)");
-        // The limit's wait is cut at the run's end.
-        assert_eq!(night.waits.len(), 1);
-        assert_eq!(night.waits[0].why, Why::UsageLimit);
-        assert_eq!(night.waits[0].end, secs(&at(50)));
+        // The limit's wait is cut at the run's end; each agent that waited
+        // has its wait, b's limit and its own wait for it being one.
+        assert_eq!(night.waits.len(), 2, "{:?}", night.waits);
+        assert!(night.waits.iter().all(|w| w.why == Why::UsageLimit));
+        assert!(night.waits.iter().all(|w| w.end == secs(&at(50))));
+        let starts: Vec<(usize, f64)> = night.waits.iter().map(|w| (w.lane, w.start)).collect();
+        assert_eq!(starts, [(0, secs(&at(30))), (1, secs(&at(47)))]);
         assert_eq!(night.done, [(secs(&at(11)), "t1".to_owned())]);
         assert_eq!(night.total.sessions, 5);
         assert_eq!(night.total.cost_usd, Some(0.75));

@@ -235,10 +235,11 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             return Ok(Step::End(why));
         }
         // The agent CLI hit its limit: nobody claims until it lifts.
-        run.limits
-            .wait(&|l| run.say_tone(name, Style::Warn, l), &|| {
-                !run.stop.draining() && run.sessions_left()
-            });
+        run.limits.wait(
+            &|l| run.say_tone(name, Style::Warn, l),
+            &|wait| run.journal.record(name, wait),
+            &|| !run.stop.draining() && run.sessions_left(),
+        );
         if let Some(why) = ending(&Gauges::read(run)) {
             return Ok(Step::End(why));
         }

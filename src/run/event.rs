@@ -217,6 +217,20 @@ pub enum Event<'a> {
         #[serde(default)]
         why: Limited,
     },
+    /// The agent waits `until` before it claims again: the agent CLI hit a
+    /// limit (`why`) in `by`'s session on `task` — another agent's, or its
+    /// own (which also has its `limit` line). Each agent that waits says so,
+    /// and says it again when the wait grows.
+    Wait {
+        #[serde(default, borrow)]
+        until: Cow<'a, str>,
+        #[serde(default)]
+        why: Limited,
+        #[serde(default, borrow)]
+        by: Cow<'a, str>,
+        #[serde(default, borrow)]
+        task: Cow<'a, str>,
+    },
     /// The circuit breaker tripped: the agent pauses `until`.
     Trip {
         #[serde(default, borrow)]

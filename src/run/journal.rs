@@ -352,6 +352,12 @@ mod tests {
                 until: "2026-12-01T01:00:00.000Z".into(),
                 why: Limited::ApiError,
             },
+            Event::Wait {
+                until: "2026-12-01T01:00:00.000Z".into(),
+                why: Limited::UsageLimit,
+                by: "a-2".into(),
+                task: "t6".into(),
+            },
             Event::Trip {
                 until: "2026-12-01T01:00:00.000Z".into(),
                 why: "3 failed sessions in a row".into(),
@@ -446,6 +452,7 @@ mod tests {
             Event::ScheduleSkip { .. } => 27,
             Event::Queued { .. } => 29,
             Event::Unqueued { .. } => 30,
+            Event::Wait { .. } => 31,
             Event::Unknown => 28,
         }
     }
@@ -454,7 +461,7 @@ mod tests {
     fn every_kind_of_event_reads_back_as_it_was_recorded() {
         let events = every_kind();
         let kinds: std::collections::BTreeSet<usize> = events.iter().map(kind).collect();
-        assert_eq!(kinds, (0..=30).collect(), "a kind without a sample");
+        assert_eq!(kinds, (0..=31).collect(), "a kind without a sample");
         let tmp = tempfile::tempdir().unwrap();
         let j = Journal::open(tmp.path());
         for (i, e) in events.iter().enumerate() {

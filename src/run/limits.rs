@@ -9,7 +9,9 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use crate::age::Age;
+use crate::claims::record::timestamp;
 use crate::git::retry::jitter;
+use crate::run::event::{Event, Limited};
 
 /// Backoff after a limit with no stated reset: doubling from the first, up
 /// to the longest.
@@ -33,14 +35,40 @@ struct State {
     /// Sessions whose CLI is retrying a limit or an overload right now
     /// (`watch.rs`): no new session starts meanwhile.
     retrying: usize,
+    /// The last limit hit: what it was, whose session, on which task.
+    hit: Option<Hit>,
+}
+
+/// A limit the agent CLI hit, as the loops that wait for it say.
+#[derive(Debug, Clone)]
+struct Hit {
+    why: Limited,
+    by: String,
+    task: String,
 }
 
 impl Limits {
-    /// A session hit a limit (`transient`: an API error) at `now`, lifting
-    /// at `reset` if the CLI said. Every loop waits until the returned time.
-    pub fn hit(&self, reset: Option<SystemTime>, transient: bool, now: SystemTime) -> SystemTime {
+    /// `by`'s session on `task` hit a limit (`transient`: an API error) at
+    /// `now`, lifting at `reset` if the CLI said. Every loop waits until
+    /// the returned time.
+    pub fn hit(
+        &self,
+        (by, task): (&str, &str),
+        reset: Option<SystemTime>,
+        transient: bool,
+        now: SystemTime,
+    ) -> SystemTime {
         let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
         s.strikes += 1;
+        s.hit = Some(Hit {
+            why: if transient {
+                Limited::ApiError
+            } else {
+                Limited::UsageLimit
+            },
+            by: by.to_owned(),
+            task: task.to_owned(),
+        });
         let until = match reset {
             Some(at) if at > now => {
                 let spread = (at.duration_since(now).unwrap_or_default() / 10).min(RESET_SPREAD);
@@ -87,9 +115,32 @@ impl Limits {
         s.until.filter(|u| *u > now)
     }
 
+    /// The wait the loops are in, if they are: as the journal says it.
+    fn waiting(&self, now: SystemTime) -> Option<(SystemTime, Event<'static>)> {
+        let s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let until = s.until.filter(|u| *u > now)?;
+        let hit = s.hit.clone().unwrap_or(Hit {
+            why: Limited::UsageLimit,
+            by: String::new(),
+            task: String::new(),
+        });
+        Some((
+            until,
+            Event::Wait {
+                until: timestamp(until).into(),
+                why: hit.why,
+                by: hit.by.into(),
+                task: hit.task.into(),
+            },
+        ))
+    }
+
     /// Wait while the limit holds, in steps of at most a second, as long as
-    /// `go_on` says. `say` gets one line when the wait begins.
-    pub fn wait(&self, say: &dyn Fn(&str), go_on: &dyn Fn() -> bool) {
+    /// `go_on` says. `say` gets one line when the wait begins; `waits` gets
+    /// the wait to journal then, and again whenever it grows (another
+    /// session hit the limit meanwhile): each loop that waits is seen
+    /// waiting, not only the one whose session hit the limit.
+    pub fn wait(&self, say: &dyn Fn(&str), waits: &dyn Fn(&Event<'_>), go_on: &dyn Fn() -> bool) {
         // Another session's CLI retrying its API: the same account, the
         // same limit; wait for it to get through or give up.
         if self.any_retrying() {
@@ -98,17 +149,22 @@ impl Limits {
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
-        let Some(until) = self.until(SystemTime::now()) else {
+        let Some((mut said, wait)) = self.waiting(SystemTime::now()) else {
             return;
         };
         say(&format!(
             "waiting for the agent CLI's limit to lift (for {})",
-            Age(until.duration_since(SystemTime::now()).unwrap_or_default())
+            Age(said.duration_since(SystemTime::now()).unwrap_or_default())
         ));
+        waits(&wait);
         while go_on() {
-            let Some(until) = self.until(SystemTime::now()) else {
+            let Some((until, wait)) = self.waiting(SystemTime::now()) else {
                 return;
             };
+            if until > said {
+                waits(&wait);
+                said = until;
+            }
             let left = until.duration_since(SystemTime::now()).unwrap_or_default();
             std::thread::sleep(left.min(Duration::from_secs(1)));
         }
@@ -124,7 +180,7 @@ mod tests {
         let limits = Limits::default();
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
         let reset = now + Duration::from_secs(600);
-        let until = limits.hit(Some(reset), false, now);
+        let until = limits.hit(("a-1", "t1"), Some(reset), false, now);
         assert!(until >= reset && until <= reset + RESET_SPREAD, "{until:?}");
         assert_eq!(limits.until(now), Some(until));
         assert_eq!(limits.until(until), None, "lifted at the time");
@@ -136,7 +192,10 @@ mod tests {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
         let waits: Vec<Duration> = (0..12)
             .map(|_| {
-                let w = limits.hit(None, false, now).duration_since(now).unwrap();
+                let w = limits
+                    .hit(("a-1", "t1"), None, false, now)
+                    .duration_since(now)
+                    .unwrap();
                 limits.0.lock().unwrap().until = None;
                 w
             })
@@ -148,7 +207,10 @@ mod tests {
             "{waits:?}"
         );
         limits.ok();
-        let w = limits.hit(None, true, now).duration_since(now).unwrap();
+        let w = limits
+            .hit(("a-1", "t1"), None, true, now)
+            .duration_since(now)
+            .unwrap();
         assert!(
             w < API_FIRST * 3 / 2,
             "after a success the backoff starts over: {w:?}"

@@ -166,7 +166,7 @@ impl Tally {
                 // on every try would otherwise keep a bounded run going for
                 // ever, each wait longer than the last.
                 let now = SystemTime::now();
-                let until = run.limits.hit(reset, transient, now);
+                let until = run.limits.hit((name, id.as_str()), reset, transient, now);
                 let what = if transient {
                     "the agent CLI's API failed"
                 } else {

@@ -1371,6 +1371,88 @@ fn status_shows_an_agent_busy_while_its_last_task_integrates_beside() {
     assert!(text.contains("working on `b2` for "), "{text}");
 }
 
+/// Regression: when one agent's CLI hit its usage limit every agent waited,
+/// but only that agent had a `limit` line: `farm status` called the other
+/// idle, and the report left its lane's gap unexplained. Mid-wait, with the
+/// other agent's session over: both agents are waiting, saying why, and the
+/// journal has a wait for each.
+#[test]
+fn status_shows_every_agent_that_waits_for_a_limit_as_waiting() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["hit", "-m", "Hits the limit", "--priority", "9"]);
+    add_task(&env, &["slow", "-m", "Runs on", "--priority", "5"]);
+    add_task(&env, &["later", "-m", "After the wait", "--priority", "1"]);
+    let go = env.tmp.path().join("go");
+    let agent = env.agent_script(
+        "agent.sh",
+        &format!(
+            r#"set -eu
+case "$FARM_TASK" in
+hit) echo "Claude AI usage limit reached|$(( $(date +%s) + 90 ))"; exit 1;;
+slow) while [ ! -e '{}' ]; do sleep 0.05; done;;
+esac
+echo x > "$FARM_TASK.txt" && git add . && git commit --quiet -m "work on $FARM_TASK"
+"#,
+            go.display()
+        ),
+    );
+    let mut child = env
+        .farm_git(run_args(&env, &agent, &["-j", "2", "--name", "w"]))
+        .spawn();
+    let start = Instant::now();
+    while crate::steer::journal_events(&env, "limit").is_empty() {
+        assert!(start.elapsed() < LIMIT, "no limit was hit");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::fs::write(&go, "").unwrap();
+    // `slow` lands; its agent then waits too. Well before the limit lifts.
+    while !crate::steer::journal_events(&env, "done")
+        .iter()
+        .any(|e| e["task"] == "slow")
+    {
+        assert!(start.elapsed() < LIMIT, "`slow` never landed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let settled = Instant::now();
+    let json = loop {
+        let json = status_json(&env);
+        let agents = json["agents"].as_array().unwrap();
+        if agents.iter().all(|a| a["state"] == "waiting")
+            || settled.elapsed() > Duration::from_secs(10)
+        {
+            break json;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let text = status_text(&env);
+    let waits = crate::steer::journal_events(&env, "wait");
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = child.wait();
+    let agents = json["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 2, "{json:#}");
+    for a in agents {
+        assert_eq!(a["state"], "waiting", "{json:#}");
+        assert!(
+            a["why"].as_str().unwrap().contains("usage limit"),
+            "{json:#}"
+        );
+    }
+    for name in ["w-1", "w-2"] {
+        assert!(
+            waits.iter().any(|w| w["agent"] == name),
+            "no wait journaled for {name}: {waits:?}"
+        );
+    }
+    let doing: Vec<&str> = text.lines().filter(|l| l.starts_with("w-")).collect();
+    assert_eq!(doing.len(), 2, "{text}");
+    assert!(
+        doing
+            .iter()
+            .all(|l| l.contains("waiting") && l.contains("usage limit")),
+        "both agents say why they wait:\n{text}"
+    );
+}
+
 /// Regression: an agent in a merge session showed as idle. The journal of a
 /// live run (this test's own process stands for it) whose agent started a
 /// merge session: `farm status` says it is merging, and for what.
