@@ -86,7 +86,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let settings = Settings::of_hub(&spec, flags.branch.as_deref(), &state)?;
     let host = Here::current().host.clone();
     let find = |agent: &str| crate::run::presets::find(agent);
-    let config = config::resolve(
+    let mut config = config::resolve(
         flags,
         &settings,
         &config::World {
@@ -98,6 +98,14 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         },
     )?;
     crate::git::command::set_net_timeout(config.net_timeout);
+    // A session runs in its clone, not here: an agent given by a path
+    // relative to where farm was started (`./my-agent.sh`, found there by
+    // the check above) is that directory's.
+    if config.argv[0].contains('/')
+        && let Ok(here) = std::env::current_dir()
+    {
+        config.argv[0] = here.join(&config.argv[0]).display().to_string();
+    }
     let steer = if args.steer {
         let suite = Suite::from_raw(settings.tests.as_ref())
             .map_err(|e| Error::usage(format!("invalid [tests] in farm.toml: {e}")))?

@@ -800,6 +800,27 @@ fn missing_agent_binary_is_bad_usage_and_claims_nothing() {
     assert_hub_sound(&env);
 }
 
+/// Regression: `--agent ./my-agent.sh` passed the start-up check (the file
+/// is in the directory farm was started in) and then failed every session
+/// with exit 127, because a session runs in its clone. A relative path is
+/// the start directory's: the task lands.
+#[test]
+fn an_agent_given_by_a_relative_path_runs_from_its_clone() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["rel", "-m", "Anything"]);
+    let script = env.tmp.path().join("my-agent.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho x > rel.txt && git add . && git commit --quiet -m rel\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = farm_run(&env, "./my-agent.sh", &[]);
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert_eq!(board(&env, "tasks/done"), BTreeSet::from(["rel".into()]));
+}
+
 /// A heartbeat slower than a quarter of the threshold would let a live claim
 /// look stale: refused before anything starts, with both durations named.
 #[test]
