@@ -304,8 +304,12 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         }
         (false, Some(first)) => first,
     };
-    // A loop's own kind does not decide the run's exit: a failure is 1.
-    if end.code != Code::Interrupted {
+    // A loop's own kind does not decide the run's exit: a failure is 1 —
+    // unless the run was refused before any session (its agents' names in
+    // use by another run): bad usage, which running it again as it is
+    // cannot mend (`loop.sh` respawns on 1).
+    let refused = total.sessions == 0 && end.code == Code::Usage;
+    if end.code != Code::Interrupted && !refused {
         end.code = Code::Failure;
     }
     end.also.extend(failed);
