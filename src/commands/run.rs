@@ -261,12 +261,29 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         total.done += s.done;
         total.failed += s.failed;
         total.rescued += s.rescued;
-        if let Err(mut e) = result {
-            // Told after the summary, by main, each naming its loop.
-            e.message = format!("{name}: {}", e.message);
-            failed.push(e);
+        if let Err(e) = result {
+            failed.push((vec![name], e));
         }
     }
+    // Told after the summary, by main, each naming its loops: the same
+    // error of several loops (a setup error meets every agent) once.
+    let mut told: Vec<(Vec<String>, Error)> = Vec::new();
+    for (names, e) in failed {
+        match told
+            .iter_mut()
+            .find(|(_, t)| t.message == e.message && t.hints == e.hints)
+        {
+            Some((all, _)) => all.extend(names),
+            None => told.push((names, e)),
+        }
+    }
+    let failed: Vec<Error> = told
+        .into_iter()
+        .map(|(names, mut e)| {
+            e.message = format!("{}: {}", names.join(", "), e.message);
+            e
+        })
+        .collect();
     let spent = run.spent();
     let mut cost = String::new();
     if let Some(usd) = spent.cost_usd {

@@ -1100,6 +1100,34 @@ fn a_loops_error_is_printed_once_by_main_naming_the_loop() {
     assert_eq!(out.stderr.matches("error:").count(), 1, "{out:#?}");
 }
 
+/// Regression: with `-j 3` a setup error (a bad key) was printed three
+/// times, once per agent, word for word. It is printed once, naming the
+/// agents it stopped.
+#[test]
+fn a_setup_error_of_every_agent_is_printed_once() {
+    let env = Env::git_hub(&[]);
+    for id in ["a", "b", "c", "d"] {
+        add_task(&env, &[id, "-m", "Anything"]);
+    }
+    let started = env.tmp.path().join("started");
+    std::fs::create_dir_all(&started).unwrap();
+    // Each session waits for all three to start: every loop meets the error.
+    let agent = env.agent_script(
+        "nokey.sh",
+        &format!(
+            "touch '{s}/'$FARM_AGENT\nwhile [ $(ls '{s}' | wc -l) -lt 3 ]; do sleep 0.05; done\necho 'Invalid API key · Please run /login'\nexit 1\n",
+            s = started.display()
+        ),
+    );
+    let out = farm_run(&env, &agent, &["-j", "3", "--name", "box"]).code(1);
+    assert_eq!(out.stderr.matches("error:").count(), 1, "{out:#?}");
+    assert_eq!(out.stderr.matches("hint:").count(), 1, "{out:#?}");
+    assert!(
+        out.stderr.contains("error: box-1, box-2, box-3: `"),
+        "{out:#?}"
+    );
+}
+
 /// `--wrap` runs each session inside the given command, with `{clone}`
 /// replaced by the agent's clone; the work still lands.
 #[test]
