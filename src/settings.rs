@@ -152,14 +152,56 @@ impl Settings {
         let Some(text) = &file.text else {
             return Ok(Settings::default());
         };
-        toml::from_str(text).map_err(|e| {
+        let settings: Settings = toml::from_str(text).map_err(|e| {
             Error::usage(format!(
                 "invalid {}: {}",
                 file.what,
                 crate::error::toml_message(text, &e)
             ))
             .hint("keys: agent, jobs, timeout, prompt_via, stale_after, net_timeout, branch, claims, [tests]")
-        })
+        })?;
+        settings
+            .check()
+            .map_err(|e| e.hint(format!("it is in {}", file.what)))?;
+        Ok(settings)
+    }
+
+    /// The values a key's type lets through but farm cannot use, each
+    /// named by its key: found when the file is read, so that `farm run`
+    /// and `farm doctor` say the same of it (a bad value was otherwise
+    /// named as the flag it stands in for, or not at all).
+    fn check(&self) -> Result<(), Error> {
+        if let Some(jobs) = self.jobs
+            && !(1..=256).contains(&jobs)
+        {
+            return Err(Error::usage(format!(
+                "farm.toml `jobs` = {jobs}: run between 1 and 256 agents"
+            ))
+            .hint("jobs = 4, say"));
+        }
+        if let Some(usd) = self.max_cost
+            && !(usd.is_finite() && usd > 0.0)
+        {
+            return Err(Error::usage(format!(
+                "farm.toml `max_cost` = {usd}: a budget is an amount of dollars above 0"
+            ))
+            .hint("max_cost = 20, say, or no `max_cost` for no budget"));
+        }
+        for (key, value) in [
+            ("timeout", &self.timeout),
+            ("stale_after", &self.stale_after),
+            ("net_timeout", &self.net_timeout),
+        ] {
+            let Some(text) = value else { continue };
+            let why = match crate::age::parse_duration(text) {
+                Err(e) => e,
+                Ok(d) if d.is_zero() => "it must be longer than 0s".to_owned(),
+                Ok(_) => continue,
+            };
+            return Err(Error::usage(format!("farm.toml `{key}` = {text:?}: {why}"))
+                .hint("a duration: 90s, 10m, 2h, 1d"));
+        }
+        Ok(())
     }
 }
 

@@ -174,3 +174,50 @@ fn what_a_killed_fetch_of_a_url_hub_s_settings_leaves_stops_no_farm() {
         state.display()
     );
 }
+
+/// Regression: farm.toml's `max_cost = -5` was taken (the flag refuses it),
+/// `stale_after = "0s"` and `jobs = 0` were refused as if they were flags
+/// (`--stale-after`, `-j 0`), and `farm doctor` called all three fine. Each
+/// is now refused by `farm run` with exit 2 naming the farm.toml key, and
+/// `farm doctor` fails its settings check on it.
+#[test]
+fn a_farm_toml_value_out_of_range_is_named_by_its_key_in_run_and_doctor() {
+    for (line, key) in [
+        ("max_cost = -5", "`max_cost`"),
+        ("stale_after = \"0s\"", "`stale_after`"),
+        ("jobs = 0", "`jobs`"),
+        ("timeout = \"0s\"", "`timeout`"),
+    ] {
+        let env = crate::common::Env::git_hub(&[("farm.toml", &format!("{line}\n"))]);
+        crate::run::add_task(&env, &["t", "-m", "Anything"]);
+        let state = env.tmp.path().join("state");
+        let run = env
+            .farm_git([
+                "run",
+                "--agent",
+                "true",
+                "--state-dir",
+                state.to_str().unwrap(),
+            ])
+            .run_within(std::time::Duration::from_secs(60));
+        assert_eq!(run.code, Some(2), "{line}: {run:#?}");
+        assert!(
+            run.stderr.contains(&format!("farm.toml {key}")),
+            "{line}: {run:#?}"
+        );
+        assert!(!run.stderr.contains("--"), "{line}: names a flag: {run:#?}");
+        let doctor = env
+            .farm_git([
+                "doctor",
+                "--agent",
+                "sh",
+                "--state-dir",
+                state.to_str().unwrap(),
+            ])
+            .run();
+        assert!(
+            doctor.stdout.contains("!! settings") && doctor.stdout.contains(key),
+            "{line}: {doctor:#?}"
+        );
+    }
+}
