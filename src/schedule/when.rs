@@ -41,6 +41,15 @@ enum Kind {
 /// of offset: more than any zone's jump (the largest is 2 hours).
 const SLACK_HOURS: i64 = 3;
 
+/// A cron expression's fields, in order, with what each takes.
+const CRON_FIELDS: [(&str, &str); 5] = [
+    ("minute", "0-59"),
+    ("hour", "0-23"),
+    ("day-of-month", "1-31"),
+    ("month", "1-12 or jan-dec"),
+    ("day-of-week", "0-7 or sun-sat"),
+];
+
 impl When {
     /// A 5-field cron expression in `zone` (an IANA name).
     pub fn cron(expr: &str, zone: &str) -> Result<When, String> {
@@ -52,13 +61,28 @@ impl When {
             ));
         }
         let vixie_and = fields[2].starts_with('*') || fields[4].starts_with('*');
-        let cron = croner::parser::CronParser::builder()
+        let parser = croner::parser::CronParser::builder()
             .seconds(croner::parser::Seconds::Disallowed)
             .year(croner::parser::Year::Disallowed)
             .dom_and_dow(vixie_and)
-            .build()
-            .parse(expr)
-            .map_err(|e| format!("cron `{expr}` is not valid: {e}"))?;
+            .build();
+        let cron = parser.parse(expr).map_err(|e| {
+            // croner's words ("Number out of bounds") name no field: try
+            // each alone, the others `*`, to say which it is.
+            let bad = (0..5).find(|&i| {
+                let alone: Vec<&str> = (0..5)
+                    .map(|j| if j == i { fields[i] } else { "*" })
+                    .collect();
+                parser.parse(&alone.join(" ")).is_err()
+            });
+            match bad {
+                Some(i) => format!(
+                    "cron `{expr}` is not valid: the {} field `{}` ({}): {e}",
+                    CRON_FIELDS[i].0, fields[i], CRON_FIELDS[i].1
+                ),
+                None => format!("cron `{expr}` is not valid: {e}"),
+            }
+        })?;
         Ok(When {
             kind: Kind::Cron(Box::new(cron)),
             zone: zone_named(zone)?,
@@ -270,6 +294,23 @@ mod tests {
             .into_iter()
             .map(|t| z.to_datetime(t))
             .collect()
+    }
+
+    /// Regression: `0 25 * * *` was "not valid" with croner's words alone,
+    /// which did not say which field; the error names the field and its
+    /// range.
+    #[test]
+    fn an_out_of_range_field_is_named() {
+        for (expr, field) in [
+            ("0 25 * * *", "hour"),
+            ("61 * * * *", "minute"),
+            ("0 0 32 * *", "day-of-month"),
+            ("0 0 * 13 *", "month"),
+            ("0 0 * * 8", "day-of-week"),
+        ] {
+            let e = When::cron(expr, "UTC").unwrap_err();
+            assert!(e.contains(&format!("the {field} field")), "{expr}: {e}");
+        }
     }
 
     #[test]
