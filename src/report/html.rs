@@ -259,18 +259,23 @@ impl Page<'_> {
         );
     }
 
-    /// Time ticks: a step that gives at most a dozen.
-    fn ticks(&self) -> Vec<f64> {
+    /// The step between time ticks that gives at most a dozen.
+    fn tick_step(&self) -> f64 {
         const STEPS: [f64; 14] = [
             1.0, 5.0, 15.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 10800.0,
             21600.0, 43200.0,
         ];
-        let n = self.night;
-        let step = STEPS
+        STEPS
             .iter()
             .copied()
-            .find(|s| n.span() / s <= 12.0)
-            .unwrap_or(86400.0);
+            .find(|s| self.night.span() / s <= 12.0)
+            .unwrap_or(86400.0)
+    }
+
+    /// Time ticks, [`Page::tick_step`] apart.
+    fn ticks(&self) -> Vec<f64> {
+        let n = self.night;
+        let step = self.tick_step();
         let mut t = (n.start / step).ceil() * step;
         let mut out = Vec::new();
         while t <= n.end {
@@ -281,7 +286,9 @@ impl Page<'_> {
     }
 
     fn axis(&self, h: &mut String, top: f64, bottom: f64) {
-        let fmt = if self.night.span() < 120.0 {
+        // Seconds whenever ticks fall between minutes: labelled to the
+        // minute, ticks 15 s apart read `21:46 21:46 21:47`.
+        let fmt = if self.tick_step() < 60.0 {
             "%H:%M:%S"
         } else {
             "%H:%M"
@@ -619,6 +626,31 @@ mod tests {
         assert!(!h.contains("http://") && !h.contains("https://"));
         assert!(!h.contains(" src="));
         assert!(h.contains("default-src 'none'"));
+    }
+
+    /// Regression: a night of two or three minutes had ticks every 15
+    /// seconds labelled to the minute: `21:46 21:46 21:47 …`. Whatever the
+    /// span, no two labels of the axis are the same.
+    #[test]
+    fn the_time_axis_repeats_no_label() {
+        for span in [30.0, 90.0, 150.0, 170.0, 600.0, 5_000.0] {
+            let n = Night {
+                start: 1_000.0,
+                end: 1_000.0 + span,
+                ..Night::default()
+            };
+            let h = page(&n);
+            let lanes = h.split("id=\"lanes\"").nth(1).unwrap();
+            let lanes = lanes.split("</svg>").next().unwrap();
+            let labels: Vec<&str> = lanes
+                .split("text-anchor=\"middle\">")
+                .skip(1)
+                .map(|t| t.split('<').next().unwrap())
+                .collect();
+            let unique: std::collections::BTreeSet<&&str> = labels.iter().collect();
+            assert!(labels.len() > 1, "{span}: {labels:?}");
+            assert_eq!(unique.len(), labels.len(), "{span}: {labels:?}");
+        }
     }
 
     #[test]
