@@ -83,7 +83,7 @@ document.getElementById('lanes').addEventListener('click',ev=>{
  if(sel)sel.classList.remove('sel');sel=r;r.classList.add('sel');
  const s=N.sessions[+r.dataset.i];
  const rows=[['task',s.task],['attempt',s.attempt??'-'],['agent',N.lanes[s.lane]],
-  ['started',new Date((N.start+s.start)*1000).toLocaleString()],['took',age(s.secs)],
+  ['started',s.at],['took',age(s.secs)],
   ['ended',s.kind],['exit',s.outcome],['log',s.log??'-'],
   ['cost',s.cost_usd==null?'-':'$'+s.cost_usd.toFixed(2)],
   ['tokens',s.input_tokens==null?'-':s.input_tokens+' in, '+(s.output_tokens??0)+' out']];
@@ -172,6 +172,9 @@ impl Page<'_> {
             "sessions": n.sessions.iter().map(|s| json!({
                 "lane": s.lane, "task": s.task, "attempt": s.attempt,
                 "start": ((s.start - n.start) * 1000.0).round() / 1000.0,
+                // In the page's zone, as every time it shows (the browser's
+                // own zone may be another).
+                "at": self.time(s.start, "%Y-%m-%d %H:%M:%S %Z"),
                 "secs": (s.secs * 1000.0).round() / 1000.0,
                 "kind": s.kind.label(), "outcome": s.outcome, "log": s.log,
                 "cost_usd": s.cost_usd, "input_tokens": s.input_tokens,
@@ -651,6 +654,17 @@ mod tests {
             assert!(labels.len() > 1, "{span}: {labels:?}");
             assert_eq!(unique.len(), labels.len(), "{span}: {labels:?}");
         }
+    }
+
+    /// Regression: the panel of a clicked bar showed its start in the
+    /// browser's zone (`toLocaleString`) while the page says its times are
+    /// in the page's (UTC here). The start is given in the page's zone.
+    #[test]
+    fn a_bars_panel_says_its_start_in_the_pages_zone() {
+        let h = page(&night());
+        assert!(!h.contains("toLocale"), "the browser's zone is used");
+        // t1 started at 1_010 s after the epoch.
+        assert!(h.contains("\"at\":\"1970-01-01 00:16:50 UTC\""), "{h}");
     }
 
     #[test]
