@@ -131,6 +131,11 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         .output
         .clone()
         .unwrap_or_else(|| state.join("report.html"));
+    // Both files go where they are asked to, or neither is written.
+    into_a_directory(&out, "-o")?;
+    if let Some(t) = &args.trace {
+        into_a_directory(t, "--trace")?;
+    }
     let page = Page {
         night: &night,
         scope: words.clone(),
@@ -227,17 +232,40 @@ fn critical_path(
     Ok(path::critical(&after, &weight))
 }
 
+/// The directory a file at `path` goes into.
+fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// Refuse a file (given by `flag`) into a directory that does not exist:
+/// made on the way, a mistyped path left directories about (at `/`, as
+/// root).
+fn into_a_directory(path: &Path, flag: &str) -> Result<(), Error> {
+    let dir = dir_of(path);
+    if dir.is_dir() {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "cannot write `{}`: there is no directory `{}`",
+        path.display(),
+        dir.display()
+    ))
+    .hint(format!(
+        "make it first (mkdir -p {}), or give {flag} a path in one that exists",
+        dir.display()
+    )))
+}
+
 /// Write `bytes` to `path` whole or not at all: a temp file beside it,
 /// renamed over it.
 fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     let fail = |e: std::io::Error| {
         Error::failure(format!("cannot write `{}`: {e}", path.display())).caused_by(e)
     };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    std::fs::create_dir_all(dir).map_err(fail)?;
+    let dir = dir_of(path);
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(fail)?;
     std::io::Write::write_all(&mut tmp, bytes).map_err(fail)?;
     tmp.persist(path).map_err(|e| fail(e.error))?;

@@ -297,3 +297,55 @@ fn the_report_of_a_real_run_counts_what_the_run_did() {
         .code(2);
     assert!(out.stderr.contains("invalid time `yesterday`"), "{out:#?}");
 }
+
+/// A state dir whose journal holds one short run, by hand.
+fn small_journal(env: &Env) -> PathBuf {
+    let state = env.tmp.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(
+        state.join("journal.jsonl"),
+        "{\"at\":\"2026-12-01T00:00:00.000Z\",\"pid\":7,\"event\":\"run_start\",\"agents\":[\"a\"]}\n\
+         {\"at\":\"2026-12-01T00:00:05.000Z\",\"pid\":7,\"agent\":\"a\",\"event\":\"claim\",\"task\":\"t\",\"attempt\":1}\n\
+         {\"at\":\"2026-12-01T00:01:00.000Z\",\"pid\":7,\"agent\":\"a\",\"event\":\"session_end\",\"task\":\"t\",\"attempt\":1,\"outcome\":\"success\",\"class\":\"success\",\"secs\":55.0}\n\
+         {\"at\":\"2026-12-01T00:01:01.000Z\",\"pid\":7,\"agent\":\"a\",\"event\":\"done\",\"task\":\"t\"}\n\
+         {\"at\":\"2026-12-01T00:01:02.000Z\",\"pid\":7,\"event\":\"run_end\"}\n",
+    )
+    .unwrap();
+    state
+}
+
+/// Regression: `farm report -o /nonexistent/dir/x.html` made the directory
+/// (at `/`, as root). A page or trace in a directory that does not exist is
+/// refused, exit 2, naming the directory; nothing is made.
+#[test]
+fn a_report_into_a_directory_that_does_not_exist_is_refused() {
+    let env = Env::git_hub(&[]);
+    let state = small_journal(&env);
+    let missing = env.tmp.path().join("nonexistent");
+    let page = missing.join("dir/x.html");
+    let out = report(&env, &state, &["-o", page.to_str().unwrap()])
+        .run()
+        .code(2);
+    assert!(
+        out.stderr
+            .contains(&format!("`{}`", missing.join("dir").display())),
+        "{out:#?}"
+    );
+    assert!(!missing.exists(), "made {}", missing.display());
+    // A trace there too, with the page where it may go: neither is written.
+    let fine = env.tmp.path().join("fine.html");
+    let trace = missing.join("t.json");
+    report(
+        &env,
+        &state,
+        &[
+            "-o",
+            fine.to_str().unwrap(),
+            "--trace",
+            trace.to_str().unwrap(),
+        ],
+    )
+    .run()
+    .code(2);
+    assert!(!missing.exists() && !fine.exists());
+}
