@@ -266,7 +266,12 @@ fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), Error> {
         Error::failure(format!("cannot write `{}`: {e}", path.display())).caused_by(e)
     };
     let dir = dir_of(path);
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(fail)?;
+    // A temp file is made 0600; the page is for reading by others as any
+    // file is, so asked for 0666 and left to the umask.
+    let mut tmp = tempfile::Builder::new()
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
+        .tempfile_in(dir)
+        .map_err(fail)?;
     std::io::Write::write_all(&mut tmp, bytes).map_err(fail)?;
     tmp.persist(path).map_err(|e| fail(e.error))?;
     Ok(())

@@ -349,3 +349,40 @@ fn a_report_into_a_directory_that_does_not_exist_is_refused() {
     .code(2);
     assert!(!missing.exists() && !fine.exists());
 }
+
+/// Regression: the page and the trace were written 0600 whatever the umask
+/// (a temp file's mode), so a report meant to be served or shared was not
+/// readable by others. They take the umask's mode, as any file would.
+#[test]
+fn report_files_take_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let env = Env::git_hub(&[]);
+    let state = small_journal(&env);
+    for (umask, want) in [(0o022, 0o644), (0o027, 0o640)] {
+        let page = env.tmp.path().join(format!("r-{umask:o}.html"));
+        let trace = env.tmp.path().join(format!("t-{umask:o}.json"));
+        let mut farm = report(
+            &env,
+            &state,
+            &[
+                "-o",
+                page.to_str().unwrap(),
+                "--trace",
+                trace.to_str().unwrap(),
+            ],
+        );
+        // SAFETY: umask is async-signal-safe.
+        unsafe {
+            farm.cmd.pre_exec(move || {
+                libc::umask(umask);
+                Ok(())
+            });
+        }
+        farm.run().success();
+        for file in [&page, &trace] {
+            let mode = std::fs::metadata(file).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, want, "{}: {mode:o}", file.display());
+        }
+    }
+}
