@@ -301,7 +301,7 @@ fn open(ctx: &Ctx, page: &Path) {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn();
-        if spawned.is_ok() {
+        if spawned.is_ok_and(opened) {
             ctx.out.note(&format!(
                 "farm report: opened {} with {program}",
                 page.display()
@@ -310,7 +310,23 @@ fn open(ctx: &Ctx, page: &Path) {
         }
     }
     ctx.out.note(&format!(
-        "farm report: no browser to open it with (set $BROWSER); the page is {}",
+        "farm report: no browser could open it (set $BROWSER, or is there no display?); the page is {}",
         page.display()
     ));
+}
+
+/// Did an opener open the page? An opener hands the page on and exits 0;
+/// one that fails does so at once (xdg-open with no display exits 3); a
+/// browser itself runs on. So: not if it exits unsuccessfully within a
+/// few seconds.
+fn opened(mut child: std::process::Child) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_secs(3) {
+        match child.try_wait() {
+            Ok(Some(status)) => return status.success(),
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(20)),
+            Err(_) => return false,
+        }
+    }
+    true
 }

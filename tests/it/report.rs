@@ -386,3 +386,36 @@ fn report_files_take_the_umask() {
         }
     }
 }
+
+/// Regression: `--open` on a machine with no display said "opened … with
+/// xdg-open", which had failed at once. With no `$BROWSER`, an opener that
+/// fails (as xdg-open does with no display) opened nothing, and is said so.
+#[test]
+fn open_with_no_display_does_not_say_opened() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::git_hub(&[]);
+    let state = small_journal(&env);
+    let bin = env.tmp.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for opener in ["xdg-open", "open"] {
+        let path = bin.join(opener);
+        std::fs::write(&path, "#!/bin/sh\necho 'no method available' >&2\nexit 3\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let page = env.tmp.path().join("r.html");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = report(&env, &state, &["-o", page.to_str().unwrap(), "--open"])
+        .env("PATH", path)
+        .run()
+        .success();
+    assert!(!out.stderr.contains("opened"), "{out:#?}");
+    assert!(
+        out.stderr
+            .contains(&format!("the page is {}", page.display())),
+        "{out:#?}"
+    );
+}
