@@ -221,10 +221,54 @@ pub(super) fn record_attempt(turn: Turn<'_>, attempted: Attempted<'_>) -> Result
     Ok(recorded)
 }
 
-/// The last non-empty line of a session log, shortened, for attempt notes.
+/// What a session's log said last, shortened, for attempt notes: its last
+/// non-empty line as `farm logs --pretty` renders it — for a CLI that
+/// writes JSON lines, what the agent said (a message of several lines
+/// whole, on one), not the raw line.
 pub(super) fn last_line(log: &Path) -> Option<String> {
     let text = crate::run::session::agent_output(&std::fs::read_to_string(log).ok()?);
-    let line = text.lines().rev().find(|l| !l.trim().is_empty())?.trim();
-    let cut: String = line.chars().take(200).collect();
+    let pretty = crate::run::transcript::pretty(&text);
+    let lines: Vec<&str> = pretty.lines().filter(|l| !l.trim().is_empty()).collect();
+    // A said message's later lines are indented under its first (a few
+    // of them: an indented tail of plain text, a stack say, is its last
+    // line alone).
+    let last = lines.len().checked_sub(1)?;
+    let first = lines
+        .iter()
+        .rposition(|l| !l.starts_with(char::is_whitespace))
+        .filter(|first| last - first < 5)
+        .unwrap_or(last);
+    let said: Vec<&str> = lines[first..].iter().map(|l| l.trim()).collect();
+    let cut: String = said.join(" ").chars().take(200).collect();
     Some(format!("`{}`", cut.replace('`', "'")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: with a CLI that writes JSON lines (Claude's
+    /// `stream-json`), a failed attempt's note quoted the raw `result`
+    /// line cut at 200 characters, mid-object. It quotes what the agent
+    /// said last, as `farm logs --pretty` shows it.
+    #[test]
+    fn the_last_output_of_a_json_log_is_what_the_agent_said() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = tmp.path().join("t.log");
+        std::fs::write(
+            &log,
+            "[farm] session: task t1\n\
+             {\"type\":\"assistant\",\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"Looking.\"}]}}\n\
+             {\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"num_turns\":3,\"duration_ms\":4200,\"total_cost_usd\":0.125,\"usage\":{\"input_tokens\":1200,\"output_tokens\":340,\"cache_read_input_tokens\":100000},\"result\":\"I could not make the tests pass:\\n`parse_if` still panics.\"}\n\
+             [farm] ended: failed with exit code 1 after 4.3s\n",
+        )
+        .unwrap();
+        assert_eq!(
+            last_line(&log).as_deref(),
+            Some("`agent: I could not make the tests pass: 'parse_if' still panics.`")
+        );
+        // Plain text is its last line, as it was.
+        std::fs::write(&log, "one\ntwo\n\n").unwrap();
+        assert_eq!(last_line(&log).as_deref(), Some("`two`"));
+    }
 }
