@@ -557,18 +557,20 @@ fn listing(items: &[String]) -> String {
     }
 }
 
-/// How a listed session ended: its class, or for a merge session what
-/// became of the merge.
+/// How a listed session ended: its class (a failure by timeout said as
+/// such, as the report does), or for a merge session what became of the
+/// merge.
 fn outcome(s: &Entry) -> String {
-    let (result, class) = match &s.event {
-        Event::MergeEnd { result, .. } => (given(result), None),
-        Event::SessionEnd { class, .. } => (None, given(class)),
-        _ => (None, None),
+    let (result, class, exit) = match &s.event {
+        Event::MergeEnd { result, .. } => (given(result), None, None),
+        Event::SessionEnd { class, outcome, .. } => (None, given(class), given(outcome)),
+        _ => (None, None, None),
     };
-    match (result, class) {
-        (Some(result), _) => format!("merge {result}"),
-        (None, Some(class)) => class.to_owned(),
-        (None, None) => "-".to_owned(),
+    match (result, class, exit) {
+        (Some(result), ..) => format!("merge {result}"),
+        (None, Some("task failed"), Some(exit @ "timed out")) => exit.to_owned(),
+        (None, Some(class), _) => class.to_owned(),
+        (None, None, _) => "-".to_owned(),
     }
 }
 

@@ -1502,6 +1502,34 @@ echo x > "$FARM_TASK.txt" && git add . && git commit --quiet -m "work on $FARM_T
     );
 }
 
+/// Regression: a session stopped at its timeout was listed with OUTCOME
+/// `task failed`, as a session that failed on its own is. It says `timed
+/// out`.
+#[test]
+fn status_says_a_session_that_timed_out_timed_out() {
+    let env = Env::git_hub(&[]);
+    let state = env.tmp.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let lines = [
+        r#"{"at":"2026-12-01T00:00:00.000Z","pid":7,"event":"run_start","agents":["a"]}"#,
+        r#"{"at":"2026-12-01T00:00:01.000Z","pid":7,"agent":"a","event":"claim","task":"slow","attempt":1}"#,
+        r#"{"at":"2026-12-01T00:10:01.000Z","pid":7,"agent":"a","event":"session_end","task":"slow","attempt":1,"outcome":"timed out","class":"task failed","secs":600.0}"#,
+        r#"{"at":"2026-12-01T00:10:02.000Z","pid":7,"agent":"a","event":"claim","task":"quick","attempt":1}"#,
+        r#"{"at":"2026-12-01T00:10:03.000Z","pid":7,"agent":"a","event":"session_end","task":"quick","attempt":1,"outcome":"failed with exit code 1","class":"task failed","secs":1.0}"#,
+        r#"{"at":"2026-12-01T00:10:04.000Z","pid":7,"event":"run_end"}"#,
+    ];
+    std::fs::write(state.join("journal.jsonl"), lines.join("\n") + "\n").unwrap();
+    let text = status_text(&env);
+    let row = |task: &str| {
+        text.lines()
+            .find(|l| l.contains(&format!(" {task} ")))
+            .unwrap_or_else(|| panic!("no row of {task}:\n{text}"))
+            .to_owned()
+    };
+    assert!(row("slow").trim_end().ends_with("timed out"), "{text}");
+    assert!(row("quick").trim_end().ends_with("task failed"), "{text}");
+}
+
 /// Regression: an agent in a merge session showed as idle. The journal of a
 /// live run (this test's own process stands for it) whose agent started a
 /// merge session: `farm status` says it is merging, and for what.
