@@ -175,10 +175,22 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
             .iter()
             .map(|k| night.counts.get(k).copied().unwrap_or(0))
             .sum::<usize>();
+        // Merge sessions apart, as `farm run` and `farm status` count them.
+        let merges = night.counts.get(&Kind::Merge).copied().unwrap_or(0);
+        let mut sessions = crate::output::count(
+            night.total.sessions.saturating_sub(merges),
+            "session",
+            "sessions",
+        );
+        if merges > 0 {
+            sessions.push_str(&format!(
+                ", {}",
+                crate::output::count(merges, "merge session", "merge sessions")
+            ));
+        }
         ctx.out.note(&format!(
-            "farm report: {}: {}, {} done, {failed} failed, {} ({} KiB)",
+            "farm report: {}: {sessions}, {} done, {failed} failed, {} ({} KiB)",
             words,
-            crate::output::count(night.total.sessions, "session", "sessions"),
             night.done.len(),
             out.display(),
             page.len().div_ceil(1024)

@@ -419,3 +419,28 @@ fn open_with_no_display_does_not_say_opened() {
         "{out:#?}"
     );
 }
+
+/// Regression: `farm run` said "7 sessions" and `farm report` of the same
+/// run "10 sessions": the report counted the merge sessions in. It counts
+/// them apart, as `farm run` and `farm status` do.
+#[test]
+fn the_report_counts_merge_sessions_apart_as_the_run_does() {
+    let env = Env::git_hub(&[]);
+    let state = small_journal(&env);
+    let mut text = std::fs::read_to_string(state.join("journal.jsonl")).unwrap();
+    let end = text.rfind("{\"at\"").unwrap();
+    text.insert_str(
+        end,
+        "{\"at\":\"2026-12-01T00:01:01.500Z\",\"pid\":7,\"agent\":\"a\",\"event\":\"merge_end\",\"task\":\"t\",\"outcome\":\"success\",\"result\":\"resolved\",\"secs\":0.5}\n",
+    );
+    std::fs::write(state.join("journal.jsonl"), text).unwrap();
+    let page = env.tmp.path().join("r.html");
+    let out = report(&env, &state, &["-o", page.to_str().unwrap()])
+        .run()
+        .success();
+    assert!(
+        out.stderr
+            .contains("1 run: 1 session, 1 merge session, 1 done"),
+        "{out:#?}"
+    );
+}
