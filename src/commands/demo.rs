@@ -90,12 +90,29 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         Error::failure(format!("cannot create `{}`: {e}", root.display())).caused_by(e)
     })?;
     let hub = root.join("hub");
-    let result = Demo { ctx, hub: &hub }.play();
-    if args.keep || args.dir.is_some() {
-        ctx.out
-            .note(&format!("\nthe scratch hub is kept at {}", hub.display()));
+    let demo = Demo { ctx, hub: &hub };
+    let result = demo.play();
+    let kept = if args.keep || args.dir.is_some() {
+        format!(
+            "the scratch hub is kept at {}; its report is {}",
+            hub.display(),
+            hub.join(".farm/report.html").display()
+        )
     } else {
         let _ = std::fs::remove_dir_all(&root);
+        "the scratch hub and its report are removed: farm demo --keep keeps them".to_owned()
+    };
+    if result.is_ok() {
+        demo.say(&format!(
+            "next, in a repository of your own:\n\
+             #   farm init\n\
+             #   farm task add lexer -m \"Write the lexer in src/lex.c\"\n\
+             #   farm run --agent \"claude -p --dangerously-skip-permissions\" -j 4\n\
+             #   farm status (while it runs), farm report --open (in the morning)\n\
+             # {kept}"
+        ));
+    } else {
+        ctx.out.note(&format!("\n{kept}"));
     }
     result
 }

@@ -543,3 +543,26 @@ fn run_help_groups_global_flags_and_shows_defaults() {
         assert!(help.contains(default), "{default}: {help}");
     }
 }
+
+/// Regression: `farm demo` ended on its last command's output, saying
+/// neither what to do next nor where its report went (removed with the
+/// scratch hub). It ends with the commands to start on a repository of
+/// one's own, and that `--keep` keeps the hub and its report.
+#[test]
+fn the_demo_ends_saying_what_to_do_next() {
+    let env = Env::new();
+    let out = env
+        .farm(["demo"])
+        .env("TMPDIR", env.tmp.path())
+        .run_within(Duration::from_secs(120))
+        .success();
+    let end: Vec<&str> = out.stderr.lines().rev().take(12).collect();
+    let end = end.join("\n");
+    for words in ["farm init", "farm task add", "farm run --agent", "--keep"] {
+        assert!(
+            end.contains(words),
+            "no `{words}` at the end:\n{}",
+            out.stderr
+        );
+    }
+}
