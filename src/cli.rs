@@ -5,8 +5,8 @@
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    agents, claim, completions, demo, demo_agent, doctor, fire, init, locks, logs, reap, release,
-    report, run, schedule, schedules, status, stop, task, tasks, tests,
+    agents, claim, completions, demo, demo_agent, doctor, fire, init, locks, logs, loop_script,
+    reap, release, report, run, schedule, schedules, status, stop, task, tasks, tests,
 };
 use crate::config::GlobalArgs;
 
@@ -61,6 +61,7 @@ pub enum Command {
     Doctor(doctor::Args),
     Stop(stop::Args),
     Agents(agents::Args),
+    LoopScript(loop_script::Args),
     Completions(completions::Args),
     Man(completions::ManArgs),
     Demo(demo::Args),

@@ -12,6 +12,7 @@ pub mod fire;
 pub mod init;
 pub mod locks;
 pub mod logs;
+pub mod loop_script;
 pub mod reap;
 pub mod release;
 pub mod report;
@@ -44,6 +45,7 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<(), Error> {
         Command::Report(args) => report::run(ctx, args),
         Command::Locks(args) => locks::run(ctx, args),
         Command::Logs(args) => logs::run(ctx, args),
+        Command::LoopScript(args) => loop_script::run(ctx, args),
         Command::Reap(args) => reap::run(ctx, args),
         Command::Demo(args) => demo::run(ctx, args),
         Command::Doctor(args) => doctor::run(ctx, args),

@@ -566,3 +566,13 @@ fn the_demo_ends_saying_what_to_do_next() {
         );
     }
 }
+
+/// Regression: after `cargo install --path .` the overnight wrapper
+/// `loop.sh` the README runs was nowhere on the machine. farm prints it,
+/// the very script of its source tree.
+#[test]
+fn farm_prints_the_overnight_wrapper() {
+    let env = Env::new();
+    let out = env.farm(["loop-script"]).run().success();
+    assert_eq!(out.stdout, include_str!("../../loop.sh"));
+}
