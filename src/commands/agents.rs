@@ -12,7 +12,9 @@ use crate::run::session::which;
 ///
 /// VERIFIED is the CLI version farm's CI last drove for real, end to end,
 /// against a scripted model server (see "Real agent CLIs" in docs/presets.md);
-/// "unverified" presets come from their CLI's documentation only.
+/// "unverified" presets come from their CLI's documentation only. SANDBOX
+/// says whether that run was inside farm's session sandbox (CI runs every
+/// verified CLI sandboxed).
 ///
 /// Built in (presets/agents.toml in farm's source), and extended or
 /// overridden by your own `~/.config/farm/agents.toml` (or
@@ -26,7 +28,7 @@ Examples:
   farm run --agent claude -j 4
   farm agents --json | jq -r '.agents[] | select(.installed) | .name'")]
 pub struct Args {
-    /// Print JSON: {user_file, agents: [{name, command, prompt_via, unattended, about, source, origin, installed, verified}]}.
+    /// Print JSON: {user_file, agents: [{name, command, prompt_via, unattended, about, source, origin, installed, verified, sandbox_tested}]}.
     #[arg(long)]
     json: bool,
 }
@@ -53,6 +55,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
                     "origin": origin.as_str(),
                     "installed": installed(&p.command),
                     "verified": (!p.verified.is_empty()).then_some(&p.verified),
+                    "sandbox_tested": !p.verified.is_empty(),
                 })
             })
             .collect();
@@ -80,6 +83,11 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
                 } else {
                     (p.verified.clone(), None)
                 },
+                if p.verified.is_empty() {
+                    ("untested".to_owned(), Some(Style::Dim))
+                } else {
+                    ("tested".to_owned(), None)
+                },
                 (origin.as_str().to_owned(), None),
                 (p.command.clone(), None),
             ]
@@ -90,6 +98,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         "INSTALLED",
         "PROMPT",
         "VERIFIED",
+        "SANDBOX",
         "FROM",
         "COMMAND",
     ];

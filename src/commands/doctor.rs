@@ -15,8 +15,9 @@ use crate::run::session::which;
 use crate::settings::Settings;
 
 /// Check git, the hub (reachable, writable: a probe claimed and released),
-/// the agent CLI (found, answers --version), the templates, the board
-/// (cycles, invalid files), disk space and inotify limits. One line per
+/// the agent CLI (found, answers --version), the session sandbox (bwrap
+/// found and working), the templates, the board (cycles, invalid files),
+/// disk space and inotify limits. One line per
 /// check; each failure comes with its fix. Exit 1 if any check failed.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -47,6 +48,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
                 result: Err((e.message.clone(), e.hints_line())),
             });
             checks.push(agent_cli(args.agent.as_deref()));
+            checks.push(sandbox(None));
         }
         Ok(spec) => {
             let (check, settings) = settings(spec, &ctx.state_dir(spec));
@@ -66,6 +68,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
             }
             let agent = args.agent.clone().or(settings.agent.clone());
             checks.push(agent_cli(agent.as_deref()));
+            checks.push(sandbox(settings.sandbox.map(|s| s.mode())));
             checks.push(disk(&ctx.state_dir(spec)));
         }
     }
@@ -90,6 +93,47 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     }
     ctx.out.note(&format!("{failed} check(s) failed"));
     Err(Error::said(Code::Failure))
+}
+
+/// Whether sessions can run sandboxed here (bwrap found, and able to make
+/// its namespaces), and whether they will (`setting`: farm.toml's).
+fn sandbox(setting: Option<crate::run::sandbox::Mode>) -> Check {
+    use crate::run::sandbox::{Mode, probe};
+    use clap::ValueEnum;
+    // As `farm run` would: the environment over farm.toml.
+    let from_env = std::env::var("FARM_SANDBOX")
+        .ok()
+        .and_then(|v| Mode::from_str(&v, true).ok());
+    let result = match (from_env, setting, which("bwrap")) {
+        (Some(Mode::Off), _, _) => {
+            Ok("off (FARM_SANDBOX=off): sessions run as you, with all your files".into())
+        }
+        (None, Some(Mode::Off), _) => {
+            Ok("off in farm.toml: sessions run as you, with all your files".into())
+        }
+        (_, _, None) => Err((
+            "bwrap is not installed: sessions would run unsandboxed, as you".into(),
+            "install the package `bubblewrap` (apt, dnf, pacman), or run with --no-sandbox to mean it".into(),
+        )),
+        (_, _, Some(bwrap)) => match probe(&bwrap) {
+            Ok(()) => {
+                let version = Command::new(&bwrap)
+                    .arg("--version")
+                    .output()
+                    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                    .unwrap_or_default();
+                Ok(format!("{version} works: each session runs in its own sandbox"))
+            }
+            Err(said) => Err((
+                format!("bwrap cannot make a sandbox here: {said}"),
+                "user namespaces may be off (sysctl kernel.unprivileged_userns_clone, an AppArmor policy); or run with --no-sandbox to mean it".into(),
+            )),
+        },
+    };
+    Check {
+        name: "sandbox",
+        result,
+    }
 }
 
 fn git() -> Check {

@@ -418,3 +418,47 @@ fn the_gates_tests_run_in_the_sandbox() {
     assert_ne!(out.code, Some(0), "{out:#?}");
     assert!(!env.git_output(["show", "main:g2.txt"]).0, "{out:#?}");
 }
+
+/// `farm doctor` says whether sessions can be sandboxed here, and the fix
+/// when they cannot; `farm agents` which presets CI ran inside it.
+#[test]
+fn doctor_checks_the_sandbox_and_agents_say_which_presets_ran_inside() {
+    let env = Env::git_hub(&[]);
+    let bin = path_without_bwrap(&env);
+    let doctor = |path: Option<&Path>| {
+        let mut farm = env.farm_git(["doctor"]);
+        farm.cmd.env_remove("FARM_SANDBOX");
+        if let Some(path) = path {
+            farm.cmd.env("PATH", path);
+        }
+        farm.run()
+    };
+    let out = doctor(Some(&bin));
+    assert!(
+        out.stdout
+            .contains("!! sandbox   bwrap is not installed: sessions would run unsandboxed")
+            && out.stdout.contains("install the package `bubblewrap`"),
+        "{out:#?}"
+    );
+    if bwrap_works() {
+        let out = doctor(None);
+        assert!(out.stdout.contains("ok sandbox   bubblewrap"), "{out:#?}");
+    }
+    let off = env.farm_git(["doctor"]).env("PATH", &bin).run();
+    assert!(
+        off.stdout.contains("ok sandbox   off (FARM_SANDBOX=off)"),
+        "{off:#?}"
+    );
+    let doc = env.farm(["agents", "--json"]).run().success().json();
+    let tested = |name: &str| {
+        doc["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == name)
+            .unwrap()["sandbox_tested"]
+            .clone()
+    };
+    assert_eq!(tested("claude"), true);
+    assert_eq!(tested("aider"), false);
+}
