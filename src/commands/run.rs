@@ -40,7 +40,12 @@ Examples:
   farm run --agent \"my-agent --task-file {prompt_file}\" --prompt-via file --once
   farm run --agent claude --steer          # failing tests become tasks; gated pushes
   farm run --agent claude                  # with [roles.*] in farm.toml: the roles' agents
+  farm run --agent claude --sandbox-bind ~/.rustup --sandbox-bind ~/.cargo/bin
 
+Each session runs in a sandbox (bubblewrap) where bwrap works: its clone
+read-write, the system read-only, an empty home with the CLI's own config,
+its own /tmp and processes; the start-up line says what it hides.
+--no-sandbox runs sessions as you, with all your files.
 The session sees FARM_TASK, FARM_AGENT, FARM_HUB, FARM_CLAIM, FARM_ATTEMPT.
 Settings may also come from farm.toml, committed on the hub's branch
 (--branch, else its HEAD branch): read from the branch, not a work tree, so
