@@ -484,7 +484,15 @@ fn failed_why(hub: &Hub, id: &crate::names::TaskId) -> Option<String> {
 /// suite. A failure is told and journaled, never the run's end.
 fn steer_board(run: &Run, steer: &Steer) {
     let progress = run.config.progress.as_deref();
-    let refreshed = Tip::test(&run.hub, &steer.suite, &run.state, progress, true).and_then(|tip| {
+    let refreshed = Tip::test(
+        &run.hub,
+        &steer.suite,
+        &run.state,
+        progress,
+        true,
+        run.sandbox.as_ref(),
+    )
+    .and_then(|tip| {
         let claimed = tests::claimed(&*run.store)?;
         let applied = tests::refresh(&run.hub, &steer.suite, &tip, steer.by, &claimed)?;
         Ok((tip, applied))

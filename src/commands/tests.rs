@@ -22,6 +22,7 @@ use crate::settings::Settings;
 use crate::suite::Suite;
 use crate::suite::report::{Counts, Outcome, Report};
 use crate::suite::results::{self, Results, Store};
+use crate::suite::run::Inside;
 use crate::suite::tasks::{self, Applied, GroupBy, Seen};
 
 /// Run the test suite on the hub's branch and print the aggregate.
@@ -75,6 +76,11 @@ pub struct Args {
         requires = "tasks"
     )]
     group_by: GroupBy,
+
+    /// The tests run the branch's code, which agents wrote: in the session
+    /// sandbox, as the gate runs them (see farm run --help).
+    #[command(flatten)]
+    sandbox: crate::run::config::SandboxFlags,
 }
 
 #[derive(Serialize)]
@@ -106,7 +112,33 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
             .hint("add a [tests] table with `command` and `format` (see farm tests --help)")
         })?;
     let progress = crate::run::config::progress_name(&settings)?;
-    let tip = Tip::test(&hub, &suite, &state, progress.as_deref(), false)?;
+    let plan = crate::run::config::sandbox_plan(&args.sandbox, &settings, None, false)?;
+    let private = [
+        hub.local.as_ref().map(|l| l.dir.clone()),
+        Some(state.clone()),
+    ];
+    let private: Vec<_> = private.into_iter().flatten().collect();
+    let (sandbox, said) = crate::run::sandbox::prepare(
+        &plan,
+        &suite.argv[0],
+        &private,
+        &hub.url,
+        &crate::run::session::which,
+    )?;
+    // Said when it is not what was asked for; else for -v.
+    if sandbox.is_none() && plan.mode != crate::run::sandbox::Mode::Off {
+        ctx.out.note(&format!("farm tests: {said}"));
+    } else {
+        ctx.out.debug(&format!("farm tests: {said}"));
+    }
+    let tip = Tip::test(
+        &hub,
+        &suite,
+        &state,
+        progress.as_deref(),
+        false,
+        sandbox.as_ref(),
+    )?;
     let applied = if args.tasks {
         let claimed = claimed(&*ctx.store_of(&spec, &settings)?)?;
         Some(refresh(&hub, &suite, &tip, args.group_by, &claimed)?)
@@ -230,6 +262,7 @@ impl Tip {
         state: &Path,
         progress: Option<&str>,
         kept_will_do: bool,
+        sandbox: Option<&crate::run::sandbox::Sandbox>,
     ) -> Result<Tip, Error> {
         let mut branch = HubBranch::new(hub, "the tests".into());
         let (dir, _keep) = branch.checkout(0)?;
@@ -247,7 +280,10 @@ impl Tip {
                 secs: 0.0,
             });
         }
-        let ran = crate::suite::run::run(suite, &dir)?;
+        let jail = sandbox.map(|s| (s.words(&dir, &[], &[]), s.environment(std::env::vars_os())));
+        let inside = jail.as_ref().map(|(prefix, env)| Inside { prefix, env });
+        let ran = crate::suite::run::run_while(suite, &dir, &[], inside.as_ref(), &mut || true)?
+            .ok_or_else(|| Error::failure("the test run was stopped"))?;
         store.put(&key, &Results::of(&commit, &ran.report));
         Ok(Tip {
             commit,

@@ -105,38 +105,8 @@ pub struct Flags {
     #[arg(long, value_name = "PREFIX")]
     pub wrap: Option<String>,
 
-    /// Run each session in a sandbox (bubblewrap): its clone read-write,
-    /// the system read-only, a private home and /tmp, a process namespace
-    /// of its own [default: auto: on where bwrap works, unless --wrap; or
-    /// farm.toml's `sandbox`].
-    #[arg(
-        long,
-        value_enum,
-        value_name = "WHEN",
-        num_args = 0..=1,
-        default_missing_value = "on",
-        env = "FARM_SANDBOX"
-    )]
-    pub sandbox: Option<crate::run::sandbox::Mode>,
-
-    /// Run sessions unsandboxed: as you, with all your files (--sandbox off).
-    #[arg(long)]
-    pub no_sandbox: bool,
-
-    /// A path sandboxed sessions may see, read-only unless PATH:rw
-    /// (repeatable; FARM_SANDBOX_BIND takes a comma-separated list).
-    #[arg(
-        long,
-        value_name = "PATH[:rw]",
-        env = "FARM_SANDBOX_BIND",
-        value_delimiter = ','
-    )]
-    pub sandbox_bind: Vec<String>,
-
-    /// A variable of farm's environment that sandboxed sessions keep
-    /// (repeatable; the preset's own are kept already).
-    #[arg(long, value_name = "NAME")]
-    pub sandbox_env: Vec<String>,
+    #[command(flatten)]
+    pub sandbox: SandboxFlags,
 
     /// Claim nothing new after this: a duration from now (8h), a local time
     /// (07:30) or an RFC 3339 time. Running sessions finish.
@@ -192,6 +162,44 @@ pub struct Flags {
     /// branch.
     #[arg(long)]
     pub no_gate: bool,
+}
+
+/// The sandbox's flags, shared by `farm run` and `farm tests` (which runs
+/// the branch's tests: code an agent wrote).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SandboxFlags {
+    /// Run each session in a sandbox (bubblewrap): its clone read-write,
+    /// the system read-only, a private home and /tmp, a process namespace
+    /// of its own [default: auto: on where bwrap works, unless --wrap; or
+    /// farm.toml's `sandbox`].
+    #[arg(
+        long = "sandbox",
+        value_enum,
+        value_name = "WHEN",
+        num_args = 0..=1,
+        default_missing_value = "on",
+        env = "FARM_SANDBOX"
+    )]
+    pub mode: Option<crate::run::sandbox::Mode>,
+
+    /// Run sessions unsandboxed: as you, with all your files (--sandbox off).
+    #[arg(long = "no-sandbox")]
+    pub off: bool,
+
+    /// A path sandboxed sessions may see, read-only unless PATH:rw
+    /// (repeatable; FARM_SANDBOX_BIND takes a comma-separated list).
+    #[arg(
+        long = "sandbox-bind",
+        value_name = "PATH[:rw]",
+        env = "FARM_SANDBOX_BIND",
+        value_delimiter = ','
+    )]
+    pub bind: Vec<String>,
+
+    /// A variable of farm's environment that sandboxed sessions keep
+    /// (repeatable; the preset's own are kept already).
+    #[arg(long = "sandbox-env", value_name = "NAME")]
+    pub env: Vec<String>,
 }
 
 /// What [`resolve`] needs to know of the machine and the hub.
@@ -328,7 +336,7 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
         .unwrap_or(PromptVia::Arg);
     let heartbeat = heartbeat(flags.heartbeat, stale_after, world.claims)?;
     let wrap = wrap(flags.wrap.as_deref(), world)?;
-    let sandbox = sandbox_plan(flags, settings, preset.as_ref(), !wrap.is_empty())?;
+    let sandbox = sandbox_plan(&flags.sandbox, settings, preset.as_ref(), !wrap.is_empty())?;
     let until = flags
         .until
         .as_deref()
@@ -480,14 +488,14 @@ pub struct SandboxPlan {
 /// the preset's `sandbox_*`, checked. With `--wrap` the sessions already
 /// run inside something of the user's: the sandbox is then off unless asked
 /// for.
-fn sandbox_plan(
-    flags: &Flags,
+pub fn sandbox_plan(
+    flags: &SandboxFlags,
     settings: &Settings,
     preset: Option<&Preset>,
     wrapped: bool,
 ) -> Result<SandboxPlan, Error> {
     use crate::run::sandbox::{Bind, Mode};
-    let (mode, why) = match (flags.no_sandbox, flags.sandbox, settings.sandbox) {
+    let (mode, why) = match (flags.off, flags.mode, settings.sandbox) {
         (true, _, _) => (Mode::Off, "--no-sandbox"),
         (false, Some(m), _) => (m, "--sandbox or FARM_SANDBOX"),
         (false, None, Some(s)) => (s.mode(), "farm.toml's `sandbox`"),
@@ -495,21 +503,16 @@ fn sandbox_plan(
         (false, None, None) => (Mode::Auto, "the default"),
     };
     let mut binds = Vec::new();
-    for (text, whose) in flags
-        .sandbox_bind
-        .iter()
-        .map(|b| (b, "--sandbox-bind"))
-        .chain(
-            settings
-                .sandbox_bind
-                .iter()
-                .map(|b| (b, "farm.toml `sandbox_bind`")),
-        )
-    {
+    for (text, whose) in flags.bind.iter().map(|b| (b, "--sandbox-bind")).chain(
+        settings
+            .sandbox_bind
+            .iter()
+            .map(|b| (b, "farm.toml `sandbox_bind`")),
+    ) {
         binds.push(Bind::parse(text).map_err(|e| Error::usage(format!("{whose} {e}")))?);
     }
     let mut env: Vec<String> = preset.map(|p| p.sandbox_env.clone()).unwrap_or_default();
-    for name in flags.sandbox_env.iter().chain(&settings.sandbox_env) {
+    for name in flags.env.iter().chain(&settings.sandbox_env) {
         if name.is_empty() || name.contains(['=', '\0']) {
             return Err(Error::usage(format!(
                 "--sandbox-env `{name}`: give a variable's name"

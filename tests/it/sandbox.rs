@@ -370,15 +370,9 @@ fn started(clones: &Path) -> bool {
         .any(|c| c.path().join("started").exists())
 }
 
-/// The test gate runs the project's tests — code an agent may have
-/// written — in the session's sandbox: a suite that can see the user's
-/// home or credentials fails, so the change lands only where it cannot
-/// (and does not, unsandboxed: the test can tell).
-#[test]
-fn the_gates_tests_run_in_the_sandbox() {
-    if !bwrap_works() {
-        return;
-    }
+/// A hub whose `[tests]` fail when they can see the user's `secret` (in
+/// the test's home) or a cloud token.
+fn hub_with_prying_tests() -> Env {
     let env = Env::git_hub(&[]);
     std::fs::write(env.tmp.path().join("secret"), "s\n").unwrap();
     let suite = format!(
@@ -393,6 +387,40 @@ fn the_gates_tests_run_in_the_sandbox() {
     std::fs::write(&toml, text).unwrap();
     env.git(["add", "-A"]);
     env.git(["commit", "-qm", "the tests"]);
+    env
+}
+
+/// `farm tests` runs the branch's tests — code agents wrote — in the
+/// sandbox too.
+#[test]
+fn farm_tests_runs_the_suite_in_the_sandbox() {
+    if !bwrap_works() {
+        return;
+    }
+    let env = hub_with_prying_tests();
+    let counts = |args: &[&str]| {
+        let mut farm = env.farm_git([&["tests", "--json"][..], args].concat());
+        farm.cmd.env_remove("FARM_SANDBOX");
+        let doc = farm.env("AWS_SECRET_ACCESS_KEY", "x").run().json();
+        (
+            doc["counts"]["passed"].clone(),
+            doc["counts"]["failed"].clone(),
+        )
+    };
+    assert_eq!(counts(&[]), (1.into(), 0.into()));
+    assert_eq!(counts(&["--no-sandbox"]), (0.into(), 1.into()));
+}
+
+/// The test gate runs the project's tests — code an agent may have
+/// written — in the session's sandbox: a suite that can see the user's
+/// home or credentials fails, so the change lands only where it cannot
+/// (and does not, unsandboxed: the test can tell).
+#[test]
+fn the_gates_tests_run_in_the_sandbox() {
+    if !bwrap_works() {
+        return;
+    }
+    let env = hub_with_prying_tests();
     add_task(&env, &["g1", "-m", "work"]);
     let agent = env.agent_script(
         "work.sh",
