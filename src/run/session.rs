@@ -393,6 +393,9 @@ pub fn kill_leftover(record: &Path, dir: &Path) -> bool {
         // so the group is killed whenever the leader is gone or is still
         // the same process; only a pid now used by another process is
         // spared.
+        // 0 and 1 are no group of a session's: kill(-0) is farm's own
+        // group, kill(-1) every process it may signal.
+        (Some(Ok(pid)), _) if pid <= 1 => false,
         (Some(Ok(pid)), Some(Ok(start))) => match crate::claims::host::process_start(pid) {
             Some(now) if now != start => false,
             // SAFETY: kill(2) on a process group id; ESRCH when it is empty.
@@ -703,6 +706,19 @@ mod tests {
             !kill_leftover(&record, clone.path()),
             "nothing left the second time"
         );
+    }
+
+    /// A record rewritten to name group 0 or 1 (farm's own group, every
+    /// process) kills nothing: a session could once aim the next farm's
+    /// clean-up at farm itself.
+    #[test]
+    fn a_record_naming_group_0_or_1_kills_nothing() {
+        let clone = tempfile::tempdir().unwrap();
+        let record = clone.path().join("farm-session");
+        for forged in ["0 0\n", "1 1\n", "0 7 x\n"] {
+            std::fs::write(&record, forged).unwrap();
+            assert!(!kill_leftover(&record, clone.path()), "{forged}");
+        }
     }
 
     #[test]

@@ -83,6 +83,7 @@ try cloud-token sh -c '[ -n "${{AWS_SECRET_ACCESS_KEY:-}}" ]'
 [ "$FARM_TASK" = a1 ] && try tmp-fill dd if=/dev/zero of=/tmp/fill bs=1M count=1100
 rm -f /tmp/fill
 try tmp-uncapped sh -c '[ "$(df -k /tmp | awk "NR==2 {{print \$2}}")" -gt 1048576 ]'
+echo "0 0" > .git/farm-session; echo "0 0" > "$PWD.session"
 "#
     )
 }
@@ -165,6 +166,16 @@ fn hostile_sessions_touch_nothing_but_their_clone() {
         "SECRET-KEY\n"
     );
     assert_eq!(alive_with(&marker), Vec::<String>::new(), "daemons left");
+    // The records of the sessions' process groups, which the next farm's
+    // clean-up kills, are farm's: beside the clones, out of their reach.
+    for record in std::fs::read_dir(env.tmp.path().join("state/clones"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".session"))
+    {
+        let text = std::fs::read_to_string(record.path()).unwrap();
+        assert!(!text.starts_with("0 0"), "{text}");
+    }
     assert_hub_sound(&env);
 }
 

@@ -55,8 +55,14 @@ mod sync;
 
 pub(crate) use board::io_error;
 
-/// Where in a clone the running session's process group is noted.
-const SESSION_RECORD: &str = ".git/farm-session";
+/// Where the running session of the clone in `dir` has its process group
+/// noted: beside the clone, not in it, where a session could rewrite it to
+/// aim the next farm's clean-up at another process group.
+fn session_record_of(dir: &Path) -> PathBuf {
+    let mut path = dir.as_os_str().to_owned();
+    path.push(".session");
+    PathBuf::from(path)
+}
 
 /// Not empty while a clone's files are not the agent's work: HEAD moved
 /// without them (an in-memory rebase), or they are being put back at a
@@ -127,7 +133,7 @@ impl PrivateClone {
 
     /// Where the running session's process group is noted.
     pub fn session_record(&self) -> PathBuf {
-        self.dir().join(SESSION_RECORD)
+        session_record_of(self.dir())
     }
 
     /// Say `what` as a line of this agent's.

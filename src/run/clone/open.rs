@@ -11,7 +11,7 @@ use super::config::own_config;
 use super::git_procs::wait_for_git_left_in;
 use super::lock::lock_clone;
 use super::stale_locks::remove_stale_locks;
-use super::{PrivateClone, SESSION_RECORD};
+use super::{PrivateClone, session_record_of};
 use crate::error::Error;
 use crate::git::command::Repo;
 use crate::git::hub::Hub;
@@ -89,7 +89,7 @@ fn clear_what_was_left(
     hub: &Hub,
     say: &dyn Fn(&str),
 ) -> Result<Option<PathBuf>, Error> {
-    if session::kill_leftover(&dir.join(SESSION_RECORD), dir) {
+    if session::kill_leftover(&session_record_of(dir), dir) {
         say("killed what was left of a session an earlier farm was running here");
         std::thread::sleep(Duration::from_millis(100));
     }
