@@ -21,3 +21,12 @@ pub fn min(v: &[f64]) -> f64 {
 pub fn max(v: &[f64]) -> f64 {
     v.iter().copied().fold(f64::NEG_INFINITY, f64::max)
 }
+
+/// The `q` quantile (0 < q <= 1) by the nearest rank: the smallest sample
+/// with at least `q` of the samples at or below it.
+pub fn quantile(v: &[f64], q: f64) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let rank = (q * v.len() as f64).ceil() as usize;
+    v[rank.clamp(1, v.len()) - 1]
+}
