@@ -34,10 +34,16 @@ pub const FARM_ENV: [&str; 8] = [
     "FARM_ATTEMPT",
 ];
 
-/// `program` with the bench's environment and no stdin.
+/// `program` with the bench's environment and no stdin. Sessions run
+/// unsandboxed (`FARM_SANDBOX=off`): the benches' agents are scripts in
+/// their temp dirs, which the sandbox hides, and what the sandbox costs is
+/// `benches/sandbox.rs`'s to measure (it asks for it by flag).
 pub fn command(program: impl AsRef<OsStr>) -> Command {
     let mut cmd = Command::new(program);
-    cmd.envs(GIT_ENV).env("NO_COLOR", "1").stdin(Stdio::null());
+    cmd.envs(GIT_ENV)
+        .env("NO_COLOR", "1")
+        .env("FARM_SANDBOX", "off")
+        .stdin(Stdio::null());
     for key in FARM_ENV {
         cmd.env_remove(key);
     }

@@ -905,6 +905,9 @@ exit 0
             .env("HOME", c.join("home"))
             .env("USER", "tester")
             .env("NO_COLOR", "1")
+            // Its agents are scripts in the round's directory, which the
+            // sandbox hides (the sandbox has its own tests).
+            .env("FARM_SANDBOX", "off")
             .envs(GIT_ENV)
             .env("FARM_HUB", &self.hub_arg)
             .env("FARM_CHAOS_TAG", &self.tag)

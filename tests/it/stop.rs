@@ -205,6 +205,7 @@ fn loop_sh(env: &Env, agent: &str) -> std::process::Child {
         .env("PATH", std::env::var_os("PATH").unwrap())
         .env("HOME", env.tmp.path())
         .env("FARM", crate::common::FARM)
+        .env("FARM_SANDBOX", "off")
         .env("FARM_HUB", &env.hub)
         .env("NO_COLOR", "1")
         .envs(git_env())
