@@ -150,7 +150,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     .flatten()
     .collect();
     let (sandbox, said) =
-        crate::run::sandbox::prepare(&config.sandbox, &config.argv[0], &private, &hub.url, &which)?;
+        crate::run::sandbox::prepare(&config.sandbox, &config.argv, &private, &hub.url, &which)?;
     let mut run = Run::new(hub, store, config, state, ctx.out);
     run.sandbox = sandbox;
     let run = run;

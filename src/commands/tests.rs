@@ -120,7 +120,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let private: Vec<_> = private.into_iter().flatten().collect();
     let (sandbox, said) = crate::run::sandbox::prepare(
         &plan,
-        &suite.argv[0],
+        &suite.argv,
         &private,
         &hub.url,
         &crate::run::session::which,

@@ -211,8 +211,9 @@ impl Sandbox {
 
     /// The paths this sandbox would show that hold one of `private` (the
     /// hub, the state directory): an error naming the first, for a bind;
-    /// an install-tree path is narrowed to the program itself instead.
-    pub fn seal(&mut self, private: &[PathBuf], program: &Path) -> Result<(), String> {
+    /// install-tree paths are narrowed to the files they were for
+    /// (`files`: the program, the scripts its command names) instead.
+    pub fn seal(&mut self, private: &[PathBuf], files: &[PathBuf]) -> Result<(), String> {
         let holds = |path: &Path| private.iter().find(|p| p.starts_with(path));
         if let Some(bind) = self.binds.iter().find(|b| holds(&b.path).is_some()) {
             return Err(format!(
@@ -223,7 +224,7 @@ impl Sandbox {
         }
         if self.install.iter().any(|p| holds(p).is_some()) {
             self.install.retain(|p| holds(p).is_none());
-            self.install.push(program.to_path_buf());
+            self.install.extend(files.iter().cloned());
         }
         self.private = private.to_vec();
         Ok(())
@@ -255,13 +256,16 @@ impl Sandbox {
 }
 
 /// Turn the run's plan into its sandbox, or say why there is none: the
-/// start-up line, and the sandbox when on. `program` is the agent's
-/// `argv[0]`; `private` what no session may see (the hub, the state
-/// directory); `hub_url` the hub's address, for a word on what the network
-/// reaches. An error only when the sandbox was asked for and cannot be.
+/// start-up line, and the sandbox when on. `argv` is the command that runs
+/// inside (the agent's, the tests'): its program's install is shown, and so
+/// is the directory of each file its arguments name by absolute path (`sh
+/// /opt/agents/run.sh`); `private` is what no session may see (the hub, the
+/// state directory); `hub_url` the hub's address, for a word on what the
+/// network reaches. An error only when the sandbox was asked for and
+/// cannot be.
 pub fn prepare(
     plan: &SandboxPlan,
-    program: &str,
+    argv: &[String],
     private: &[PathBuf],
     hub_url: &str,
     which: &dyn Fn(&str) -> Option<PathBuf>,
@@ -303,7 +307,22 @@ pub fn prepare(
         }
         return off(format!("bwrap cannot start here: {said}"));
     }
+    let program = argv.first().map_or("", String::as_str);
     let found = which(program).unwrap_or_else(|| PathBuf::from(program));
+    let mut files = vec![found.clone()];
+    let mut install = install_tree(&found, which);
+    for arg in argv.iter().skip(1) {
+        let path = Path::new(arg);
+        if path.is_absolute() && path.is_file() {
+            files.push(path.to_path_buf());
+            if let Some(dir) = path
+                .parent()
+                .filter(|d| !install.iter().any(|i| d.starts_with(i)))
+            {
+                install.push(dir.to_path_buf());
+            }
+        }
+    }
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
         .filter(|h| h.is_absolute() && h.parent().is_some())
@@ -323,13 +342,13 @@ pub fn prepare(
         network: plan.network,
         home,
         home_binds,
-        install: install_tree(&found, which),
+        install,
         binds: plan.binds.clone(),
         env: plan.env.clone(),
         identity: identity(),
         private: Vec::new(),
     };
-    sandbox.seal(private, &found).map_err(|e| {
+    sandbox.seal(private, &files).map_err(|e| {
         Error::usage(e).hint("bind a narrower path, or one outside the hub and the state directory")
     })?;
     let mut line = format!(
@@ -572,11 +591,11 @@ mod tests {
     fn a_bind_holding_the_hub_is_refused_and_an_install_tree_narrowed() {
         let mut s = sandbox();
         s.binds = vec![Bind::parse("/srv").unwrap()];
-        let err = s.seal(&["/srv/hub".into()], Path::new("/x")).unwrap_err();
+        let err = s.seal(&["/srv/hub".into()], &["/x".into()]).unwrap_err();
         assert!(err.contains("`/srv`") && err.contains("/srv/hub"), "{err}");
         let mut s = sandbox();
         s.install = vec!["/tmp/t".into()];
-        s.seal(&["/tmp/t/state".into()], Path::new("/tmp/t/agent"))
+        s.seal(&["/tmp/t/state".into()], &["/tmp/t/agent".into()])
             .unwrap();
         assert_eq!(s.install, [PathBuf::from("/tmp/t/agent")]);
     }
