@@ -6,7 +6,8 @@ use clap::{Parser, Subcommand};
 
 use crate::commands::{
     agents, claim, completions, demo, demo_agent, doctor, fire, init, locks, logs, loop_script,
-    reap, release, report, run, schedule, schedules, status, stop, task, tasks, tests,
+    pause, reap, release, report, resume, run, schedule, schedules, status, stop, task, tasks,
+    tests,
 };
 use crate::config::GlobalArgs;
 
@@ -21,6 +22,7 @@ Examples:
   farm status                            what the run is doing (or did)
   farm report --open                     the night as a page: lanes, waits, cost
   farm stop                              every run on the hub drains
+  farm pause --agent box-2               box-2 claims nothing new until farm resume
   farm doctor --agent claude             is everything in place for a night
   farm demo                              the whole cycle on a scratch hub
 
@@ -60,6 +62,8 @@ pub enum Command {
     Logs(logs::Args),
     Doctor(doctor::Args),
     Stop(stop::Args),
+    Pause(pause::Args),
+    Resume(resume::Args),
     Agents(agents::Args),
     LoopScript(loop_script::Args),
     Completions(completions::Args),

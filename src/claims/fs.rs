@@ -83,9 +83,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::{
     Attempt, ClaimStore, Guard, Held, Listed, Published, Reap, Release, Released, SCRATCH_MAX_AGE,
-    StopNotice, StoreError,
+    StoreError,
 };
 use crate::claims::liveness::{Judge, State};
+use crate::claims::notice::{self, Kind, Notice, Target};
 use crate::claims::read_cache::{self, Key, ReadCache};
 use crate::claims::record::{Claim, Corrupt, MAX_CLAIM_BYTES, Nonce, timestamp};
 use crate::git::command::Repo;
@@ -478,6 +479,23 @@ impl FsStore {
     }
 }
 
+impl FsStore {
+    /// The notice named `name` (without `.txt`), if it is a whole one; a
+    /// symlink in its place is nobody's notice.
+    fn read_notice(&self, name: &str) -> Result<Option<Notice>, StoreError> {
+        let path = self.path_of(name);
+        match open_nofollow(&path) {
+            Ok(mut f) => {
+                let (bytes, _) = read_capped(&mut f).map_err(StoreError::io("read", &path))?;
+                Ok(Notice::parse(name, &bytes))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Ok(None),
+            Err(e) => Err(StoreError::io("open", &path)(e)),
+        }
+    }
+}
+
 impl ClaimStore for FsStore {
     fn kind(&self) -> &'static str {
         "fs"
@@ -491,27 +509,67 @@ impl ClaimStore for FsStore {
         self.path_of(task.as_str()).display().to_string()
     }
 
-    fn stop_notice(&self, _fresh: bool) -> Result<Option<StopNotice>, StoreError> {
-        let path = self.path_of(super::STOP);
-        match open_nofollow(&path) {
-            Ok(mut f) => {
-                let (bytes, _) = read_capped(&mut f).map_err(StoreError::io("read", &path))?;
-                Ok(StopNotice::parse(&bytes))
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Ok(None),
-            Err(e) => Err(StoreError::io("open", &path)(e)),
+    fn notices(&self, _fresh: bool) -> Result<Vec<Notice>, StoreError> {
+        if !self.check_dir(false)? {
+            return Ok(Vec::new());
         }
+        let mut out = Vec::new();
+        for entry in fs::read_dir(&self.dir).map_err(StoreError::io("read", &self.dir))? {
+            let Ok(entry) = entry else { continue };
+            let file_name = entry.file_name();
+            let Some(name) = file_name
+                .to_str()
+                .and_then(|f| f.strip_suffix(".txt"))
+                .filter(|n| notice::is_notice(n))
+            else {
+                continue;
+            };
+            if let Some(n) = self.read_notice(name)? {
+                out.push(n);
+            }
+        }
+        out.sort_by_key(Notice::name);
+        Ok(out)
     }
 
     /// Written whole to a temp file and renamed over the notice: a reader
     /// sees the old notice or the new one.
-    fn post_stop(&self, notice: &StopNotice) -> Result<(), StoreError> {
+    fn post_notice(&self, notice: &Notice) -> Result<(), StoreError> {
         self.check_dir(true)?;
-        let path = self.path_of(super::STOP);
-        let tmp = self.dir.join(format!(".stop.{}.tmp", notice.nonce.short()));
+        let name = notice.name();
+        let path = self.path_of(&name);
+        let tmp = self
+            .dir
+            .join(format!("{name}.{}.tmp", notice.nonce.short()));
         fs::write(&tmp, notice.to_toml()).map_err(StoreError::io("write", &tmp))?;
         fs::rename(&tmp, &path).map_err(StoreError::io("rename", &path))
+    }
+
+    /// Renamed aside under a name of its own, then read and removed: what
+    /// is returned is exactly what was taken away, even when the same
+    /// notice is posted again meanwhile.
+    fn withdraw_notice(&self, kind: Kind, target: &Target) -> Result<Option<Notice>, StoreError> {
+        if !self.check_dir(false)? {
+            return Ok(None);
+        }
+        let name = notice::name_of(kind, target);
+        let path = self.path_of(&name);
+        let aside = format!("{name}.{}.released", Nonce::random().short());
+        match fs::rename(&path, self.dir.join(&aside)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreError::io("rename", &path)(e)),
+        }
+        let bytes = fs::read(self.dir.join(&aside)).unwrap_or_default();
+        let _ = fs::remove_file(self.dir.join(&aside));
+        Ok(Some(Notice::parse(&name, &bytes).unwrap_or_else(|| {
+            // Not a whole notice: taken away all the same.
+            Notice {
+                by: "someone".into(),
+                at: SystemTime::UNIX_EPOCH,
+                ..Notice::new(kind, target.clone(), "", false)
+            }
+        })))
     }
 
     fn try_claim(&self, claim: Claim, hold: bool) -> Result<Attempt, StoreError> {

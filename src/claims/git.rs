@@ -58,11 +58,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{
-    Attempt, ClaimStore, Guard, Held, Listed, Published, Reap, Release, Released, STOP, StopNotice,
-    StoreError, record_of,
+    Attempt, ClaimStore, Guard, Held, Listed, Published, Reap, Release, Released, StoreError,
+    record_of,
 };
 use crate::claims::host::{self, Here};
 use crate::claims::liveness::{Judge, Sighting};
+use crate::claims::notice::{self, Kind, Notice, Target};
 use crate::claims::record::{Claim, Corrupt, Nonce};
 use crate::git::command::{GitError, Repo};
 use crate::git::retry::{jitter, patiently};
@@ -545,27 +546,71 @@ impl ClaimStore for GitStore {
         format!("{}:{BRANCH}:{DIR}/{task}.txt", self.remote)
     }
 
-    fn stop_notice(&self, fresh: bool) -> Result<Option<StopNotice>, StoreError> {
+    fn notices(&self, fresh: bool) -> Result<Vec<Notice>, StoreError> {
         let tip = self.tip(fresh)?;
-        let Some(oid) = tip.files.get(STOP) else {
-            return Ok(None);
-        };
-        let contents = self.contents(&[oid])?;
-        Ok(contents.get(oid).and_then(|b| StopNotice::parse(b)))
+        let named: Vec<(&String, &String)> = tip
+            .files
+            .iter()
+            .filter(|(n, _)| notice::is_notice(n))
+            .collect();
+        if named.is_empty() {
+            return Ok(Vec::new());
+        }
+        let oids: Vec<&String> = named.iter().map(|(_, o)| *o).collect();
+        let contents = self.contents(&oids)?;
+        Ok(named
+            .into_iter()
+            .filter_map(|(n, o)| Notice::parse(n, contents.get(o)?))
+            .collect())
     }
 
-    fn post_stop(&self, notice: &StopNotice) -> Result<(), StoreError> {
+    fn post_notice(&self, notice: &Notice) -> Result<(), StoreError> {
         let bytes = notice.to_toml().into_bytes();
-        let message = format!("farm: stop, asked by {}", notice.by);
+        let name = notice.name();
+        let message = format!(
+            "farm: {} {}, asked by {}",
+            notice.kind.as_str(),
+            notice.target,
+            notice.by
+        );
         for round in 0..ROUNDS {
             let tip = self.tip(round > 0)?;
-            match self.write(&tip, Change::Put(STOP, &bytes), &message)? {
+            match self.write(&tip, Change::Put(&name, &bytes), &message)? {
                 Wrote::Landed(_) => return Ok(()),
                 Wrote::Moved(_) => back_off(round),
             }
         }
+        Err(StoreError::Refused(format!(
+            "the claims branch kept moving; try farm {} again",
+            notice.kind.as_str()
+        )))
+    }
+
+    fn withdraw_notice(&self, kind: Kind, target: &Target) -> Result<Option<Notice>, StoreError> {
+        let name = notice::name_of(kind, target);
+        let message = format!("farm: {} of {target} taken away", kind.as_str());
+        for round in 0..ROUNDS {
+            let tip = self.tip(true)?;
+            let Some(oid) = tip.files.get(&name) else {
+                return Ok(None);
+            };
+            let was = self
+                .contents(&[oid])?
+                .get(oid)
+                .and_then(|b| Notice::parse(&name, b));
+            match self.write(&tip, Change::Remove(&name), &message)? {
+                Wrote::Landed(_) => {
+                    return Ok(Some(was.unwrap_or_else(|| Notice {
+                        by: "someone".into(),
+                        at: SystemTime::UNIX_EPOCH,
+                        ..Notice::new(kind, target.clone(), "", false)
+                    })));
+                }
+                Wrote::Moved(_) => back_off(round),
+            }
+        }
         Err(StoreError::Refused(
-            "the claims branch kept moving; try farm stop again".into(),
+            "the claims branch kept moving; try farm resume again".into(),
         ))
     }
 
@@ -686,7 +731,7 @@ impl ClaimStore for GitStore {
 
     fn list(&self) -> Result<Vec<Listed>, StoreError> {
         let tip = self.tip(true)?;
-        // Dot names are farm's own notices (`.stop`), not claims.
+        // Dot names are farm's own notices (`.stop`, `.pause`), not claims.
         let files: Vec<(&str, &String)> = tip
             .files
             .iter()

@@ -13,6 +13,7 @@ pub mod git;
 pub mod hold;
 pub mod host;
 pub mod liveness;
+pub mod notice;
 mod read_cache;
 pub mod record;
 
@@ -22,6 +23,7 @@ use std::path::PathBuf;
 use std::time::SystemTime;
 
 use crate::claims::liveness::{Judge, Verdict};
+use crate::claims::notice::{Kind, Notice, Target};
 use crate::claims::record::{Claim, Corrupt, Nonce};
 use crate::error::{Code, Error};
 use crate::git::command::{GitError, RefUpdate, Repo};
@@ -46,12 +48,17 @@ pub trait ClaimStore: Send + Sync {
     /// Where the claim of `task` is, for the session's `FARM_CLAIM`.
     fn claim_location(&self, task: &TaskId) -> String;
 
-    /// The latest `farm stop` notice, if any was posted (`fresh`: ask the
-    /// hub now rather than go by what the store last saw).
-    fn stop_notice(&self, fresh: bool) -> Result<Option<StopNotice>, StoreError>;
+    /// The notices beside the claims (`farm stop`, `farm pause`; see
+    /// [`notice`]), by name (`fresh`: ask the hub now rather than go by
+    /// what the store last saw).
+    fn notices(&self, fresh: bool) -> Result<Vec<Notice>, StoreError>;
 
-    /// Post a `farm stop` notice, replacing any earlier one.
-    fn post_stop(&self, notice: &StopNotice) -> Result<(), StoreError>;
+    /// Post `notice`, replacing any earlier one of its kind for its target.
+    fn post_notice(&self, notice: &Notice) -> Result<(), StoreError>;
+
+    /// Take away the notice of `kind` for `target` (`farm resume`): what it
+    /// was, or `None` when there was none.
+    fn withdraw_notice(&self, kind: Kind, target: &Target) -> Result<Option<Notice>, StoreError>;
 
     /// Try to win `claim.task` with this record. When `hold` is true the
     /// store keeps an OS-level proof of life for as long as the returned
@@ -175,70 +182,6 @@ pub(crate) fn publish_checked<S: ClaimStore + ?Sized>(
             .map(|u| format!("{}: {}", u.to, u.summary))
             .collect();
         Err(StoreError::Refused(why.join("; ")))
-    }
-}
-
-/// The name of the stop notice beside the claims (`.stop.txt`): a dot
-/// name, so it is nobody's claim.
-pub const STOP: &str = ".stop";
-
-/// `farm stop`: every `farm run` on the hub that did not see this notice
-/// when it started drains (or, `now`, stops its sessions) when it sees it.
-/// Runs tell notices apart by their nonce, not by clocks.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StopNotice {
-    pub by: String,
-    pub at: SystemTime,
-    pub now: bool,
-    pub nonce: Nonce,
-}
-
-impl StopNotice {
-    pub fn new(by: &str, now: bool) -> StopNotice {
-        StopNotice {
-            by: by.to_owned(),
-            at: SystemTime::now(),
-            now,
-            nonce: Nonce::random(),
-        }
-    }
-
-    pub fn to_toml(&self) -> String {
-        #[derive(serde::Serialize)]
-        struct Raw<'a> {
-            by: &'a str,
-            at: String,
-            now: bool,
-            nonce: &'a str,
-        }
-        let raw = Raw {
-            by: &self.by,
-            at: crate::claims::record::timestamp(self.at),
-            now: self.now,
-            nonce: self.nonce.as_str(),
-        };
-        format!(
-            "# farm stop: every farm run drains when it sees this.\n{}",
-            toml::to_string(&raw).unwrap_or_default()
-        )
-    }
-
-    /// `None` for anything that is not a whole notice.
-    pub fn parse(bytes: &[u8]) -> Option<StopNotice> {
-        #[derive(serde::Deserialize)]
-        struct Raw {
-            by: String,
-            at: String,
-            now: bool,
-            nonce: String,
-        }
-        let raw: Raw = toml::from_str(std::str::from_utf8(bytes).ok()?).ok()?;
-        Some(StopNotice {
-            by: raw.by,
-            at: humantime::parse_rfc3339_weak(&raw.at).ok()?,
-            now: raw.now,
-            nonce: Nonce::parse(&raw.nonce).ok()?,
-        })
     }
 }
 

@@ -9,13 +9,16 @@ pub mod demo;
 pub mod demo_agent;
 pub mod doctor;
 pub mod fire;
+pub mod fleet;
 pub mod init;
 pub mod locks;
 pub mod logs;
 pub mod loop_script;
+pub mod pause;
 pub mod reap;
 pub mod release;
 pub mod report;
+pub mod resume;
 pub mod run;
 pub mod schedule;
 pub mod schedules;
@@ -57,6 +60,8 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<(), Error> {
         Command::Init(args) => init::run(ctx, args),
         Command::Run(args) => run::run(ctx, args),
         Command::Stop(args) => stop::run(ctx, args),
+        Command::Pause(args) => pause::run(ctx, args),
+        Command::Resume(args) => resume::run(ctx, args),
         Command::Status(args) => status::run(ctx, args),
         Command::Task(args) => task::run(ctx, args),
         Command::Tasks(args) => tasks::run(ctx, args),

@@ -8,6 +8,8 @@ use signal_hook::iterator::Signals;
 
 use crate::board::{self, Status};
 use crate::claims::host::Here;
+use crate::claims::notice::{Kind, Target};
+use crate::claims::record::Nonce;
 use crate::commands::tests::{self, Tip};
 use crate::config::Ctx;
 use crate::error::{Code, Error};
@@ -192,7 +194,13 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         steer_board(&run, steer);
     }
     // A `farm stop` posted before this run began is not for it.
-    let old_stop = run.store.stop_notice(true)?.map(|n| n.nonce);
+    let old_stop: Vec<Nonce> = run
+        .store
+        .notices(true)?
+        .into_iter()
+        .filter(|n| n.kind == Kind::Stop)
+        .map(|n| n.nonce)
+        .collect();
     let finished = Finished::default();
     let mut signals = Signals::new([SIGINT, SIGTERM])
         .map_err(|e| Error::failure(format!("cannot install signal handlers: {e}")).caused_by(e))?;
@@ -212,7 +220,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         });
         let finished = &finished;
         let old_stop = &old_stop;
-        s.spawn(move || watch_for_stop(run, old_stop.as_ref(), finished));
+        s.spawn(move || watch_for_stop(run, old_stop, finished));
         s.spawn(move || fire_every_minute(run, finished, loader));
         if let Some(steer) = &steer {
             s.spawn(move || steer_every_minute(run, finished, steer));
@@ -602,9 +610,11 @@ fn fire_every_minute(run: &Run, finished: &Finished, mut loader: crate::schedule
     }
 }
 
-/// Look for a `farm stop` notice now and then (this process's loops, and
-/// every other run on the hub, see the same one) until the loops are done.
-fn watch_for_stop(run: &Run, old: Option<&crate::claims::record::Nonce>, finished: &Finished) {
+/// Look for `farm stop` notices now and then (this process's loops, and
+/// every other run on the hub, see the same ones) until the loops are done:
+/// a stop of the run, or of some of its agents (by name or by role), which
+/// drain while the others go on.
+fn watch_for_stop(run: &Run, old: &[Nonce], finished: &Finished) {
     // A notice costs a fetch with the git store; a file read with fs.
     let every = if run.store.kind() == "git" {
         Duration::from_secs(10)
@@ -617,26 +627,43 @@ fn watch_for_stop(run: &Run, old: Option<&crate::claims::record::Nonce>, finishe
             continue;
         }
         next = std::time::Instant::now() + every;
-        let Ok(Some(notice)) = run.store.stop_notice(true) else {
+        let Ok(notices) = run.store.notices(true) else {
             continue;
         };
-        if Some(&notice.nonce) == old {
-            continue;
-        }
-        if notice.now {
-            run.stop.kill();
-            run.out.note(&format!(
-                "farm run: stopped now by farm stop --now ({}): killing sessions, rescuing their work",
-                notice.by
-            ));
-        } else if !run.stop.draining() {
-            run.stop.drain();
-            run.out.note(&format!(
-                "farm run: draining, asked by farm stop ({}): no new claims; running sessions finish",
-                notice.by
-            ));
+        for notice in notices {
+            if notice.kind != Kind::Stop || old.contains(&notice.nonce) {
+                continue;
+            }
+            if notice.target != Target::All {
+                stop_agents(run, &notice);
+            } else if notice.now {
+                run.stop.kill();
+                run.out.note(&format!(
+                    "farm run: stopped now by farm stop --now ({}): killing sessions, rescuing their work",
+                    notice.by
+                ));
+            } else if !run.stop.draining() {
+                run.stop.drain();
+                run.out.note(&format!(
+                    "farm run: draining, asked by farm stop ({}): no new claims; running sessions finish",
+                    notice.by
+                ));
+            }
         }
         run.wake_all();
+    }
+}
+
+/// Drain this run's agents that a stop of some agents reaches, said once each.
+fn stop_agents(run: &Run, notice: &crate::claims::notice::Notice) {
+    for name in &run.config.names {
+        if notice.target.reaches(name, run.role_of(name)) && run.stop_agent(name) {
+            run.out.note(&format!(
+                "farm run: `{name}` draining, asked by farm stop for {} ({}): it claims \
+                 nothing new; its running session finishes; the other agents go on",
+                notice.target, notice.by
+            ));
+        }
     }
 }
 

@@ -8,6 +8,7 @@ use serde_json::json;
 
 use crate::age::Age;
 use crate::board;
+use crate::claims::notice::{self, Kind, Notice};
 use crate::config::Ctx;
 use crate::error::Error;
 use crate::git::hub::Hub;
@@ -134,6 +135,10 @@ struct Report<'j> {
     by_agent: BTreeMap<String, Spent>,
     by_task: BTreeMap<String, Spent>,
     by_cli: BTreeMap<String, Spent>,
+    /// `farm pause`s on the hub, and the `farm stop`s posted since a run
+    /// in scope that is still running began (see [`crate::claims::notice`]).
+    paused: Vec<Notice>,
+    stopping: Vec<Notice>,
     now: SystemTime,
 }
 
@@ -385,6 +390,17 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
             (l.name.clone(), l.who(), v.state.as_str(), age)
         })
         .collect();
+    // The listing just read the hub: the store knows its notices.
+    let notices = store.notices(false)?;
+    let began = runs
+        .iter()
+        .filter(|(p, r)| scope.contains(p) && r.0)
+        .map(|(_, r)| r.1)
+        .min();
+    let (paused, stopping): (Vec<Notice>, Vec<Notice>) = notices
+        .into_iter()
+        .filter(|n| n.kind == Kind::Pause || began.is_some_and(|b| n.at >= b))
+        .partition(|n| n.kind == Kind::Pause);
     let hub = Hub::open(&spec, None).ok();
     let board = hub.as_ref().and_then(|hub| {
         let mut snapshot = super::tasks::read_board(hub).ok()?;
@@ -474,6 +490,8 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
         by_agent: rolled.by_agent,
         by_task: rolled.by_task,
         by_cli: rolled.by_cli,
+        paused,
+        stopping,
         now,
     })
 }
@@ -625,6 +643,37 @@ fn session_json(s: &Entry) -> serde_json::Value {
 }
 
 impl Report<'_> {
+    /// The pause holding the agent `name`, if one does.
+    fn pause_of(&self, name: &str) -> Option<&Notice> {
+        notice::pause_of(&self.paused, name, self.roles.get(name).map(String::as_str))
+    }
+
+    /// The stop that drains the agent `name` (doing `doing`), if one does.
+    fn stop_of(&self, name: &str, doing: &Doing) -> Option<&Notice> {
+        if matches!(doing, Doing::Ended { .. } | Doing::Elsewhere { .. }) {
+            return None;
+        }
+        let role = self.roles.get(name).map(String::as_str);
+        self.stopping.iter().find(|n| n.target.reaches(name, role))
+    }
+
+    /// What an agent is doing, with the pause or stop asked of it.
+    fn doing_asked(&self, name: &str, doing: &Doing) -> String {
+        let mut line = self.doing(doing);
+        if let Some(n) = self.stop_of(name, doing) {
+            line.push_str(&format!("; stopping (farm stop {})", self.asked(n)));
+        }
+        if let Some(n) = self.pause_of(name) {
+            line.push_str(&format!("; paused (farm pause {})", self.asked(n)));
+        }
+        line
+    }
+
+    /// "by al@box (pid 4), 3m ago".
+    fn asked(&self, n: &Notice) -> String {
+        format!("by {}, {} ago", n.by, self.ago(n.at))
+    }
+
     fn ago(&self, t: SystemTime) -> String {
         Age(self.now.duration_since(t).unwrap_or_default()).to_string()
     }
@@ -690,6 +739,17 @@ impl Report<'_> {
                 c.ready, c.claimed, c.blocked, c.done, c.failed, c.stuck, c.invalid
             ));
         }
+        for n in &self.paused {
+            line(format!(
+                "paused: {}, {}: farm resume{}",
+                n.target,
+                self.asked(n),
+                super::fleet::flags(&n.target)
+            ));
+        }
+        for n in &self.stopping {
+            line(format!("stopping: {}, {}", n.target, self.asked(n)));
+        }
         if !self.queue.is_empty() {
             line(format!(
                 "merge queue: {} waiting to land, tested side by side",
@@ -739,7 +799,7 @@ impl Report<'_> {
                     let role = self.roles.get(name).map_or("-", String::as_str);
                     first.push_str(&format!("{:<role_w$}  ", fit(role, role_w)));
                 }
-                for (i, part) in wrap_words(&self.doing(doing), COLUMNS - left)
+                for (i, part) in wrap_words(&self.doing_asked(name, doing), COLUMNS - left)
                     .iter()
                     .enumerate()
                 {
@@ -856,38 +916,49 @@ impl Report<'_> {
         out
     }
 
+    /// An agent in `--json`, by what it is doing.
+    fn agent_json(&self, name: &str, doing: &Doing, role: Option<&String>) -> serde_json::Value {
+        match doing {
+            Doing::Working { task, since } => json!({
+                "agent": name, "role": role, "state": "working", "task": task,
+                "since": crate::claims::record::timestamp(*since),
+            }),
+            Doing::Merging { task, since } => json!({
+                "agent": name, "role": role, "state": "merging", "task": task,
+                "since": crate::claims::record::timestamp(*since),
+            }),
+            Doing::Waiting { until, why } => json!({
+                "agent": name, "role": role, "state": "waiting", "why": why,
+                "until": crate::claims::record::timestamp(*until),
+            }),
+            Doing::Idle { since, waiting_for } => json!({
+                "agent": name, "role": role, "state": "idle",
+                "since": crate::claims::record::timestamp(*since),
+                "waiting_for": waiting_for,
+            }),
+            Doing::Elsewhere { task, since, state } => json!({
+                "agent": name, "role": role, "state": "elsewhere", "task": task,
+                "claim": state,
+                "since": crate::claims::record::timestamp(*since),
+            }),
+            Doing::Ended { last, at } => json!({
+                "agent": name, "role": role, "state": "ended", "last_task": last,
+                "since": crate::claims::record::timestamp(*at),
+            }),
+        }
+    }
+
     fn json(&self) -> serde_json::Value {
+        let asked = |n: Option<&Notice>| json!(n.map(super::fleet::notice_json));
         let agents: Vec<_> = self
             .agents
             .iter()
             .map(|(name, doing)| (name, doing, self.roles.get(name)))
-            .map(|(name, doing, role)| match doing {
-                Doing::Working { task, since } => json!({
-                    "agent": name, "role": role, "state": "working", "task": task,
-                    "since": crate::claims::record::timestamp(*since),
-                }),
-                Doing::Merging { task, since } => json!({
-                    "agent": name, "role": role, "state": "merging", "task": task,
-                    "since": crate::claims::record::timestamp(*since),
-                }),
-                Doing::Waiting { until, why } => json!({
-                    "agent": name, "role": role, "state": "waiting", "why": why,
-                    "until": crate::claims::record::timestamp(*until),
-                }),
-                Doing::Idle { since, waiting_for } => json!({
-                    "agent": name, "role": role, "state": "idle",
-                    "since": crate::claims::record::timestamp(*since),
-                    "waiting_for": waiting_for,
-                }),
-                Doing::Elsewhere { task, since, state } => json!({
-                    "agent": name, "role": role, "state": "elsewhere", "task": task,
-                    "claim": state,
-                    "since": crate::claims::record::timestamp(*since),
-                }),
-                Doing::Ended { last, at } => json!({
-                    "agent": name, "role": role, "state": "ended", "last_task": last,
-                    "since": crate::claims::record::timestamp(*at),
-                }),
+            .map(|(name, doing, role)| {
+                let mut doc = self.agent_json(name, doing, role);
+                doc["paused"] = asked(self.pause_of(name));
+                doc["stopping"] = asked(self.stop_of(name, doing));
+                doc
             })
             .collect();
         json!({
@@ -896,6 +967,8 @@ impl Report<'_> {
                 "pid": pid, "running": alive, "started": crate::claims::record::timestamp(*at),
             })).collect::<Vec<_>>(),
             "agents": agents,
+            "paused": self.paused.iter().map(super::fleet::notice_json).collect::<Vec<_>>(),
+            "stopping": self.stopping.iter().map(super::fleet::notice_json).collect::<Vec<_>>(),
             "board": self.board.as_ref().map(|c| json!(c)),
             "claims": self.claims.iter().map(|(task, who, state, age)| json!({
                 "task": task, "held_by": who, "state": state, "age_secs": age.as_secs(),

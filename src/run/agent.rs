@@ -14,7 +14,10 @@
 //!    ([`Source`]) — and pick the best ready, unclaimed task; claim it (with
 //!    this process as holder). A lost race is not a wait: scan again at
 //!    once. Nothing ready: wait for the hub to change, or end when the
-//!    board is settled (confirmed on the branch itself);
+//!    board is settled (confirmed on the branch itself). A `farm pause`
+//!    that holds the agent is looked for before it claims and, on the hub
+//!    itself, again once the claim is won (given back then), so that no
+//!    session starts on a claim made after `farm pause` returned;
 //! 3. reset the clone to the branch — every session starts clean — and read
 //!    the task there: if it was finished meanwhile, or waits for a task not
 //!    done on the branch yet, release and scan again;
@@ -62,6 +65,7 @@ use crate::board::{self, Task};
 use crate::output::Style;
 use crate::run::event::Event;
 
+use crate::claims::notice::Notice;
 use crate::claims::{Held, Listed, StoreError};
 use crate::error::Error;
 use crate::git::killed::{LOOP_RESTARTS, killed};
@@ -90,7 +94,7 @@ pub fn run_loop(run: &Run, name: &str, summary: &mut Summary) -> Result<(), Erro
     let mut restarts = 0;
     loop {
         match turns_settled(run, name, summary) {
-            Err(e) if killed(&e) && restarts < LOOP_RESTARTS && !run.stop.draining() => {
+            Err(e) if killed(&e) && restarts < LOOP_RESTARTS && !run.draining(name) => {
                 restarts += 1;
                 run.tell(
                     name,
@@ -157,6 +161,8 @@ struct Agent<'scope, 'env: 'scope> {
     unready: Unready,
     tally: Tally,
     summary: Summary,
+    /// The `farm pause` holding this agent when it last looked, if one did.
+    held_by: Option<Notice>,
 }
 
 impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
@@ -205,6 +211,7 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             unready: Unready::default(),
             tally: Tally::default(),
             summary,
+            held_by: None,
         })
     }
 
@@ -231,16 +238,18 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
     fn step(&mut self) -> Result<Step, Error> {
         let (run, name) = (self.run, self.name);
         // A stop asked, or no session left: at once, before any wait.
-        if let Some(why @ (Ending::Drained | Ending::MaxSessions)) = ending(&Gauges::read(run)) {
+        if let Some(why @ (Ending::Drained | Ending::MaxSessions)) =
+            ending(&Gauges::read(run, name))
+        {
             return Ok(Step::End(why));
         }
         // The agent CLI hit its limit: nobody claims until it lifts.
         run.limits.wait(
             &|l| run.say_tone(name, Style::Warn, l),
             &|wait| run.journal.record(name, wait),
-            &|| !run.stop.draining() && run.sessions_left(),
+            &|| !run.draining(name) && run.sessions_left(),
         );
-        if let Some(why) = ending(&Gauges::read(run)) {
+        if let Some(why) = ending(&Gauges::read(run, name)) {
             return Ok(Step::End(why));
         }
         // An integration beside that has ended is counted now: until then
@@ -266,6 +275,12 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
         if self.tally.pause_if_due(run, name) {
             return Ok(Step::Paused); // the board moved on meanwhile
         }
+        // `farm pause`: no claim while it holds. The store read the hub
+        // for the reaping above, so what it knows of the notices is fresh.
+        if self.on_hold(false)? {
+            run.wait_for_change(&seen);
+            return Ok(Step::OnHold);
+        }
         if !run.reserve_session() {
             return Ok(Step::End(Ending::MaxSessions));
         }
@@ -275,6 +290,15 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
         let Some((task, held)) = self.fresh(task, held, &seen)? else {
             return Ok(Step::NotReady);
         };
+        // Looked at again after the claim is won, on the hub itself: a
+        // pause that `farm pause` returned from before then is seen here
+        // (on the git store, the claim and the pause are commits of one
+        // branch), so none of this agent's sessions starts after it.
+        if self.on_hold(true)? {
+            run.store.release_held(held)?;
+            run.unreserve_session();
+            return Ok(Step::OnHold);
+        }
         // Out of attempts already (its front matter edited by hand, say):
         // no session is an "attempt 6 of 3"; the task goes to tasks/failed/.
         if task.attempts >= task.max_attempts {
@@ -287,6 +311,30 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             true => Step::End(Ending::Once),
             false => Step::Ran,
         })
+    }
+
+    /// Is the agent held by a `farm pause` (as the hub has it now, when
+    /// `fresh`)? Said when it is first held, and when it is let go.
+    fn on_hold(&mut self, fresh: bool) -> Result<bool, Error> {
+        let (run, name) = (self.run, self.name);
+        let pause = run.pause_of(name, fresh)?;
+        match (&pause, &self.held_by) {
+            (Some(p), before) if before.as_ref().is_none_or(|b| b.nonce != p.nonce) => run
+                .say_tone(
+                    name,
+                    Style::Warn,
+                    &format!(
+                        "paused by farm pause for {} ({}, at {}): no new claims until farm resume",
+                        p.target,
+                        p.by,
+                        crate::claims::record::timestamp(p.at)
+                    ),
+                ),
+            (None, Some(_)) => run.say(name, "resumed: claiming again"),
+            _ => {}
+        }
+        self.held_by = pause;
+        Ok(self.held_by.is_some())
     }
 
     /// Say why the loop ended, where a person needs to know.
@@ -397,7 +445,7 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             left_to_others: board::next(&snapshot, not_in_flight).map(|t| t.id.clone()),
             standing_wanted: self.role.is_some_and(|r| r.standing.is_some())
                 && (run.config.watch || !board::settled(&without_standing(&snapshot)))
-                && !run.stop.draining(),
+                && !run.draining(name),
             settled: board::settled(&snapshot),
             watch: run.config.watch,
             from_branch: board_dir == clone.dir(),

@@ -7,12 +7,14 @@
 //! Everything in `run/` that needs the run imports it from here; nothing
 //! here imports the loop or what it drives.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::claims::ClaimStore;
+use crate::claims::notice::{self, Notice};
 use crate::claims::record::timestamp;
 use crate::git::hub::Hub;
 use crate::output::{Out, Style};
@@ -57,6 +59,9 @@ pub struct Run {
     pub grace: Duration,
     pub state: PathBuf,
     pub stop: Stop,
+    /// The agents of this run that `farm stop --agent`/`--role` asked to
+    /// drain (the others go on).
+    stopped: Mutex<BTreeSet<String>>,
     pub out: Out,
     /// The sandbox every session runs in (`None`: off).
     pub sandbox: Option<crate::run::sandbox::Sandbox>,
@@ -135,6 +140,7 @@ impl Run {
             grace: Duration::from_secs(10),
             state,
             stop: Stop::default(),
+            stopped: Mutex::default(),
             out,
             sandbox: None,
             limits: Limits::default(),
@@ -147,6 +153,41 @@ impl Run {
             wake: Arc::default(),
             watched: AtomicBool::new(false),
         }
+    }
+
+    /// The role of the agent `name`, if it has one.
+    pub fn role_of(&self, name: &str) -> Option<&str> {
+        self.config.roles.get(name).map(|r| r.name.as_str())
+    }
+
+    /// Drain the agent `name` alone; whether it was not draining already.
+    pub fn stop_agent(&self, name: &str) -> bool {
+        self.stopped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_owned())
+    }
+
+    /// Is the agent `name` to claim nothing new and end: the run drains,
+    /// or a stop was asked of it alone?
+    pub(super) fn draining(&self, name: &str) -> bool {
+        self.stop.draining()
+            || self
+                .stopped
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(name)
+    }
+
+    /// The `farm pause` that holds the agent `name`, if one does, as the
+    /// hub has it (`fresh`), or as the store last saw it.
+    pub(super) fn pause_of(
+        &self,
+        name: &str,
+        fresh: bool,
+    ) -> Result<Option<Notice>, crate::error::Error> {
+        let notices = self.store.notices(fresh)?;
+        Ok(notice::pause_of(&notices, name, self.role_of(name)).cloned())
     }
 
     /// A line of `agent`'s.

@@ -19,6 +19,9 @@ pub(super) enum Step {
     Idle,
     /// The breaker paused the loop; the board is read again.
     Paused,
+    /// `farm pause` holds the agent: it claimed nothing (or gave back what
+    /// it had just won), and waited for the hub to change.
+    OnHold,
     /// Another agent claimed the task first.
     LostRace,
     /// The task was not ready on the branch after all: released.
@@ -34,7 +37,7 @@ pub(super) enum Step {
 /// Why an agent's loop ends.
 #[derive(Debug, PartialEq)]
 pub(super) enum Ending {
-    /// A stop was asked (`farm stop`, Ctrl-C).
+    /// A stop was asked (`farm stop`, of the run or of this agent; Ctrl-C).
     Drained,
     /// `--max-sessions` sessions started.
     MaxSessions,
@@ -60,9 +63,10 @@ pub(super) struct Gauges {
 }
 
 impl Gauges {
-    pub(super) fn read(run: &Run) -> Gauges {
+    /// The gauges of the agent `name`'s loop.
+    pub(super) fn read(run: &Run, name: &str) -> Gauges {
         Gauges {
-            draining: run.stop.draining(),
+            draining: run.draining(name),
             sessions_left: run.sessions_left(),
             past_until: run.config.until.is_some_and(|u| SystemTime::now() >= u),
             over_budget: run.over_budget(),

@@ -345,8 +345,8 @@ macro_rules! contract {
                 with_store(super::a_claim_replaced_after_listing_is_not_reaped);
             }
             #[test]
-            fn a_stop_notice_is_kept_and_is_no_claim() {
-                with_store(super::a_stop_notice_is_kept_and_is_no_claim);
+            fn notices_are_kept_replaced_withdrawn_and_no_claims() {
+                with_store(super::notices_are_kept_replaced_withdrawn_and_no_claims);
             }
             $($(
                 #[test]
@@ -377,24 +377,46 @@ git_contract!(git_over_daemon, || Hub::served(Transport::Git));
 git_contract!(git_over_ssh, || Hub::served(Transport::Ssh));
 git_contract!(git_over_http, || Hub::served(Transport::Http));
 
-/// `farm stop`'s notice lives beside the claims without being one.
-pub fn a_stop_notice_is_kept_and_is_no_claim(store: &dyn ClaimStore) {
-    use farm::claims::StopNotice;
-    assert_eq!(store.stop_notice(true).unwrap(), None);
+/// `farm stop`'s and `farm pause`'s notices live beside the claims without
+/// being claims: one of each kind for each target, a new one replacing the
+/// old, a pause taken away (`farm resume`) saying what it was.
+pub fn notices_are_kept_replaced_withdrawn_and_no_claims(store: &dyn ClaimStore) {
+    use farm::claims::notice::{Kind, Notice, Target};
+    assert_eq!(store.notices(true).unwrap(), []);
     won(store.try_claim(claim("t", "alice", None), false).unwrap());
-    let first = StopNotice::new("ops", false);
-    store.post_stop(&first).unwrap();
-    let read = store.stop_notice(true).unwrap().expect("posted");
+    let first = Notice::new(Kind::Stop, Target::All, "ops", false);
+    store.post_notice(&first).unwrap();
+    assert_eq!(store.notices(true).unwrap(), [first]);
+    let second = Notice::new(Kind::Stop, Target::All, "ops", true);
+    store.post_notice(&second).unwrap();
+    let read = store.notices(true).unwrap();
+    assert_eq!(read.len(), 1);
+    assert_eq!((&read[0].nonce, read[0].now), (&second.nonce, true));
+    let pause = Notice::new(Kind::Pause, Target::Role("docs".into()), "ops", false);
+    let agent = Notice::new(Kind::Stop, Target::Agent("box-2".into()), "ops", false);
+    store.post_notice(&pause).unwrap();
+    store.post_notice(&agent).unwrap();
+    let mut names: Vec<String> = store
+        .notices(true)
+        .unwrap()
+        .iter()
+        .map(Notice::name)
+        .collect();
+    names.sort();
+    assert_eq!(names, [".pause.role.docs", ".stop", ".stop.agent.box-2"]);
     assert_eq!(
-        (read.nonce, read.by, read.now),
-        (first.nonce, first.by, false)
+        store
+            .withdraw_notice(Kind::Pause, &Target::Role("docs".into()))
+            .unwrap(),
+        Some(pause)
     );
-    let second = StopNotice::new("ops", true);
-    store.post_stop(&second).unwrap();
     assert_eq!(
-        store.stop_notice(true).unwrap().unwrap().nonce,
-        second.nonce
+        store
+            .withdraw_notice(Kind::Pause, &Target::Role("docs".into()))
+            .unwrap(),
+        None
     );
+    assert_eq!(store.notices(true).unwrap().len(), 2);
     let names: Vec<_> = store.list().unwrap().into_iter().map(|l| l.name).collect();
     assert_eq!(names, ["t"]);
 }

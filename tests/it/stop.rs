@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::common::{Env, Farm, wait_for};
 
 /// `farm` with a git identity and no user or system git config.
-fn farm<I, S>(env: &Env, args: I) -> Farm
+pub(crate) fn farm<I, S>(env: &Env, args: I) -> Farm
 where
     I: IntoIterator<Item = S>,
     S: AsRef<std::ffi::OsStr>,
@@ -31,7 +31,7 @@ fn git_env() -> [(&'static str, &'static str); 6] {
     ]
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let out = crate::common::git_command()
         .arg("-C")
         .arg(dir)
@@ -48,7 +48,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 }
 
 /// A hub with `farm init` done and these tasks on the board.
-fn hub(env: &Env, tasks: &[&str]) {
+pub(crate) fn hub(env: &Env, tasks: &[&str]) {
     git(&env.hub, &["init", "--quiet", "-b", "main"]);
     git(
         &env.hub,
@@ -87,12 +87,12 @@ fn assert_one_orphan_rescue_with(env: &Env, subject: &str, out: &impl std::fmt::
     assert!(log.lines().any(|l| l == subject), "{log}");
 }
 
-fn signal(pid: u32, sig: i32) {
+pub(crate) fn signal(pid: u32, sig: i32) {
     // SAFETY: kill(2) on a child process of this test.
     unsafe { libc::kill(pid as i32, sig) };
 }
 
-fn done(env: &Env, task: &str) -> bool {
+pub(crate) fn done(env: &Env, task: &str) -> bool {
     git(
         &env.hub,
         &[
