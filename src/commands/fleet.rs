@@ -109,14 +109,16 @@ impl Running {
             ),
             Target::All => ("no farm run is running here".to_owned(), &self.agents),
         };
-        let kind = if matches!(target, Target::Role(_)) {
-            "roles"
-        } else {
-            "agents"
-        };
-        if names.is_empty() {
+        if self.agents.is_empty() {
             format!("{what} (no farm run is alive in this state dir's journal)")
+        } else if names.is_empty() {
+            format!("{what} (no agent running here has a role)")
         } else {
+            let kind = if matches!(target, Target::Role(_)) {
+                "roles"
+            } else {
+                "agents"
+            };
             let names: Vec<&str> = names.iter().map(String::as_str).collect();
             format!("{what} ({kind} running here: {})", names.join(", "))
         }
@@ -142,4 +144,40 @@ pub fn asked(n: &Notice) -> String {
         .duration_since(n.at)
         .unwrap_or_default();
     format!("by {}, {} ago", n.by, crate::age::Age(ago))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_that_reaches_nobody_is_said_with_the_names_that_run() {
+        let none = Running::default();
+        assert_eq!(
+            none.none_reached(&Target::Agent("x".into())),
+            "no running agent here is named `x` (no farm run is alive in this state dir's journal)"
+        );
+        let running = Running {
+            agents: ["box-1".to_owned(), "box-2".to_owned()].into(),
+            roles: BTreeSet::new(),
+        };
+        assert!(running.reached(&Target::Agent("box-2".into())));
+        assert!(!running.reached(&Target::Role("docs".into())));
+        assert_eq!(
+            running.none_reached(&Target::Agent("x".into())),
+            "no running agent here is named `x` (agents running here: box-1, box-2)"
+        );
+        assert_eq!(
+            running.none_reached(&Target::Role("docs".into())),
+            "no running agent here has the role `docs` (no agent running here has a role)"
+        );
+        let roles = Running {
+            roles: ["code".to_owned()].into(),
+            ..running
+        };
+        assert_eq!(
+            roles.none_reached(&Target::Role("docs".into())),
+            "no running agent here has the role `docs` (roles running here: code)"
+        );
+    }
 }

@@ -2,7 +2,7 @@
 //! claim again.
 
 use super::fleet::{self, Whom};
-use crate::claims::notice::{Kind, Target};
+use crate::claims::notice::Kind;
 use crate::config::Ctx;
 use crate::error::Error;
 
@@ -59,13 +59,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         ))?,
     }
     for n in &left {
-        let also = if n.target == Target::All || target == Target::All {
-            ""
-        } else {
-            " (it holds these agents too)"
-        };
         ctx.out.note(&format!(
-            "still paused: {} ({}){also}: farm resume{}",
+            "still paused: {} ({}): farm resume{}",
             n.target,
             fleet::asked(n),
             fleet::flags(&n.target)

@@ -246,11 +246,17 @@ fn pause_holds_every_claim_until_resume_then_the_work_goes_on() {
         started_while_paused < tasks.len(),
         "work was left for after the resume: {out:#?}"
     );
-    assert!(
-        claim_times(&env.hub.join(".farm"))
-            .iter()
-            .any(|(at, _)| *at > resumed),
-        "claims went on after the resume: {out:#?}"
+    let first_after = claim_times(&env.hub.join(".farm"))
+        .into_iter()
+        .map(|(at, _)| at)
+        .filter(|at| *at > resumed)
+        .min();
+    let Some(first_after) = first_after else {
+        panic!("claims went on after the resume: {out:#?}");
+    };
+    eprintln!(
+        "first claim {:?} after farm resume began; {started_while_paused} sessions before it",
+        first_after.duration_since(resumed).unwrap()
     );
     assert!(tasks.iter().all(|t| done(&env, t)), "{out:#?}");
     assert_each_started_once(&logs, &tasks, &out);
@@ -362,6 +368,17 @@ fn pause_resume_and_stop_agent_across_two_machines() {
             .stderr
             .contains("`west-2` draining, asked by farm stop for agent `west-2`"),
         "{outs:#?}"
+    );
+    let first_after = states
+        .iter()
+        .flat_map(|s| claim_times(s))
+        .map(|(at, _)| at)
+        .filter(|at| *at > resumed)
+        .min()
+        .expect("claims after the resume");
+    eprintln!(
+        "first claim {:?} after farm resume began (git daemon hub)",
+        first_after.duration_since(resumed).unwrap()
     );
     let west2 = starts(&logs).iter().filter(|(_, a)| a == "west-2").count();
     assert_eq!(
