@@ -290,15 +290,6 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
         let Some((task, held)) = self.fresh(task, held, &seen)? else {
             return Ok(Step::NotReady);
         };
-        // Looked at again after the claim is won, on the hub itself: a
-        // pause that `farm pause` returned from before then is seen here
-        // (on the git store, the claim and the pause are commits of one
-        // branch), so none of this agent's sessions starts after it.
-        if self.on_hold(true)? {
-            run.store.release_held(held)?;
-            run.unreserve_session();
-            return Ok(Step::OnHold);
-        }
         // Out of attempts already (its front matter edited by hand, say):
         // no session is an "attempt 6 of 3"; the task goes to tasks/failed/.
         if task.attempts >= task.max_attempts {
@@ -306,7 +297,9 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             self.retire(&task, held)?;
             return Ok(Step::Retired);
         }
-        self.run_session(task, held)?;
+        if !self.run_session(task, held)? {
+            return Ok(Step::OnHold);
+        }
         Ok(match run.config.once {
             true => Step::End(Ending::Once),
             false => Step::Ran,
@@ -592,11 +585,28 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
     /// loop claims the next task and runs it in the other clone: the agent
     /// waits for no push. At most one integration goes on beside the loop;
     /// it is joined before the next. Any other end is settled here.
-    fn run_session(&mut self, task: Task, held: Held) -> Result<(), Error> {
+    /// `false`: no session, a `farm pause` holds the agent (the claim given
+    /// back).
+    fn run_session(&mut self, task: Task, held: Held) -> Result<bool, Error> {
         let (run, name, slot) = (self.run, self.name, self.slot);
-        self.summary.sessions += 1;
         let ran = {
             let _turn = slot.take();
+            // Looked at again once the claim is won, on the hub itself,
+            // and once the slot is this session's (a merge session may
+            // have had it a while): a pause that `farm pause` returned
+            // from before then is seen here (on the git store, the claim
+            // and the pause are commits of one branch), so none of this
+            // agent's sessions starts after it.
+            let on_hold = self.on_hold(true);
+            if !matches!(on_hold, Ok(false)) {
+                // Never leave a claim behind on the way out, as in `fresh`.
+                run.unreserve_session();
+                let released = run.store.release_held(held);
+                on_hold?;
+                released?;
+                return Ok(false);
+            }
+            self.summary.sessions += 1;
             session(self.turn(&task, &held))
         };
         if !ran.as_ref().is_ok_and(Ran::succeeded) {
@@ -607,9 +617,9 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             if !matches!(end, End::Limited { .. }) {
                 run.limits.ok();
             }
-            return self
-                .tally
-                .count(run, name, &task.id, end, &mut self.summary);
+            self.tally
+                .count(run, name, &task.id, end, &mut self.summary)?;
+            return Ok(true);
         }
         run.limits.ok();
         // This integration starts before the one beside is joined: an error
@@ -638,7 +648,8 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             self.tally.count(run, name, &id, end, &mut self.summary)?;
         }
         self.clones
-            .make_ready(|| open_clone(run, name, &second_clone(name)))
+            .make_ready(|| open_clone(run, name, &second_clone(name)))?;
+        Ok(true)
     }
 }
 

@@ -255,7 +255,7 @@ fn pause_holds_every_claim_until_resume_then_the_work_goes_on() {
         panic!("claims went on after the resume: {out:#?}");
     };
     eprintln!(
-        "first claim {:?} after farm resume began; {started_while_paused} sessions before it",
+        "first claim {:?} after farm resume began; sessions started before it: {started_while_paused}",
         first_after.duration_since(resumed).unwrap()
     );
     assert!(tasks.iter().all(|t| done(&env, t)), "{out:#?}");
