@@ -55,7 +55,11 @@ fn a_401_stops_the_run_with_the_fix_and_fails_no_task() {
 #[test]
 fn a_stalled_api_killed_by_the_timeout_is_no_failed_attempt() {
     let Some(cli) = qwen() else { return };
-    kit::stalled(&cli, "s9", "8s");
+    // At a load of 12 (the whole suite beside it), sandboxed, Qwen Code
+    // had not said its first line 8 s after its start in one run of the
+    // real-CLI tests (alone it passed three times of three), and a
+    // session that never started is the task's failure, not the API's.
+    kit::stalled(&cli, "s9", "15s");
 }
 
 /// An overloaded API (503 twice): no attempt burned.
