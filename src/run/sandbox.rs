@@ -224,7 +224,11 @@ impl Sandbox {
         }
         if self.install.iter().any(|p| holds(p).is_some()) {
             self.install.retain(|p| holds(p).is_none());
-            self.install.extend(files.iter().cloned());
+            // What lies in a system directory is shown already.
+            let outside = files
+                .iter()
+                .filter(|f| !SYSTEM.iter().any(|s| f.starts_with(s)));
+            self.install.extend(outside.cloned());
         }
         self.private = private.to_vec();
         Ok(())
@@ -595,8 +599,11 @@ mod tests {
         assert!(err.contains("`/srv`") && err.contains("/srv/hub"), "{err}");
         let mut s = sandbox();
         s.install = vec!["/tmp/t".into()];
-        s.seal(&["/tmp/t/state".into()], &["/tmp/t/agent".into()])
-            .unwrap();
+        s.seal(
+            &["/tmp/t/state".into()],
+            &["/usr/bin/sh".into(), "/tmp/t/agent".into()],
+        )
+        .unwrap();
         assert_eq!(s.install, [PathBuf::from("/tmp/t/agent")]);
     }
 
