@@ -222,6 +222,13 @@ impl Sandbox {
                 holds(&bind.path).unwrap().display()
             ));
         }
+        // bwrap would refuse it at every session's start: once, now.
+        if let Some(bind) = self.binds.iter().find(|b| !b.path.exists()) {
+            return Err(format!(
+                "--sandbox-bind `{}` does not exist",
+                bind.path.display()
+            ));
+        }
         if self.install.iter().any(|p| holds(p).is_some()) {
             self.install.retain(|p| holds(p).is_none());
             // What lies in a system directory is shown already.
@@ -518,7 +525,7 @@ mod tests {
             home: "/home/u".into(),
             home_binds: vec!["/home/u/.claude".into()],
             install: vec!["/home/u/.nvm/v20".into()],
-            binds: vec![Bind::parse("/data:rw").unwrap()],
+            binds: vec![Bind::parse("/var:rw").unwrap()],
             env: vec!["ANTHROPIC_API_KEY".into()],
             identity: ("n".into(), "e@x".into()),
             private: Vec::new(),
@@ -544,7 +551,7 @@ mod tests {
             )
         );
         at(&w, &["--ro-bind-try", "/s/p.md", "/s/p.md"]);
-        at(&w, &["--bind", "/data", "/data"]);
+        at(&w, &["--bind", "/var", "/var"]);
         let clone = at(&w, &["--bind", "/s/clones/a", "/s/clones/a"]);
         assert!(at(&w, &["--tmpfs", "/tmp"]) < clone);
         at(&w, &["--chdir", "/s/clones/a"]);
@@ -605,6 +612,17 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.install, [PathBuf::from("/tmp/t/agent")]);
+    }
+
+    #[test]
+    fn a_bind_of_nothing_is_refused_at_once() {
+        let mut s = sandbox();
+        s.binds = vec![Bind::parse("/no/such/dir/for/farm").unwrap()];
+        let err = s.seal(&[], &[]).unwrap_err();
+        assert!(
+            err.contains("`/no/such/dir/for/farm` does not exist"),
+            "{err}"
+        );
     }
 
     #[test]
