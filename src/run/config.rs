@@ -243,7 +243,7 @@ pub struct RunConfig {
     /// `--wrap`: the words every session runs inside; empty for none.
     pub wrap: Vec<String>,
     /// What the sandbox is to be (made at start-up, where bwrap is known).
-    pub sandbox: SandboxPlan,
+    pub sandbox: crate::run::sandbox::Plan,
     /// `--until`: no new claims after this.
     pub until: Option<SystemTime>,
     /// `--max-cost`: no new claims once the run's reported cost reaches it.
@@ -468,22 +468,6 @@ fn wrap(flag: Option<&str>, world: &World) -> Result<Vec<String>, Error> {
     })
 }
 
-/// What the sandbox is to be, from the flags, farm.toml and the preset;
-/// whether it can be is for start-up ([`crate::run::sandbox::prepare`]).
-#[derive(Debug, Clone)]
-pub struct SandboxPlan {
-    pub mode: crate::run::sandbox::Mode,
-    /// Why that mode (`--no-sandbox`, `farm.toml`, `--wrap` …), for the
-    /// start-up line.
-    pub why: &'static str,
-    pub binds: Vec<crate::run::sandbox::Bind>,
-    pub network: bool,
-    /// The variables kept: the preset's and `--sandbox-env`/`sandbox_env`.
-    pub env: Vec<String>,
-    /// The agent CLI's own config under the home (the preset's), `~/` expanded.
-    pub home: Vec<std::path::PathBuf>,
-}
-
 /// `--sandbox`, `--no-sandbox`, `FARM_SANDBOX`, farm.toml's `sandbox*` and
 /// the preset's `sandbox_*`, checked. With `--wrap` the sessions already
 /// run inside something of the user's: the sandbox is then off unless asked
@@ -493,7 +477,7 @@ pub fn sandbox_plan(
     settings: &Settings,
     preset: Option<&Preset>,
     wrapped: bool,
-) -> Result<SandboxPlan, Error> {
+) -> Result<crate::run::sandbox::Plan, Error> {
     use crate::run::sandbox::{Bind, Mode};
     let (mode, why) = match (flags.off, flags.mode, settings.sandbox) {
         (true, _, _) => (Mode::Off, "--no-sandbox"),
@@ -523,7 +507,7 @@ pub fn sandbox_plan(
     if let Some(p) = preset.filter(|p| !p.config_env.is_empty()) {
         env.push(p.config_env.clone());
     }
-    Ok(SandboxPlan {
+    Ok(crate::run::sandbox::Plan {
         mode,
         why,
         binds,

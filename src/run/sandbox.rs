@@ -34,7 +34,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::error::Error;
-use crate::run::config::SandboxPlan;
 
 /// The cap on a session's private `/tmp`.
 pub const TMP_BYTES: u64 = 1 << 30;
@@ -103,6 +102,22 @@ impl Bind {
         }
         Ok(Bind { path, writable })
     }
+}
+
+/// What the sandbox is to be, from the flags, farm.toml and the preset;
+/// whether it can be is for start-up ([`prepare`]).
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub mode: Mode,
+    /// Why that mode (`--no-sandbox`, `farm.toml`, `--wrap` …), for the
+    /// start-up line.
+    pub why: &'static str,
+    pub binds: Vec<Bind>,
+    pub network: bool,
+    /// The variables kept: the preset's and `--sandbox-env`/`sandbox_env`.
+    pub env: Vec<String>,
+    /// The agent CLI's own config under the home (the preset's), `~/` expanded.
+    pub home: Vec<PathBuf>,
 }
 
 /// One run's sandbox: everything but the clone, which each session names.
@@ -275,7 +290,7 @@ impl Sandbox {
 /// network reaches. An error only when the sandbox was asked for and
 /// cannot be.
 pub fn prepare(
-    plan: &SandboxPlan,
+    plan: &Plan,
     argv: &[String],
     private: &[PathBuf],
     hub_url: &str,
