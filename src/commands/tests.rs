@@ -280,7 +280,7 @@ impl Tip {
                 secs: 0.0,
             });
         }
-        let jail = sandbox.map(|s| (s.words(&dir, &[], &[]), s.environment(std::env::vars_os())));
+        let jail = sandbox.map(|s| s.confine(&dir, &[], &[]));
         let inside = jail.as_ref().map(|(prefix, env)| Inside { prefix, env });
         let ran = crate::suite::run::run_while(suite, &dir, &[], inside.as_ref(), &mut || true)?
             .ok_or_else(|| Error::failure("the test run was stopped"))?;

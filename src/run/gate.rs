@@ -378,10 +378,7 @@ fn tests(
     let jail = run.sandbox.as_ref().map(|sandbox| {
         let mut read = turn.clone.borrowed_objects();
         read.extend(sample.map(Path::to_path_buf));
-        (
-            sandbox.words(dir, &read, &[]),
-            sandbox.environment(std::env::vars_os()),
-        )
+        sandbox.confine(dir, &read, &[])
     });
     let inside = jail.as_ref().map(|(prefix, env)| Inside { prefix, env });
     let ran = crate::suite::run::run_while(suite, dir, env, inside.as_ref(), &mut || {

@@ -202,6 +202,20 @@ impl Sandbox {
         w.0
     }
 
+    /// What a command in `dir` runs inside: bwrap's words (see
+    /// [`Sandbox::words`]) and its whole environment, from farm's own.
+    pub fn confine(
+        &self,
+        dir: &Path,
+        read: &[PathBuf],
+        write: &[PathBuf],
+    ) -> (Vec<String>, Vec<(String, String)>) {
+        (
+            self.words(dir, read, write),
+            self.environment(std::env::vars_os()),
+        )
+    }
+
     /// The session's environment, from farm's own (`vars`): only what the
     /// sandbox keeps, `HOME`, `TMPDIR` and the git identity.
     pub fn environment(

@@ -303,9 +303,9 @@ pub(super) fn supervise(
     let jail = run.sandbox.as_ref().map(|sandbox| {
         let mut read = clone.borrowed_objects();
         read.push(prompt_file.to_path_buf());
-        let mut words = sandbox.words(clone.dir(), &read, config_dir.as_slice());
+        let (mut words, env) = sandbox.confine(clone.dir(), &read, config_dir.as_slice());
         words.extend(run.config.wrap.iter().cloned());
-        (words, sandbox.environment(std::env::vars_os()))
+        (words, env)
     });
     if let Some((_, kept)) = &jail {
         // farm's own variables last: a kept one of the same name loses.
