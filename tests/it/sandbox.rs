@@ -33,6 +33,12 @@ fn bwrap_works() -> bool {
     works
 }
 
+/// `farm run --agent AGENT --sandbox ARGS…` (the script an agent's command
+/// names by its path is shown to it without a `--sandbox-bind`).
+fn sandboxed(env: &Env, agent: &str, args: &[&str]) -> crate::common::Farm {
+    env.farm_git(run_args(env, agent, &[args, &["--sandbox"]].concat()))
+}
+
 /// A process whose command line holds `marker`, alive anywhere.
 fn alive_with(marker: &str) -> Vec<String> {
     let mut found = Vec::new();
@@ -282,21 +288,7 @@ fn a_timed_out_sandboxed_session_is_told_to_stop() {
         "slow.sh",
         "trap 'echo got TERM; exit 1' TERM\nsleep 60 &\nwait\n",
     );
-    let script = env.tmp.path().join("slow.sh");
-    let out = env
-        .farm_git(run_args(
-            &env,
-            &agent,
-            &[
-                "--once",
-                "--timeout",
-                "2s",
-                "--sandbox",
-                "--sandbox-bind",
-                script.to_str().unwrap(),
-            ],
-        ))
-        .run_within(LIMIT);
+    let out = sandboxed(&env, &agent, &["--once", "--timeout", "2s"]).run_within(LIMIT);
     assert_eq!(out.code, Some(6), "{out:#?}");
     let text = all_logs(&env.tmp.path().join("state/logs"));
     assert!(text.contains("got TERM"), "{text}");
@@ -336,19 +328,7 @@ fn farm_killed_mid_session_takes_the_sandbox_with_it() {
              sleep 300\n"
         ),
     );
-    let script = env.tmp.path().join("long.sh");
-    let mut farm = env
-        .farm_git(run_args(
-            &env,
-            &agent,
-            &[
-                "--once",
-                "--sandbox",
-                "--sandbox-bind",
-                script.to_str().unwrap(),
-            ],
-        ))
-        .spawn();
+    let mut farm = sandboxed(&env, &agent, &["--once"]).spawn();
     let clones = env.tmp.path().join("state/clones");
     let start = std::time::Instant::now();
     // The two escapees: `setsid`, and `setsid` with no environment.
@@ -434,18 +414,7 @@ fn the_gates_tests_run_in_the_sandbox() {
         "work.sh",
         "echo w > \"$FARM_TASK.txt\"\ngit add -A && git commit -q -m \"do $FARM_TASK\"\n",
     );
-    let script = env.tmp.path().join("work.sh");
-    let out = env
-        .farm_git(run_args(
-            &env,
-            &agent,
-            &[
-                "--once",
-                "--sandbox",
-                "--sandbox-bind",
-                script.to_str().unwrap(),
-            ],
-        ))
+    let out = sandboxed(&env, &agent, &["--once"])
         .env("AWS_SECRET_ACCESS_KEY", "cloud-secret")
         .run_within(LIMIT);
     assert_eq!(out.code, Some(0), "{out:#?}");
