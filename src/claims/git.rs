@@ -62,6 +62,7 @@ use super::{
     record_of,
 };
 use crate::claims::host::{self, Here};
+use crate::claims::line::{self, LineStore, Snapshot};
 use crate::claims::liveness::{Judge, Sighting};
 use crate::claims::notice::{self, Kind, Notice, Target};
 use crate::claims::record::{Claim, Corrupt, Nonce};
@@ -533,6 +534,121 @@ fn back_off(round: u32) {
     std::thread::sleep(jitter(Duration::from_millis(2 << round.min(8))));
 }
 
+/// What a compare-and-swap of the line decides on a tip.
+enum Swap<'a> {
+    Write(Change<'a>),
+    /// Nothing to write: the answer.
+    Done(bool),
+}
+
+impl GitStore {
+    /// Change the line by compare-and-swap, as `decide` says on each tip
+    /// (a fresh one after the first).
+    fn swap_line<'a>(
+        &self,
+        message: &str,
+        decide: impl Fn(&Tip) -> Result<Swap<'a>, StoreError>,
+    ) -> Result<bool, StoreError> {
+        let mut fresh = false;
+        for round in 0..ROUNDS {
+            let tip = self.tip(fresh)?;
+            let change = match decide(&tip)? {
+                Swap::Write(change) => change,
+                // (Only a fresh tip answers: the last one seen may be old.)
+                Swap::Done(answer) if fresh => return Ok(answer),
+                Swap::Done(_) => {
+                    fresh = true;
+                    continue;
+                }
+            };
+            match self.write(&tip, change, message)? {
+                Wrote::Landed(_) => return Ok(true),
+                Wrote::Moved(_) => {
+                    fresh = true;
+                    back_off(round);
+                }
+            }
+        }
+        Err(StoreError::Refused(
+            "the claims branch kept moving; the merge queue could not be changed".into(),
+        ))
+    }
+
+    /// Does `tip` hold `name` with exactly `text` (a write of ours that
+    /// landed although its push was reported rejected)?
+    fn holds(&self, tip: &Tip, name: &str, text: &[u8]) -> Result<bool, StoreError> {
+        let Some(oid) = tip.files.get(name) else {
+            return Ok(false);
+        };
+        Ok(self.contents(&[oid])?.get(oid).map(Vec::as_slice) == Some(text))
+    }
+}
+
+impl LineStore for GitStore {
+    fn read_line(&self, fresh: bool) -> Result<Snapshot, StoreError> {
+        let tip = self.tip(fresh)?;
+        let named: Vec<(&String, &String)> = tip
+            .files
+            .iter()
+            .filter(|(n, _)| line::is_line_file(n) || !n.starts_with('.'))
+            .collect();
+        let oids: Vec<&String> = named.iter().map(|(_, o)| *o).collect();
+        let contents = self.contents(&oids)?;
+        let mut snapshot = Snapshot::default();
+        for (name, oid) in named {
+            let Some(text) = contents.get(oid) else {
+                continue;
+            };
+            if line::is_line_file(name) {
+                snapshot.files.push((name.clone(), text.clone()));
+            } else if let Ok(claim) = record_of(name, text) {
+                snapshot
+                    .holders
+                    .insert(name.clone(), claim.nonce.to_string());
+            }
+        }
+        Ok(snapshot)
+    }
+
+    fn add_to_line(&self, name: &str, text: &[u8]) -> Result<bool, StoreError> {
+        let message = format!("farm: queue {name}");
+        self.swap_line(&message, |tip| {
+            Ok(if self.holds(tip, name, text)? {
+                Swap::Done(true)
+            } else if tip.files.contains_key(name) {
+                Swap::Done(false)
+            } else {
+                Swap::Write(Change::Put(name, text))
+            })
+        })
+    }
+
+    fn update_in_line(&self, name: &str, text: &[u8]) -> Result<bool, StoreError> {
+        let message = format!("farm: update {name}");
+        self.swap_line(&message, |tip| {
+            Ok(if self.holds(tip, name, text)? {
+                Swap::Done(true)
+            } else if !tip.files.contains_key(name) {
+                Swap::Done(false)
+            } else {
+                Swap::Write(Change::Put(name, text))
+            })
+        })
+    }
+
+    fn remove_from_line(&self, name: &str) -> Result<(), StoreError> {
+        let message = format!("farm: unqueue {name}");
+        self.swap_line(&message, |tip| {
+            Ok(if tip.files.contains_key(name) {
+                Swap::Write(Change::Remove(name))
+            } else {
+                Swap::Done(true)
+            })
+        })
+        .map(|_| ())
+    }
+}
+
 impl ClaimStore for GitStore {
     fn kind(&self) -> &'static str {
         "git"
@@ -544,6 +660,10 @@ impl ClaimStore for GitStore {
 
     fn claim_location(&self, task: &TaskId) -> String {
         format!("{}:{BRANCH}:{DIR}/{task}.txt", self.remote)
+    }
+
+    fn line(&self) -> Option<&dyn LineStore> {
+        Some(self)
     }
 
     fn notices(&self, fresh: bool) -> Result<Vec<Notice>, StoreError> {

@@ -12,6 +12,7 @@ pub mod fs;
 pub mod git;
 pub mod hold;
 pub mod host;
+pub mod line;
 pub mod liveness;
 pub mod notice;
 mod read_cache;
@@ -59,6 +60,13 @@ pub trait ClaimStore: Send + Sync {
     /// Take away the notice of `kind` for `target` (`farm resume`): what it
     /// was, or `None` when there was none.
     fn withdraw_notice(&self, kind: Kind, target: &Target) -> Result<Option<Notice>, StoreError>;
+
+    /// The line this store keeps beside the claims for the merge queue of
+    /// a hub elsewhere (see [`line`]); `None` for a store that keeps none
+    /// (a hub of this machine keeps its line in a directory).
+    fn line(&self) -> Option<&dyn line::LineStore> {
+        None
+    }
 
     /// Try to win `claim.task` with this record. When `hold` is true the
     /// store keeps an OS-level proof of life for as long as the returned

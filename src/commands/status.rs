@@ -126,7 +126,7 @@ struct Report<'j> {
     /// Hosts whose clocks seem off this one's, by seconds (ahead positive).
     clocks_off: BTreeMap<String, i64>,
     sessions: Vec<Entry<'j>>,
-    /// The merge queue of a hub on this machine, first in line first.
+    /// The merge queue, first in line first.
     queue: Vec<InLine>,
     totals: BTreeMap<&'static str, usize>,
     /// What the sessions cost, where the CLI said: in all, and by agent,
@@ -407,15 +407,13 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
         snapshot.claimed = holders;
         Some(board::counts(&snapshot))
     });
-    let queue = hub
-        .as_ref()
-        .and_then(|hub| hub.local.as_ref())
-        .and_then(|local| {
-            Queue::of(&local.dir.join(crate::names::CLAIMS_DIR))
-                .list()
-                .ok()
-        })
-        .unwrap_or_default();
+    // The merge queue: in a directory of a hub on this machine, else
+    // beside the claims that were just read.
+    let line = match hub.as_ref().and_then(|hub| hub.local.as_ref()) {
+        Some(local) => Some(Queue::local(&local.dir.join(crate::names::CLAIMS_DIR))),
+        None => store.line().map(Queue::remote),
+    };
+    let queue = line.and_then(|q| q.list().ok()).unwrap_or_default();
     // The fleet: holders of claims that are not this run's agents (with a
     // URL hub, the claims branch holds every machine's).
     let host = in_scope

@@ -89,8 +89,8 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Halt> 
     // busy hub (a claim went stale after 30 rounds in 2 minutes under load
     // and was taken over): beat between rounds, as the session did.
     let mut beat = Heartbeat::new(run, held);
-    // With a gate on a hub of this machine, the work takes a place in the
-    // merge queue (see `speculate`) and keeps it until it lands or fails.
+    // With a gate, the work takes a place in the merge queue (see
+    // `speculate`) and keeps it until it lands or fails.
     let queued = Rider::applies(turn);
     let mut rider: Option<Rider<'_>> = None;
     for round in 0..push_rounds(run) {

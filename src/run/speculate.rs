@@ -1,4 +1,4 @@
-//! The merge queue, on a hub of this machine: a gated change does not take
+//! The merge queue: a gated change does not take
 //! a turn at the push lock to be tested alone. It takes a place in line
 //! ([`queue`](super::queue)) and is tested at once, on top of the change
 //! just ahead of it — which is tested on top of the one ahead of it, and so
@@ -28,23 +28,29 @@
 //!   none is left; a newer one can never pass it. One whose work conflicts
 //!   with the change ahead waits for it to land, then merges as any change
 //!   that conflicts with the branch does.
-//! - A farm killed anywhere in line leaves a file nobody holds: the next
-//!   reader removes it and the changes behind it build again; its work is
-//!   in its clone, rescued as any killed farm's is.
-
-use std::time::Duration;
+//! - A farm killed anywhere in line leaves a place nobody holds: the next
+//!   reader removes it (see [`queue`](super::queue) for when it knows) and
+//!   the changes behind it build again; its work is in its clone, rescued
+//!   as any killed farm's is.
+//! - Across machines (a hub that is only a URL) the line is kept beside the
+//!   claims, and what a farm elsewhere cannot read where it is travels
+//!   through the hub: the candidate ahead is fetched by its ref, and the
+//!   results it passed with are pushed beside it, so that the change behind
+//!   judges its own tests against them rather than run the suite on that
+//!   candidate again. No machine tests again because another landed first:
+//!   the change first in line is the only one that pushes to the branch.
 
 use crate::error::Error;
 use crate::git::command::Pushed;
 use crate::run::event::Event;
 use crate::run::gate::{self, Passed, Verdict};
 use crate::run::interrupt::{Halt, Heartbeat};
-use crate::run::queue::{Entry, Queue, Record, View};
+use crate::run::queue::{Entry, InLine, Queue, Record, View};
 use crate::run::turn::Turn;
-use crate::suite::results::Results;
+use crate::suite::results::{Results, Store};
 
-/// How often a change in line looks at the line.
-const LOOK_EVERY: Duration = Duration::from_millis(20);
+/// How the ref of a candidate's shared test results ends.
+const RESULTS: &str = "-results";
 
 /// How riding the queue ended (when it was not cut short).
 pub(super) enum Ride {
@@ -61,8 +67,8 @@ pub(super) enum Ride {
 /// A change in line, and what it was built on and tested as.
 pub(super) struct Rider<'a> {
     turn: Turn<'a>,
-    queue: Queue,
-    entry: Entry,
+    queue: Queue<'a>,
+    entry: Entry<'a>,
     /// Candidate refs pushed so far (one per build), and runs of the gate.
     builds: u32,
     tested: u32,
@@ -106,16 +112,21 @@ struct Built {
 }
 
 impl<'a> Rider<'a> {
-    /// Whether the queue applies: a gate, and a hub of this machine (one
-    /// elsewhere lands one change at a time, each tested on the branch).
+    /// Whether the queue applies: a gate, and a line to keep (a hub of
+    /// this machine, or a claim store that keeps one beside the claims).
     pub(super) fn applies(turn: Turn<'_>) -> bool {
-        turn.run.config.gate.is_some() && turn.run.hub.local.is_some()
+        let run = turn.run;
+        run.config.gate.is_some() && (run.hub.local.is_some() || run.store.line().is_some())
     }
 
     /// Take the last place in line.
     pub(super) fn join(turn: Turn<'a>) -> Result<Rider<'a>, Halt> {
-        let local = turn.run.hub.local.as_ref().expect("the queue is local");
-        let queue = Queue::of(&local.dir.join(crate::names::CLAIMS_DIR));
+        let run = turn.run;
+        let queue = match (&run.hub.local, run.store.line()) {
+            (Some(local), _) => Queue::local(&local.dir.join(crate::names::CLAIMS_DIR)),
+            (None, Some(line)) => Queue::remote(line),
+            (None, None) => unreachable!("the queue applies only where a line is kept"),
+        };
         let since = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -123,6 +134,7 @@ impl<'a> Rider<'a> {
             task: turn.task.id.to_string(),
             agent: turn.name.to_owned(),
             since,
+            claim: Some(turn.held.claim().nonce.to_string()),
             ..Record::default()
         })?;
         let rider = Rider {
@@ -178,9 +190,9 @@ impl<'a> Rider<'a> {
                     // ahead with this one. Before it lands it is put on
                     // the branch itself, and tested again if that changed
                     // its code.)
-                    Some(c) if blocked.as_ref() != Some(c) => c.clone(),
+                    Some(c) if blocked.as_ref() != Some(c) && self.have(ahead)? => c.clone(),
                     _ => {
-                        std::thread::sleep(LOOK_EVERY);
+                        std::thread::sleep(self.queue.look_every());
                         continue;
                     }
                 },
@@ -224,6 +236,7 @@ impl<'a> Rider<'a> {
                     Some(_) if moot => self.built = None,
                     Some(Verdict::Pass(tests)) => {
                         let (key, head) = (b.key.clone(), b.head.clone());
+                        self.share_results(&key)?;
                         self.passed = Some((key, tests));
                         self.publish(Some(&head), true)?;
                     }
@@ -238,7 +251,7 @@ impl<'a> Rider<'a> {
                     passed: tests,
                 });
             }
-            std::thread::sleep(LOOK_EVERY);
+            std::thread::sleep(self.queue.look_every());
         }
     }
 
@@ -312,12 +325,17 @@ impl<'a> Rider<'a> {
         loop {
             beat.check()?;
             match self.ahead(on, &key)? {
-                Ahead::Testing => std::thread::sleep(LOOK_EVERY),
+                Ahead::Testing => std::thread::sleep(self.queue.look_every()),
                 Ahead::Gone => return Ok(None),
                 Ahead::Passed => {
-                    return Ok(Some(match gate::kept_results(turn, on)? {
+                    let kept = match gate::kept_results(turn, on)? {
+                        Some(results) => Some(results),
+                        None => self.shared_results(on)?,
+                    };
+                    return Ok(Some(match kept {
                         Some(results) => Ok(results),
-                        // Passed by a farm with other state: tested here.
+                        // Passed by a farm with other state, which shared
+                        // no results: tested here.
                         None => gate::branch_results(turn, on)?,
                     }));
                 }
@@ -334,6 +352,13 @@ impl<'a> Rider<'a> {
         let view = self.queue.view(&self.entry)?;
         let place = self.built.as_ref().and_then(|b| b.ahead);
         let ahead = view.ahead.as_ref().filter(|a| Some(a.place) == place);
+        // (Its candidate is read here: fetched from a hub elsewhere.)
+        if let Some(a) = ahead
+            && a.record.candidate.as_deref().is_some_and(|c| c != on)
+            && !self.have(a)?
+        {
+            return Ok(Ahead::Testing);
+        }
         Ok(match ahead.map(|a| (&a.record.candidate, a.record.green)) {
             // Being built again (its candidate is pushed before it is
             // named): wait for it.
@@ -358,6 +383,79 @@ impl<'a> Rider<'a> {
                 }
             }
         })
+    }
+
+    /// Whether the candidate of `ahead` is in the clone (fetched from a
+    /// hub elsewhere when it is not: a local hub's objects are read where
+    /// they are). False while the hub does not have it yet, or no longer.
+    fn have(&self, ahead: &InLine) -> Result<bool, Halt> {
+        let Some(commit) = &ahead.record.candidate else {
+            return Ok(false);
+        };
+        if !self.queue.shares_results() {
+            return Ok(true);
+        }
+        let Some(refname) = ahead.record.refs.iter().find(|r| !r.ends_with(RESULTS)) else {
+            return Ok(false);
+        };
+        Ok(self.turn.clone.fetch_candidate(refname, commit)?)
+    }
+
+    /// Give the changes behind the results this candidate (whose code is
+    /// `key`) passed with, on a hub elsewhere: a farm there keeps its own
+    /// state, and without them would run the suite on this candidate again.
+    fn share_results(&mut self, key: &str) -> Result<(), Halt> {
+        if !self.queue.shares_results() {
+            return Ok(());
+        }
+        let turn = self.turn;
+        let Some(results) = Store::new(&turn.run.state).get(key) else {
+            return Ok(());
+        };
+        let record = self.entry.record.clone();
+        let Some(candidate) = record.refs.iter().find(|r| !r.ends_with(RESULTS)) else {
+            return Ok(());
+        };
+        let name = format!("{candidate}{RESULTS}");
+        if record.refs.contains(&name) {
+            return Ok(());
+        }
+        let json = serde_json::to_vec(&results)
+            .map_err(|e| Error::failure(format!("cannot write test results: {e}")))?;
+        let commit = turn.clone.results_commit(&json)?;
+        let mut refs = record.refs.clone();
+        refs.push(name.clone());
+        // Named before it is pushed, as a candidate is.
+        self.entry.update(Record { refs, ..record })?;
+        // Best effort: without them, the changes behind test this one.
+        let _ = turn.clone.push_refs(&[format!("{commit}:{name}")]);
+        Ok(())
+    }
+
+    /// The results the change ahead shared for `on`, its candidate (see
+    /// [`Rider::share_results`]), kept here once read.
+    fn shared_results(&self, on: &str) -> Result<Option<Results>, Halt> {
+        if !self.queue.shares_results() {
+            return Ok(None);
+        }
+        let turn = self.turn;
+        let view = self.queue.view(&self.entry)?;
+        let Some(refname) = view
+            .ahead
+            .iter()
+            .flat_map(|a| &a.record.refs)
+            .find(|r| r.ends_with(RESULTS))
+        else {
+            return Ok(None);
+        };
+        let Some(json) = turn.clone.fetch_results(refname)? else {
+            return Ok(None);
+        };
+        let Ok(results) = serde_json::from_slice::<Results>(&json) else {
+            return Ok(None);
+        };
+        Store::new(&turn.run.state).put(&gate::code_key(turn, on)?, &results);
+        Ok(Some(results))
     }
 
     /// Say what this change is now: its candidate (pushed to the hub for

@@ -367,7 +367,8 @@ macro_rules! git_contract {
             a_publish_that_landed_unseen_is_pushed_not_lost,
             a_publish_cut_between_its_refs_is_not_pushed,
             a_claim_stamped_by_a_clock_far_behind_is_not_reaped_as_it_appears,
-            a_claims_cache_missing_an_old_commit_still_claims);
+            a_claims_cache_missing_an_old_commit_still_claims,
+            the_line_gives_each_place_once_beside_the_claims);
     };
 }
 
@@ -417,6 +418,60 @@ pub fn notices_are_kept_replaced_withdrawn_and_no_claims(store: &dyn ClaimStore)
         None
     );
     assert_eq!(store.notices(true).unwrap().len(), 2);
+    let names: Vec<_> = store.list().unwrap().into_iter().map(|l| l.name).collect();
+    assert_eq!(names, ["t"]);
+}
+
+/// The merge queue's line beside the claims (a hub elsewhere): of farms
+/// racing for one place, exactly one takes it (rounds of eight stores,
+/// each with its own cache, pushing at once); a file is rewritten while
+/// there and not once taken out; the claims' holders are read with it, and
+/// the line's files are no claims.
+pub fn the_line_gives_each_place_once_beside_the_claims(hub: &Hub) {
+    let store = hub.store();
+    let line = store.line().expect("the git store keeps a line");
+    let held = won(store.try_claim(claim("t", "alice", None), false).unwrap());
+    for round in 1..=3u64 {
+        let name = format!(".queue.{round:012}");
+        let stores: Vec<Box<dyn ClaimStore>> = (0..8).map(|_| hub.store()).collect();
+        let winners: Vec<usize> = std::thread::scope(|s| {
+            let racers: Vec<_> = stores
+                .iter()
+                .enumerate()
+                .map(|(i, st)| {
+                    let name = &name;
+                    s.spawn(move || {
+                        let text = format!("agent = \"a{i}\"\n");
+                        st.line()
+                            .unwrap()
+                            .add_to_line(name, text.as_bytes())
+                            .unwrap()
+                    })
+                })
+                .collect();
+            racers
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, r)| r.join().unwrap().then_some(i))
+                .collect()
+        });
+        assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
+        let seen = line.read_line(true).unwrap();
+        let text = &seen.files.iter().find(|(n, _)| *n == name).unwrap().1;
+        assert_eq!(
+            String::from_utf8_lossy(text),
+            format!("agent = \"a{}\"\n", winners[0])
+        );
+    }
+    let seen = line.read_line(true).unwrap();
+    assert_eq!(seen.files.len(), 3);
+    assert_eq!(seen.holders.get("t"), Some(&held.claim().nonce.to_string()));
+    let first = ".queue.000000000001";
+    assert!(line.update_in_line(first, b"green = true\n").unwrap());
+    line.remove_from_line(first).unwrap();
+    assert!(!line.update_in_line(first, b"green = true\n").unwrap());
+    line.remove_from_line(first).unwrap();
+    assert_eq!(line.read_line(true).unwrap().files.len(), 2);
     let names: Vec<_> = store.list().unwrap().into_iter().map(|l| l.name).collect();
     assert_eq!(names, ["t"]);
 }

@@ -48,6 +48,7 @@ mod git_procs;
 mod lock;
 mod open;
 mod push;
+mod queued;
 mod recovery;
 mod rescue;
 mod stale_locks;

@@ -1,0 +1,45 @@
+//! A line kept beside the claims, for a hub with no filesystem to share:
+//! the files of the merge queue on the git store's branch (`.queue.<place>`,
+//! see `run::queue`), each written by compare-and-swap like a claim. A dot
+//! name is nobody's claim, and no notice's.
+//!
+//! The store only keeps the files and says who holds each claim on the
+//! same tip: what the files mean, and which of them are alive (a file whose
+//! claim is gone is a change whose farm is gone), is the queue's to judge.
+
+use std::collections::BTreeMap;
+
+use crate::claims::StoreError;
+
+/// What the line's files start with.
+pub const PREFIX: &str = ".queue.";
+
+/// One look at the line: its files (name, text) and the claims on the same
+/// tip (task → its record's nonce).
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    pub files: Vec<(String, Vec<u8>)>,
+    pub holders: BTreeMap<String, String>,
+}
+
+/// A store that keeps a line (see the module's doc).
+pub trait LineStore: Send + Sync {
+    /// The line now (`fresh`: asked of the hub, not the last tip seen).
+    fn read_line(&self, fresh: bool) -> Result<Snapshot, StoreError>;
+
+    /// Add `name` with `text`, unless a file of that name is there: false
+    /// then (someone else took that place).
+    fn add_to_line(&self, name: &str, text: &[u8]) -> Result<bool, StoreError>;
+
+    /// Write `text` over `name` while it is there: false when it is gone
+    /// (taken out of the line by another, its claim gone).
+    fn update_in_line(&self, name: &str, text: &[u8]) -> Result<bool, StoreError>;
+
+    /// Take `name` out of the line (nothing when it is gone already).
+    fn remove_from_line(&self, name: &str) -> Result<(), StoreError>;
+}
+
+/// Is `name` (without `.txt`) a file of the line?
+pub fn is_line_file(name: &str) -> bool {
+    name.starts_with(PREFIX)
+}

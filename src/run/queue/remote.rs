@@ -1,0 +1,117 @@
+//! The line of a hub elsewhere, kept beside the claims on the git store's
+//! branch: a file a change, `.queue.<place>`, added and rewritten by
+//! compare-and-swap (so two changes never take the same place), which
+//! names the claim its change lands under. There is no lock a kernel drops
+//! when a farm dies, and no clock all machines share: a change is in line
+//! for as long as its claim is held, and the claim's own liveness (a dead
+//! holder of this machine reaped at once, one elsewhere once its heartbeat
+//! is stale) says when its farm is gone.
+
+use super::{InLine, parse};
+use crate::claims::line::{LineStore, PREFIX};
+use crate::error::Error;
+
+/// Rounds of taking a place that another took first.
+const ROUNDS: usize = 64;
+
+/// The live changes in line by place, and the candidate refs of the dead
+/// ones removed.
+type Read = (Vec<InLine>, Vec<String>);
+
+/// The line beside the claims of a hub elsewhere.
+pub struct Line<'s> {
+    store: &'s dyn LineStore,
+}
+
+/// A change's file in the line; dropped, it leaves the line.
+pub struct File<'s> {
+    store: &'s dyn LineStore,
+    name: String,
+}
+
+impl<'s> Line<'s> {
+    pub fn of(store: &'s dyn LineStore) -> Line<'s> {
+        Line { store }
+    }
+
+    /// Take the last place in line for a change written as `text`: its
+    /// file, its place, and the candidate refs of the dead changes removed
+    /// on the way.
+    pub(super) fn join(&self, text: &[u8]) -> Result<(File<'s>, u64, Vec<String>), Error> {
+        let mut dead = Vec::new();
+        for _ in 0..ROUNDS {
+            let (last, gone) = self.read_all(true)?;
+            dead.extend(gone.1);
+            // Behind every file there, live or not yet removed.
+            let place = last + 1;
+            let name = format!("{PREFIX}{place:012}");
+            if self.store.add_to_line(&name, text)? {
+                let file = File {
+                    store: self.store,
+                    name,
+                };
+                return Ok((file, place, dead));
+            }
+        }
+        Err(Error::failure(
+            "the merge queue's line kept changing: no place could be taken in it",
+        ))
+    }
+
+    /// The live changes in line, in order, and the candidate refs of the
+    /// dead ones (removed when `remove`).
+    pub(super) fn read(&self, remove: bool) -> Result<Read, Error> {
+        Ok(self.read_all(remove)?.1)
+    }
+
+    /// [`Line::read`], and the last place taken by any file there.
+    fn read_all(&self, remove: bool) -> Result<(u64, Read), Error> {
+        let snapshot = self.store.read_line(true)?;
+        let mut last = 0;
+        let mut live = Vec::new();
+        let mut dead = Vec::new();
+        for (name, text) in &snapshot.files {
+            let Some(place) = name
+                .strip_prefix(PREFIX)
+                .and_then(|p| p.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            last = last.max(place);
+            let record = parse(text);
+            let held = record
+                .claim
+                .as_ref()
+                .is_some_and(|nonce| snapshot.holders.get(&record.task) == Some(nonce));
+            if held {
+                live.push(InLine { place, record });
+            } else if remove && self.store.remove_from_line(name).is_ok() {
+                dead.extend(record.refs);
+            }
+        }
+        live.sort_by_key(|c| c.place);
+        Ok((last, (live, dead)))
+    }
+}
+
+impl File<'_> {
+    /// Write `text` over the change's file.
+    pub(super) fn write(&mut self, text: &[u8]) -> Result<(), Error> {
+        if self.store.update_in_line(&self.name, text)? {
+            Ok(())
+        } else {
+            Err(Error::failure(format!(
+                "this change's place in the merge queue (`{}`) was taken away: its claim is gone",
+                self.name
+            )))
+        }
+    }
+}
+
+impl Drop for File<'_> {
+    fn drop(&mut self) {
+        // Best effort: a file left behind names a claim that is gone once
+        // this change landed or failed, and the next reader removes it.
+        let _ = self.store.remove_from_line(&self.name);
+    }
+}
