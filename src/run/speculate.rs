@@ -49,6 +49,9 @@ use crate::run::queue::{Entry, InLine, Queue, Record, View};
 use crate::run::turn::Turn;
 use crate::suite::results::{Results, Store};
 
+/// How often a change in a line elsewhere takes back dead claims.
+const REAP_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// How the ref of a candidate's shared test results ends.
 const RESULTS: &str = "-results";
 
@@ -73,6 +76,8 @@ pub(super) struct Rider<'a> {
     builds: u32,
     tested: u32,
     joined: std::time::Instant,
+    /// When this change last took back dead claims (a line elsewhere).
+    reaped: std::cell::Cell<std::time::Instant>,
     /// The candidate now.
     built: Option<Built>,
     /// The code that passed the gate, and its tests: a candidate built
@@ -144,6 +149,7 @@ impl<'a> Rider<'a> {
             builds: 0,
             tested: 0,
             joined: std::time::Instant::now(),
+            reaped: std::cell::Cell::new(std::time::Instant::now()),
             built: None,
             passed: None,
         };
@@ -176,7 +182,7 @@ impl<'a> Rider<'a> {
         // The candidate ahead that the work conflicted with.
         let mut blocked: Option<String> = None;
         loop {
-            beat.check()?;
+            self.tend(beat)?;
             let view = self.queue.view(&self.entry)?;
             self.drop_refs(&view.dead_refs);
             let tip = clone.fetch_if_moved(&run.hub)?;
@@ -255,6 +261,20 @@ impl<'a> Rider<'a> {
         }
     }
 
+    /// What a change does each time it looks at the line: beat its claim,
+    /// and — in a line elsewhere, where a change is in line for as long as
+    /// its claim is held — take back dead and stale claims now and then, as
+    /// an idle agent does: when every agent of a farm waits in line behind
+    /// a change whose farm died, no idle one is left to.
+    fn tend(&self, beat: &mut Heartbeat<'_>) -> Result<(), Halt> {
+        beat.check()?;
+        if self.queue.shares_results() && self.reaped.get().elapsed() >= REAP_EVERY {
+            self.reaped.set(std::time::Instant::now());
+            let _ = crate::run::turn::reap(self.turn.run, self.turn.name);
+        }
+        Ok(())
+    }
+
     /// Build the candidate: the work `own` (on top of `base`) put on top
     /// of `on`, and publish it.
     fn build(
@@ -323,7 +343,7 @@ impl<'a> Rider<'a> {
         let turn = self.turn;
         let key = gate::code_key(turn, on)?;
         loop {
-            beat.check()?;
+            self.tend(beat)?;
             match self.ahead(on, &key)? {
                 Ahead::Testing => std::thread::sleep(self.queue.look_every()),
                 Ahead::Gone => return Ok(None),

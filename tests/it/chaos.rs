@@ -42,7 +42,7 @@
 //!
 //! Moments: session, commit, rebase, merge session, gate (the test run
 //! before a push, slowed on cue), queue (two changes or more waiting in the
-//! merge queue of a hub on this machine, their tests slowed), push, release
+//! merge queue, their tests slowed), push, release
 //! (after the push landed, before the claim is released), reap (a farm killed right
 //! after it restarted over a dead predecessor), and random. Targets: farm,
 //! the agent, the agent's child (its `git commit` or its `sleep`; at the
@@ -285,8 +285,8 @@ enum Moment {
     Rebase,
     MergeSession,
     Gate,
-    /// Two changes or more waiting in the merge queue (a hub on this
-    /// machine), their tests slowed.
+    /// Two changes or more waiting in the merge queue, their tests
+    /// slowed.
     Queue,
     Push,
     Release,
@@ -353,7 +353,7 @@ fn fits(kill: (Moment, Target), hub: Hub) -> bool {
     let url = matches!(hub, Hub::Url(_));
     match kill {
         (Moment::Cut | Moment::CutLocked, _) => url,
-        (_, Target::Operator) | (Moment::Queue, _) => !url,
+        (_, Target::Operator) => !url,
         _ => true,
     }
 }
@@ -699,6 +699,32 @@ impl Round {
             round.hub_arg = d.url();
         }
         round
+    }
+
+    /// How many changes wait in the merge queue: files in the hub's
+    /// `current_tasks/.queue/` (a hub on this machine), or beside the claims
+    /// on its `farm/claims` branch (a hub elsewhere).
+    fn in_line(&self) -> usize {
+        if matches!(self.hub, Hub::Url(_)) {
+            let out = crate::common::git_command()
+                .arg("--git-dir")
+                .arg(&self.repo)
+                .args(["ls-tree", "--name-only", "farm/claims", "current_tasks/"])
+                .output();
+            return out.map_or(0, |o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .filter(|l| l.contains("/.queue."))
+                    .count()
+            });
+        }
+        std::fs::read_dir(self.repo.join("current_tasks/.queue"))
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().ends_with(".toml"))
+                    .count()
+            })
+            .unwrap_or(0)
     }
 
     /// Keep the round's directories (ledger, state dir, clones, farm's
@@ -1269,16 +1295,7 @@ exit 0
                         }
                     })
                 }
-                Moment::Queue => {
-                    let line = std::fs::read_dir(self.repo.join("current_tasks/.queue"))
-                        .map(|d| {
-                            d.flatten()
-                                .filter(|e| e.file_name().to_string_lossy().ends_with(".toml"))
-                                .count()
-                        })
-                        .unwrap_or(0);
-                    (line >= 2).then_some(Some(farm))
-                }
+                Moment::Queue => (self.in_line() >= 2).then_some(Some(farm)),
                 Moment::Push => {
                     let marks = self.marks("pushing");
                     (!marks.is_empty()).then(|| match target {

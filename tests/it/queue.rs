@@ -308,17 +308,10 @@ fn a_change_whose_claim_is_taken_away_in_line_never_lands() {
     queue_empty(&env);
 }
 
-/// Across machines, through a `git daemon` hub (no shared filesystem, no
-/// push lock): two farms of two agents each. The line is kept beside the
-/// claims; each change is tested once, beside the others (a change behind
-/// one of the other machine's builds on its candidate and reads its
-/// results through the hub), not again because another landed first; every
-/// tip of main is green, every task done once, and nothing of the queue is
-/// left on the hub.
-#[test]
-fn queued_changes_across_two_machines_are_tested_side_by_side() {
-    use crate::daemon::{Daemon, Running};
-    let tasks: Vec<String> = (1..=8).map(|i| format!("n{i}")).collect();
+/// A `git daemon` hub gated by [`GATE`], with `tasks` on its board (each
+/// asks for a note), and an agent script that writes the note; the
+/// daemon, the agent's command and the gate's directory.
+fn served(tasks: &[String]) -> (crate::daemon::Daemon, String, std::path::PathBuf) {
     let mut files: Vec<(String, String)> = vec![
         ("gate.sh".into(), GATE.into()),
         ("tests/a.t".into(), "1\n".into()),
@@ -330,7 +323,7 @@ fn queued_changes_across_two_machines_are_tested_side_by_side() {
             "[tests]\ncommand = \"sh gate.sh\"\nformat = \"lines\"\nfailed = '^FAIL: (?P<name>\\S+): (?P<why>.*)$'\ntimeout = \"60s\"\n".into(),
         ),
     ];
-    for t in &tasks {
+    for t in tasks {
         files.push((
             format!("tasks/{t}.md"),
             format!("+++\ntitle = \"Task {t}\"\n+++\nWrite your note\n"),
@@ -340,7 +333,7 @@ fn queued_changes_across_two_machines_are_tested_side_by_side() {
         .iter()
         .map(|(p, t)| (p.as_str(), t.as_str()))
         .collect();
-    let daemon = Daemon::with_hub(&files);
+    let daemon = crate::daemon::Daemon::with_hub(&files);
     let dir = daemon.base.path().join("queue-test");
     let agent_path = daemon.base.path().join("agent.sh");
     std::fs::write(
@@ -349,31 +342,45 @@ fn queued_changes_across_two_machines_are_tested_side_by_side() {
     )
     .unwrap();
     let agent = format!("sh '{}'", agent_path.display());
-    let machines = [daemon.machine("east"), daemon.machine("west")];
-    let runs: Vec<Running> = machines
-        .iter()
-        .map(|m| {
-            let mut farm = m.farm(["-v", "run", "--agent", &agent, "-j", "2", "--name", &m.host]);
-            // Long enough for the next change to be built on the one
-            // ahead while that is tested, on a busy machine.
-            farm.cmd
-                .env("FARM_QUEUE_TEST_DIR", &dir)
-                .env("FARM_QUEUE_TEST_SLEEP", "4");
-            Running::spawn(farm)
-        })
-        .collect();
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let outs: Vec<_> = runs.into_iter().map(|r| r.finish_by(deadline)).collect();
-    for out in &outs {
-        assert_eq!(out.code, Some(0), "{out:#?}");
-    }
+    (daemon, agent, dir)
+}
+
+/// `farm run` on `machine` with the gate's environment, its suite taking
+/// four seconds: long enough for the next change to be built on the one
+/// ahead while that is tested, on a busy machine.
+fn run_on(
+    machine: &crate::daemon::Machine,
+    agent: &str,
+    dir: &std::path::Path,
+    jobs: &str,
+) -> crate::common::Farm {
+    let mut farm = machine.farm([
+        "-v",
+        "run",
+        "--agent",
+        agent,
+        "-j",
+        jobs,
+        "--name",
+        &machine.host,
+    ]);
+    farm.cmd
+        .env("FARM_QUEUE_TEST_DIR", dir)
+        .env("FARM_QUEUE_TEST_SLEEP", "4");
+    farm
+}
+
+/// Each task landed once on the served hub, every tip green, and nothing
+/// of the queue left there (no place in line, no candidate ref).
+#[track_caller]
+fn landed_once_and_queue_gone(daemon: &crate::daemon::Daemon, tasks: &[String], said: &str) {
     let hub = daemon.hub();
     assert_eq!(
         hub.board("main", "tasks/done"),
         tasks.iter().cloned().collect(),
-        "{outs:#?}"
+        "{said}"
     );
-    for t in &tasks {
+    for t in tasks {
         let landed = hub.git(["log", "--format=%s", "main", "--", &format!("src/note-{t}")]);
         assert_eq!(landed.lines().count(), 1, "{t} landed {landed:?}");
     }
@@ -382,6 +389,39 @@ fn queued_changes_across_two_machines_are_tested_side_by_side() {
             assert_eq!(a, "1\n", "main at {commit} is red");
         }
     }
+    assert_eq!(
+        hub.git(["for-each-ref", "refs/farm/queue/"]),
+        "",
+        "candidate refs left"
+    );
+    let claims = hub.git(["ls-tree", "--name-only", "farm/claims", "current_tasks/"]);
+    assert!(!claims.contains(".queue."), "left in line: {claims}");
+}
+
+/// Across machines, through a `git daemon` hub (no shared filesystem, no
+/// push lock): two farms of two agents each. The line is kept beside the
+/// claims; each change is tested once, beside the others (a change behind
+/// one of the other machine's builds on its candidate and reads its
+/// results through the hub), not again because another landed first; every
+/// tip of main is green, every task done once, and nothing of the queue is
+/// left on the hub.
+#[test]
+fn queued_changes_across_two_machines_are_tested_side_by_side() {
+    use crate::daemon::Running;
+    let tasks: Vec<String> = (1..=8).map(|i| format!("n{i}")).collect();
+    let (daemon, agent, dir) = served(&tasks);
+    let machines = [daemon.machine("east"), daemon.machine("west")];
+    let runs: Vec<Running> = machines
+        .iter()
+        .map(|m| Running::spawn(run_on(m, &agent, &dir, "2")))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let outs: Vec<_> = runs.into_iter().map(|r| r.finish_by(deadline)).collect();
+    for out in &outs {
+        assert_eq!(out.code, Some(0), "{out:#?}");
+    }
+    let said: String = outs.iter().map(|o| o.stderr.as_str()).collect();
+    landed_once_and_queue_gone(&daemon, &tasks, &said);
     let overlap = std::fs::read_to_string(dir.join("overlap")).unwrap();
     let runs: Vec<usize> = overlap
         .lines()
@@ -394,7 +434,6 @@ fn queued_changes_across_two_machines_are_tested_side_by_side() {
     // One run a change, and the branch once on each machine at most (a
     // change first in line with nothing kept for the branch): no machine
     // tested again because the other landed first.
-    let said: String = outs.iter().map(|o| o.stderr.as_str()).collect();
     assert!(
         runs.len() <= tasks.len() + 2,
         "{} suite runs for {} changes:\n{said}",
@@ -402,11 +441,37 @@ fn queued_changes_across_two_machines_are_tested_side_by_side() {
         tasks.len()
     );
     assert!(said.contains("ahead in line"), "{said}");
-    assert_eq!(
-        hub.git(["for-each-ref", "refs/farm/queue/"]),
-        "",
-        "candidate refs left"
-    );
-    let claims = hub.git(["ls-tree", "--name-only", "farm/claims", "current_tasks/"]);
-    assert!(!claims.contains(".queue."), "left in line: {claims}");
+}
+
+/// A farm SIGKILLed while two changes or more of its wait in a line
+/// elsewhere (its places beside the claims, its candidates on the hub):
+/// run again on the same machine, it takes back its dead claims, the dead
+/// places go with them, and every task lands once; nothing is left.
+#[test]
+fn a_farm_killed_in_a_line_elsewhere_loses_nothing_and_wedges_nothing() {
+    use crate::daemon::Running;
+    let tasks: Vec<String> = (1..=6).map(|i| format!("n{i}")).collect();
+    let (daemon, agent, dir) = served(&tasks);
+    let machine = daemon.machine("east");
+    let first = Running::spawn(run_on(&machine, &agent, &dir, "3"));
+    let hub = daemon.hub();
+    let start = Instant::now();
+    loop {
+        let (_, claims, _) =
+            hub.git_output(["ls-tree", "--name-only", "farm/claims", "current_tasks/"]);
+        if claims.matches(".queue.").count() >= 2 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "nothing queued in 90 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    crate::daemon::signal_group(first.pid() as i32, libc::SIGKILL);
+    let killed = first.finish_by(Instant::now() + Duration::from_secs(10));
+    let again = Running::spawn(run_on(&machine, &agent, &dir, "3"));
+    let out = again.finish_by(Instant::now() + Duration::from_secs(180));
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    landed_once_and_queue_gone(&daemon, &tasks, &format!("{killed:#?}\n{out:#?}"));
 }
