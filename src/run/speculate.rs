@@ -203,11 +203,7 @@ impl<'a> Rider<'a> {
                     }
                 },
             };
-            if self
-                .built
-                .as_ref()
-                .is_none_or(|b| b.on != on || b.from != own)
-            {
+            if self.stale(&own, &on, view.ahead.is_some())? {
                 match self.build(&own, base, merged, &on, &view)? {
                     Build::Built => {}
                     Build::Conflict => return Ok(Ride::Conflict),
@@ -275,6 +271,26 @@ impl<'a> Rider<'a> {
         Ok(())
     }
 
+    /// Whether the candidate must be built again on `on`: it is not the
+    /// work `own` on top of `on`. But a change behind another keeps its
+    /// build when the one ahead was built again with the same code (the
+    /// board or a progress document moved under it): its code and its tests
+    /// stand, and it is put on the branch itself once it is first — one
+    /// build a landing, not one for every change in line.
+    fn stale(&self, own: &str, on: &str, behind: bool) -> Result<bool, Halt> {
+        let Some(b) = &self.built else {
+            return Ok(true);
+        };
+        if b.from != own {
+            return Ok(true);
+        }
+        if b.on == on {
+            return Ok(false);
+        }
+        let turn = self.turn;
+        Ok(!behind || gate::code_key(turn, &b.on)? != gate::code_key(turn, on)?)
+    }
+
     /// Build the candidate: the work `own` (on top of `base`) put on top
     /// of `on`, and publish it.
     fn build(
@@ -322,7 +338,13 @@ impl<'a> Rider<'a> {
             view.waiting_ahead
         ));
         let green = self.passed.as_ref().is_some_and(|(k, _)| *k == key);
-        self.publish(Some(&head), green)?;
+        // First in line and passed already (put on a branch that the board
+        // or a progress document moved): the changes behind keep what they
+        // were built on, of the same code, and this build is pushed to the
+        // branch itself next — no candidate to publish.
+        if !(green && view.ahead.is_none()) {
+            self.publish(Some(&head), green)?;
+        }
         self.built = Some(Built {
             from: own.to_owned(),
             ahead: view.ahead.as_ref().map(|a| a.place),

