@@ -13,6 +13,7 @@ mod fencing;
 mod hold;
 mod hostile;
 mod input;
+mod needs;
 mod notify;
 mod pause;
 mod queue;
