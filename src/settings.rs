@@ -58,6 +58,8 @@ pub struct Settings {
     /// Agents with a speciality, by role name (see [`crate::run::roles`]).
     #[serde(default)]
     pub roles: std::collections::BTreeMap<String, crate::run::roles::Raw>,
+    /// The command told of what needs a person (see [`crate::run::notify`]).
+    pub notify: Option<crate::run::notify::Raw>,
 }
 
 /// farm.toml's `sandbox`: a yes or no, or a mode by name.
@@ -158,7 +160,7 @@ impl Settings {
                 file.what,
                 crate::error::toml_message(text, &e)
             ))
-            .hint("keys: agent, jobs, timeout, prompt_via, stale_after, net_timeout, branch, claims, [tests]")
+            .hint("keys: agent, jobs, timeout, prompt_via, stale_after, net_timeout, branch, claims, [tests], [notify]")
         })?;
         settings
             .check()
@@ -201,6 +203,9 @@ impl Settings {
             return Err(Error::usage(format!("farm.toml `{key}` = {text:?}: {why}"))
                 .hint("a duration: 90s, 10m, 2h, 1d"));
         }
+        if let Some(notify) = &self.notify {
+            notify.check()?;
+        }
         Ok(())
     }
 }
@@ -242,6 +247,14 @@ pub const TEMPLATE: &str = r#"# farm.toml — how `farm run` works on this repos
 # format = "junit"
 # report = "report.xml"
 # timeout = "30m"
+
+# A command told of what needs you (a task failed for good, the circuit breaker
+# tripped, a long usage-limit wait, the budget spent, the run's end): words, no
+# shell, one JSON object on its standard input (see docs/notifications.md).
+# [notify]
+# command = "curl -fsS -H 'Content-Type: application/json' --data-binary @- https://chat.example/hook"
+# limit_wait_over = "10m"
+# timeout = "30s"
 "#;
 
 #[cfg(test)]

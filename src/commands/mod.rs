@@ -14,6 +14,7 @@ pub mod init;
 pub mod locks;
 pub mod logs;
 pub mod loop_script;
+pub mod needs;
 pub mod pause;
 pub mod reap;
 pub mod release;

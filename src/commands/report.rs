@@ -11,6 +11,7 @@ use crate::config::Ctx;
 use crate::error::Error;
 use crate::git::hub::Hub;
 use crate::report::html::Page;
+use crate::report::needs::NeedsYou;
 use crate::report::night::{self, Kind, Night, Scope};
 use crate::report::{path, trace};
 use crate::run::journal;
@@ -59,7 +60,8 @@ pub struct Args {
     open: bool,
 
     /// Print what the page shows, as JSON: {report, scope, runs, lanes,
-    /// counts, done, total, by_agent, by_cli, by_task, critical_path}.
+    /// counts, done, total, by_agent, by_cli, by_task, critical_path,
+    /// needs_you, outcomes}.
     #[arg(long)]
     json: bool,
 }
@@ -126,6 +128,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     };
     let night = Night::new(&lines, runs);
     let critical = critical_path(&spec, &night);
+    let (needs, outcomes) = needs_and_outcomes(ctx, &spec, &state, &lines, &night);
+    let last_words = last_words(&night);
 
     let out = args
         .output
@@ -142,6 +146,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         critical: critical.clone(),
         tz: jiff::tz::TimeZone::system(),
         made: epoch(now),
+        needs: Some(&needs),
+        outcomes: outcomes.clone(),
+        last_words,
     }
     .render();
     write_whole(&out, page.as_bytes())?;
@@ -168,6 +175,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
                 "by_cli": night.by_cli,
                 "by_task": night.by_task,
                 "critical_path": {"tasks": chain, "secs": secs, "unknown": critical.err()},
+                "needs_you": needs,
+                "outcomes": outcomes,
             })
         ))?;
     } else {
@@ -242,6 +251,64 @@ fn critical_path(
         .map(|(t, s)| (t.clone(), s.secs))
         .collect();
     Ok(path::critical(&after, &weight))
+}
+
+/// What needs a person now (the board, the claims, the rescue branches,
+/// the night's cost), and how each task of the board stands.
+fn needs_and_outcomes(
+    ctx: &Ctx,
+    spec: &crate::git::hub::HubSpec,
+    state: &Path,
+    lines: &[&journal::Entry<'_>],
+    night: &Night,
+) -> (NeedsYou, BTreeMap<String, String>) {
+    let hub = Hub::open(spec, None).map_err(|e| format!("cannot open the hub: {}", e.message));
+    // Without the claims (a hub elsewhere that does not answer), what
+    // needs a person is told without the silent holders.
+    let listed: Vec<crate::claims::Listed> = ctx
+        .store_for(spec)
+        .ok()
+        .and_then(|s| s.list().ok())
+        .unwrap_or_default();
+    let stale_after = crate::settings::Settings::of_hub(spec, None, state)
+        .and_then(|s| crate::run::config::stale_after(&s))
+        .unwrap_or(std::time::Duration::from_secs(30 * 60));
+    let rescues = super::needs::rescues_of(lines);
+    let needs = super::needs::gather(
+        hub.as_ref().map_err(Clone::clone),
+        &listed,
+        stale_after,
+        &rescues,
+        night.total.cost_usd,
+    );
+    let mut outcomes = BTreeMap::new();
+    if let Ok(hub) = &hub
+        && let Ok(mut snapshot) = super::tasks::read_board(hub)
+    {
+        snapshot.claimed = crate::claims::holders(&listed);
+        for (id, status) in crate::board::statuses(&snapshot) {
+            outcomes.insert(id.to_string(), status.label().to_owned());
+        }
+    }
+    (needs, outcomes)
+}
+
+/// The agent's last words in each failed, timed-out or rescued session's
+/// log (what `farm logs` shows last), by the session's index.
+fn last_words(night: &Night) -> BTreeMap<usize, String> {
+    night
+        .sessions
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| matches!(s.kind, Kind::Failed | Kind::TimedOut | Kind::Rescued))
+        .filter_map(|(i, s)| {
+            let log = s.log.as_deref()?;
+            let said = crate::run::attempts::last_line(Path::new(log))?;
+            // Quoted as code for the task's notes; the panel shows it bare.
+            let bare = said.strip_prefix('`').and_then(|s| s.strip_suffix('`'));
+            Some((i, bare.map_or(said.clone(), str::to_owned)))
+        })
+        .collect()
 }
 
 /// The directory a file at `path` goes into.

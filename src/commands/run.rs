@@ -113,6 +113,13 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     {
         config.argv[0] = here.join(&config.argv[0]).display().to_string();
     }
+    // So is a notifier's (it runs in a directory of the state dir).
+    if let Some(notify) = config.notify.as_mut()
+        && notify.argv[0].contains('/')
+        && let Ok(here) = std::env::current_dir()
+    {
+        notify.argv[0] = here.join(&notify.argv[0]).display().to_string();
+    }
     let steer = if args.steer {
         let suite = Suite::from_raw(settings.tests.as_ref())
             .map_err(|e| Error::usage(format!("invalid [tests] in farm.toml: {e}")))?
@@ -324,6 +331,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
             output_tokens: spent.output_tokens,
         },
     );
+    // The run's end is the notice most wanted: it gets its chance to go
+    // (within the notifier's timeout) before farm exits.
+    run.notifier.finish();
     let mut failed = failed.into_iter();
     let mut end = match (run.stop.killing(), failed.next()) {
         (false, None) => return left_on_the_board(&run),

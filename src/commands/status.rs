@@ -13,6 +13,7 @@ use crate::config::Ctx;
 use crate::error::Error;
 use crate::git::hub::Hub;
 use crate::output::{Style, table};
+use crate::report::needs::NeedsYou;
 use crate::report::night::{self, Spent};
 use crate::run::journal::{self, Entry, Event, given};
 use crate::run::queue::{InLine, Queue};
@@ -30,7 +31,8 @@ Examples:
   farm status --watch
   farm status --json | jq '.totals'")]
 pub struct Args {
-    /// Print JSON: {runs, agents, board, claims, sessions, queue, totals}.
+    /// Print JSON: {runs, agents, board, claims, sessions, queue, totals,
+    /// needs_you}.
     #[arg(long)]
     json: bool,
 
@@ -139,6 +141,9 @@ struct Report<'j> {
     /// in scope that is still running began (see [`crate::claims::notice`]).
     paused: Vec<Notice>,
     stopping: Vec<Notice>,
+    /// What needs a person: failed and stuck tasks, rescued work, what is
+    /// left, the cost.
+    needs: NeedsYou,
     now: SystemTime,
 }
 
@@ -374,14 +379,20 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
         .collect();
 
     let store = ctx.store_for(&spec)?;
-    let judge = super::judge_now(None);
+    // Claims judged by the threshold runs reap by, as `farm locks` judges
+    // them: a holder silent past it is stale here too, and what needs you
+    // says so.
+    let stale_after = crate::settings::Settings::of_hub(&spec, None, &state)
+        .and_then(|s| crate::run::config::stale_after(&s))
+        .unwrap_or(Duration::from_secs(30 * 60));
+    let judge = super::judge_now(Some(stale_after));
     // One listing for the claims table and the board (with the git store,
     // each listing is a fetch).
     let listed = store.list()?;
     let holders = crate::claims::holders(&listed);
     let clocks_off = crate::claims::clocks_off(&listed);
     let claims: Vec<(String, String, &'static str, Duration)> = listed
-        .into_iter()
+        .iter()
         .map(|l| {
             let age = l.record.as_ref().map_or(Duration::ZERO, |c| {
                 now.duration_since(c.claimed_at).unwrap_or_default()
@@ -401,7 +412,15 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
         .into_iter()
         .filter(|n| n.kind == Kind::Pause || began.is_some_and(|b| n.at >= b))
         .partition(|n| n.kind == Kind::Pause);
-    let hub = Hub::open(&spec, None).ok();
+    let opened = Hub::open(&spec, None).map_err(|e| format!("cannot open the hub: {}", e.message));
+    let needs = super::needs::gather(
+        opened.as_ref().map_err(Clone::clone),
+        &listed,
+        stale_after,
+        &super::needs::rescues_of(&in_scope),
+        rolled.total.cost_usd,
+    );
+    let hub = opened.ok();
     let board = hub.as_ref().and_then(|hub| {
         let mut snapshot = super::tasks::read_board(hub).ok()?;
         snapshot.claimed = holders;
@@ -490,6 +509,7 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
         by_cli: rolled.by_cli,
         paused,
         stopping,
+        needs,
         now,
     })
 }
@@ -561,6 +581,24 @@ fn wrap(text: &str, width: usize) -> String {
             out.push_str(line);
             out.push('\n');
         }
+    }
+    out
+}
+
+/// A line of what needs you (`  KIND     what: why  (command)`) wrapped
+/// within [`COLUMNS`] under its text, not cut: it ends in the command to
+/// run.
+fn needs_line(line: &str) -> String {
+    const KIND: usize = 11;
+    if !line.starts_with("  ") || line.chars().count() <= COLUMNS {
+        return format!("{line}\n");
+    }
+    let (kind, text) = line.split_at(KIND.min(line.len()));
+    let mut out = String::new();
+    for (i, part) in wrap_words(text, COLUMNS - KIND).iter().enumerate() {
+        out.push_str(if i == 0 { kind } else { "           " });
+        out.push_str(part);
+        out.push('\n');
     }
     out
 }
@@ -911,6 +949,12 @@ impl Report<'_> {
                 false,
             )));
         }
+        // Last, where the eye lands when the output ends: what needs you.
+        // Wrapped, not cut: each line ends in the command to run.
+        out.push('\n');
+        for l in self.needs.lines() {
+            out.push_str(&needs_line(&l));
+        }
         out
     }
 
@@ -985,6 +1029,7 @@ impl Report<'_> {
             "by_agent": self.by_agent,
             "by_task": self.by_task,
             "by_cli": self.by_cli,
+            "needs_you": self.needs,
         })
     }
 }

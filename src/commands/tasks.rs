@@ -35,7 +35,7 @@ pub(crate) struct Finished {
     attempts: u32,
     max_attempts: u32,
     /// The heading of its last attempt's note: why it failed.
-    last: Option<String>,
+    pub last: Option<String>,
 }
 
 /// The last `## Attempt N — why` of a task's notes: `why`.

@@ -14,6 +14,9 @@ use std::fmt::Write as _;
 use jiff::tz::TimeZone;
 use serde_json::json;
 
+use std::collections::BTreeMap;
+
+use super::needs::NeedsYou;
 use super::night::{Kind, Night, Spent, Why};
 use crate::age::Age;
 
@@ -28,6 +31,14 @@ pub struct Page<'a> {
     pub tz: TimeZone,
     /// When the page was made (seconds since the epoch).
     pub made: f64,
+    /// What needs a person, shown first (`None`: not known, not shown).
+    pub needs: Option<&'a NeedsYou>,
+    /// How each task stands now, for the "By task" table (task → `done`,
+    /// `failed`, `ready`…).
+    pub outcomes: BTreeMap<String, String>,
+    /// The agent's last words in a failed session's log, by the session's
+    /// index, for its bar's panel.
+    pub last_words: BTreeMap<usize, String>,
 }
 
 /// Plot geometry: the lanes' labels take the gutter; the plot the rest.
@@ -37,6 +48,9 @@ const LANE: f64 = 22.0;
 const BAR: f64 = 16.0;
 const AXIS: f64 = 24.0;
 const CURVE: f64 = 170.0;
+/// The width of a character of a bar's label (10px system-ui, with room):
+/// a label is drawn on a bar only where it fits whole.
+const LABEL_CHAR: f64 = 6.2;
 
 const CSS: &str = "
 :root{--done:#2e9e5b;--failed:#d64545;--timeout:#e07b24;--limit:#8e6bd1;--api:#c2489c;
@@ -69,6 +83,12 @@ path.curve{fill:none;stroke:var(--done);stroke-width:2}path.busy{fill:none;strok
 table{border-collapse:collapse;font-size:13px}th,td{padding:3px 10px;text-align:right;border-bottom:1px solid var(--line)}
 th:first-child,td:first-child{text-align:left}th{color:var(--dim);font-weight:600}
 .path{font-family:ui-monospace,monospace;font-size:13px}
+svg text.bt{fill:#fff;font-size:10px;pointer-events:none}
+#needs-you{border:1px solid var(--line);border-left:4px solid var(--failed);border-radius:6px;padding:2px 14px 6px;margin:14px 0}
+#needs-you h2{margin:10px 0 6px}.needs{margin:0;padding-left:18px}.need{margin:3px 0}
+.need b{display:inline-block;min-width:64px}.n-failed b{color:var(--failed)}.n-stuck b{color:var(--timeout)}
+.n-rescued b{color:#a07d10}.need .look code{color:var(--dim);font-size:12px}
+#needs-you p{margin:6px 0}#needs-you .none{color:var(--done)}
 ";
 
 /// The page's script: a click on a bar shows its session in `#detail`.
@@ -84,7 +104,7 @@ document.getElementById('lanes').addEventListener('click',ev=>{
  const s=N.sessions[+r.dataset.i];
  const rows=[['task',s.task],['attempt',s.attempt??'-'],['agent',N.lanes[s.lane]],
   ['started',s.at],['took',age(s.secs)],
-  ['ended',s.kind],['exit',s.outcome],['log',s.log??'-'],
+  ['ended',s.kind],['exit',s.outcome],['last words',s.last??'-'],['log',s.log??'-'],
   ['cost',s.cost_usd==null?'-':'$'+s.cost_usd.toFixed(2)],
   ['tokens',s.input_tokens==null?'-':s.input_tokens+' in, '+(s.output_tokens??0)+' out']];
  D.innerHTML='<dl>'+rows.map(([k,v])=>'<dt>'+k+'</dt><dd>'+esc(v)+'</dd>').join('')+'</dl>';
@@ -93,7 +113,7 @@ document.documentElement.dataset.rendered=performance.now().toFixed(1);
 ";
 
 /// Escape text for HTML (element content and quoted attributes).
-fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -157,6 +177,9 @@ impl Page<'_> {
             esc(&self.time(self.made, "%Y-%m-%d %H:%M %Z")),
             env!("CARGO_PKG_VERSION"),
         );
+        if let Some(needs) = self.needs {
+            h.push_str(&needs.html());
+        }
         self.cards(&mut h);
         h.push_str("<h2>Sessions by agent</h2>\n");
         self.legend(&mut h);
@@ -169,7 +192,7 @@ impl Page<'_> {
         let data = json!({
             "start": n.start,
             "lanes": n.lanes,
-            "sessions": n.sessions.iter().map(|s| json!({
+            "sessions": n.sessions.iter().enumerate().map(|(i, s)| json!({
                 "lane": s.lane, "task": s.task, "attempt": s.attempt,
                 "start": ((s.start - n.start) * 1000.0).round() / 1000.0,
                 // In the page's zone, as every time it shows (the browser's
@@ -179,6 +202,7 @@ impl Page<'_> {
                 "kind": s.kind.label(), "outcome": s.outcome, "log": s.log,
                 "cost_usd": s.cost_usd, "input_tokens": s.input_tokens,
                 "output_tokens": s.output_tokens,
+                "last": self.last_words.get(&i),
             })).collect::<Vec<_>>(),
         });
         // `<` escaped: the JSON cannot close its script element.
@@ -373,6 +397,16 @@ impl Page<'_> {
                 dur(s.secs),
                 s.kind.label()
             );
+            // The task's name on its bar, where the bar holds it whole.
+            if width >= s.task.chars().count() as f64 * LABEL_CHAR + 8.0 {
+                let _ = write!(
+                    h,
+                    "<text class=\"bt\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+                    x + 4.0,
+                    y + BAR / 2.0 + 3.5,
+                    esc(&s.task)
+                );
+            }
         }
         h.push_str("</svg>\n");
     }
@@ -511,9 +545,11 @@ impl Page<'_> {
         }
         let mut tasks: Vec<(&String, &Spent)> = n.by_task.iter().collect();
         tasks.sort_by(|a, b| b.1.secs.total_cmp(&a.1.secs).then(a.0.cmp(b.0)));
+        let head = format!("{head}<th>outcome</th>");
         let _ = write!(
             h,
-            "</table>\n<h2>By task</h2>\n<p class=\"sub\">{} tasks, longest first.</p>\
+            "</table>\n<h2>By task</h2>\n<p class=\"sub\">{} tasks, longest first; \
+             the outcome is the task's state on the board now.</p>\
              <table id=\"by-task\"><tr><th>task</th>{head}</tr>",
             tasks.len()
         );
@@ -526,7 +562,15 @@ impl Page<'_> {
                     tasks.len() - SHOWN
                 );
             }
-            let _ = write!(h, "<tr><td>{}</td>{}</tr>", esc(task), spent(s));
+            let outcome = self.outcomes.get(*task).map_or("-", String::as_str);
+            let _ = write!(
+                h,
+                "<tr><td>{}</td>{}<td class=\"outcome {}\">{}</td></tr>",
+                esc(task),
+                spent(s),
+                esc(outcome),
+                esc(outcome)
+            );
         }
         h.push_str("</table>");
         if tasks.len() > SHOWN {
@@ -602,6 +646,9 @@ mod tests {
             critical: Ok((vec!["t1".into(), "t3".into()], 900.0)),
             tz: TimeZone::UTC,
             made: 5_000.0,
+            needs: None,
+            outcomes: BTreeMap::from([("t<2>".to_owned(), "failed".to_owned())]),
+            last_words: BTreeMap::from([(1, "I give up <here>".to_owned())]),
         }
         .render()
     }
@@ -667,6 +714,33 @@ mod tests {
         assert!(h.contains("\"at\":\"1970-01-01 00:16:50 UTC\""), "{h}");
     }
 
+    /// A bar wide enough for its task's name carries it; a narrow one does
+    /// not (its name is in its tooltip and panel). "By task" says how each
+    /// task stands; a failed bar's panel has the agent's last words.
+    #[test]
+    fn bars_name_their_tasks_where_they_fit_and_tasks_say_their_outcome() {
+        let mut n = night();
+        n.sessions.push(Session {
+            lane: 0,
+            task: "a-task-with-a-long-name".into(),
+            start: 4_590.0,
+            secs: 5.0,
+            ..n.sessions[0].clone()
+        });
+        let h = page(&n);
+        assert!(h.contains("<text class=\"bt\""), "{h}");
+        assert!(h.contains(">t1</text>"), "{h}");
+        assert!(!h.contains(">a-task-with-a-long-name</text>"), "{h}");
+        assert!(h.contains("<th>outcome</th>"), "{h}");
+        assert!(
+            h.contains("<td class=\"outcome failed\">failed</td>"),
+            "{h}"
+        );
+        assert!(h.contains("<td class=\"outcome -\">-</td>"), "{h}");
+        assert!(h.contains("\"last\":\"I give up \\u003chere>\""), "{h}");
+        assert!(h.contains("['last words',s.last??'-']"));
+    }
+
     #[test]
     fn an_empty_night_renders() {
         let n = Night::default();
@@ -676,6 +750,9 @@ mod tests {
             critical: Err("the board cannot be read".into()),
             tz: TimeZone::UTC,
             made: 0.0,
+            needs: None,
+            outcomes: BTreeMap::new(),
+            last_words: BTreeMap::new(),
         }
         .render();
         assert!(h.contains("Unknown: the board cannot be read."));

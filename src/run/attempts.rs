@@ -225,7 +225,7 @@ pub(super) fn record_attempt(turn: Turn<'_>, attempted: Attempted<'_>) -> Result
 /// non-empty line as `farm logs --pretty` renders it — for a CLI that
 /// writes JSON lines, what the agent said (a message of several lines
 /// whole, on one), not the raw line.
-pub(super) fn last_line(log: &Path) -> Option<String> {
+pub fn last_line(log: &Path) -> Option<String> {
     let text = crate::run::session::agent_output(&std::fs::read_to_string(log).ok()?);
     let pretty = crate::run::transcript::pretty(&text);
     let lines: Vec<&str> = pretty.lines().filter(|l| !l.trim().is_empty()).collect();

@@ -264,6 +264,8 @@ pub struct RunConfig {
     /// The progress document's name (see [`crate::run::progress`]): by
     /// default `PROGRESS.md` when there are `[tests]`; `None`: none.
     pub progress: Option<String>,
+    /// `[notify]`: the command told of what needs a person.
+    pub notify: Option<crate::run::notify::Config>,
 }
 
 /// Agent CLIs known to rewrite a shared config file when they start.
@@ -357,6 +359,7 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
     let agent_config = agent_config(flags.config_per_agent.as_deref(), preset.as_ref())?;
     let gate = gate(flags, settings, world)?;
     let progress = progress_name(settings)?;
+    let notify = crate::run::notify::resolve(settings.notify.as_ref(), world.runnable)?;
     Ok(RunConfig {
         argv,
         via,
@@ -381,6 +384,7 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
         patterns: preset.map(|p| p.patterns).unwrap_or_default(),
         gate,
         progress,
+        notify,
     })
 }
 

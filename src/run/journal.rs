@@ -45,10 +45,14 @@ pub fn line(at: SystemTime, pid: u32, agent: &str, event: &Event<'_>) -> String 
     text
 }
 
+/// What is told of every event a journal records (the run's notifier).
+pub type Observer = Box<dyn Fn(&str, &Event<'_>) + Send + Sync>;
+
 /// An open journal.
 pub struct Journal {
     path: PathBuf,
     file: Mutex<Option<File>>,
+    observer: std::sync::OnceLock<Observer>,
 }
 
 impl Journal {
@@ -64,7 +68,14 @@ impl Journal {
         Journal {
             path,
             file: Mutex::new(file),
+            observer: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Tell `observer` of every event recorded from now on (once: a
+    /// second observer is refused, and returned).
+    pub fn observe(&self, observer: Observer) -> Result<(), Observer> {
+        self.observer.set(observer)
     }
 
     pub fn path(&self) -> &Path {
@@ -83,6 +94,10 @@ impl Journal {
                 self.path.display()
             );
             *file = None;
+        }
+        drop(file);
+        if let Some(observer) = self.observer.get() {
+            observer(agent, event);
         }
     }
 }

@@ -24,6 +24,8 @@
 //!   clone, one process of the agent CLI and the sandbox it runs in,
 //!   reading its log, what it cost, and the journal of what happened, one
 //!   typed event a line;
+//! - [`notify`]: telling a person what needs them (`[notify]`), off the
+//!   loops' threads;
 //! - [`state`]: what every loop of a run shares, resolved from [`config`]
 //!   ([`presets`], [`roles`], [`config_dir`]).
 
@@ -41,6 +43,7 @@ pub mod interrupt;
 pub mod journal;
 pub mod landing;
 pub mod limits;
+pub mod notify;
 pub mod presets;
 pub mod progress;
 pub mod prompt;

@@ -81,6 +81,9 @@ pub struct Run {
     wake: Arc<Wake>,
     /// Whether a file watcher wakes idle loops (else they poll faster).
     pub(super) watched: AtomicBool,
+    /// Tells a person what needs them (`[notify]`), of every event the
+    /// journal records and of what others send it.
+    pub notifier: Arc<crate::run::notify::Notifier>,
 }
 
 /// What idle loops wait on: bumped by the hub watcher and by loops that
@@ -133,6 +136,23 @@ impl Run {
         out: Out,
     ) -> Run {
         let journal = Journal::open(&state);
+        let about = serde_json::Map::from_iter([
+            ("hub".to_owned(), serde_json::json!(hub.url.as_str())),
+            (
+                "host".to_owned(),
+                serde_json::json!(crate::claims::host::Here::current().host),
+            ),
+        ]);
+        let notifier = Arc::new(crate::run::notify::Notifier::start(
+            config.notify.clone(),
+            &state.join("notify"),
+            out,
+            about,
+        ));
+        if notifier.on() {
+            let told = Arc::clone(&notifier);
+            let _ = journal.observe(Box::new(move |agent, event| told.observe(agent, event)));
+        }
         Run {
             config,
             store,
@@ -152,6 +172,7 @@ impl Run {
             started: AtomicUsize::new(0),
             wake: Arc::default(),
             watched: AtomicBool::new(false),
+            notifier,
         }
     }
 

@@ -13,6 +13,8 @@ mod fencing;
 mod hold;
 mod hostile;
 mod input;
+mod needs;
+mod notify;
 mod pause;
 mod queue;
 mod race;

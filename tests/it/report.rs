@@ -12,7 +12,7 @@ use crate::night;
 /// A headless Chromium of the distribution, if this machine has one. CI
 /// installs it (`.ci/run`) and sets `FARM_REQUIRE_BROWSER=1`: there, a
 /// missing browser fails the test rather than skipping it.
-fn chromium() -> Option<PathBuf> {
+pub(crate) fn chromium() -> Option<PathBuf> {
     let found = ["chromium", "chromium-browser", "google-chrome", "chrome"]
         .iter()
         .find_map(|name| {
@@ -35,14 +35,14 @@ fn chromium() -> Option<PathBuf> {
 /// What the browser made of a page: the DOM after its scripts ran, the
 /// URLs the page itself asked the network for (Chromium's own background
 /// requests left out), and the Content-Security-Policy refusals it logged.
-struct Loaded {
-    dom: String,
-    requests: Vec<String>,
+pub(crate) struct Loaded {
+    pub dom: String,
+    pub requests: Vec<String>,
     refused: Vec<String>,
 }
 
 /// Load `page` in headless Chromium with a network log.
-fn load(browser: &Path, page: &Path, work: &Path, screenshot: Option<&Path>) -> Loaded {
+pub(crate) fn load(browser: &Path, page: &Path, work: &Path, screenshot: Option<&Path>) -> Loaded {
     let net = work.join("net.json");
     let _ = std::fs::remove_file(&net);
     let mut cmd = Command::new(browser);
