@@ -6,8 +6,8 @@ use clap::{Parser, Subcommand};
 
 use crate::commands::{
     agents, claim, completions, demo, demo_agent, doctor, fire, init, locks, logs, loop_script,
-    pause, reap, release, report, resume, run, schedule, schedules, status, stop, task, tasks,
-    tests,
+    pause, reap, release, report, rescue, resume, run, schedule, schedules, status, stop, task,
+    tasks, tests,
 };
 use crate::config::GlobalArgs;
 
@@ -21,6 +21,7 @@ Examples:
   farm run --agent claude -j 4           four agents on the board until it is done
   farm status                            what the run is doing (or did)
   farm report --open                     the night as a page: lanes, waits, cost
+  farm rescue list                       work kept on rescue branches, and why
   farm stop                              every run on the hub drains
   farm pause --agent box-2               box-2 claims nothing new until farm resume
   farm doctor --agent claude             is everything in place for a night
@@ -59,6 +60,7 @@ pub enum Command {
     Reap(reap::Args),
     Status(status::Args),
     Report(report::Args),
+    Rescue(rescue::Args),
     Logs(logs::Args),
     Doctor(doctor::Args),
     Stop(stop::Args),

@@ -3,8 +3,9 @@
 //! The edits are file edits on a checked-out work tree, nothing more: put a
 //! task on the board ([`add`]), move it to `tasks/done/` with its result
 //! ([`done`]), count a failed attempt with a note and move it to
-//! `tasks/failed/` when its attempts are used up ([`record_attempt`]), or
-//! retire it without a session ([`retire`]). [`transact`] is the shape every
+//! `tasks/failed/` when its attempts are used up ([`record_attempt`]),
+//! retire it without a session ([`retire`]), change what a person may
+//! change of a waiting task ([`change`]), or leave it a note ([`note`]). [`transact`] is the shape every
 //! edit of the hub's branch takes: check out the branch's tip, edit, commit,
 //! push, and again from the tip when the push lost to another — up to a
 //! bound. The commit and the push are the caller's ([`Branch`]): the loop
@@ -43,6 +44,27 @@ pub fn add(worktree: &Path, task: &Task) -> Result<(), AddError> {
     };
     fs::create_dir_all(worktree.join(paths::TASKS)).map_err(io)?;
     fs::write(worktree.join(&path), task.render()).map_err(io)
+}
+
+/// Put every one of `tasks` on the board in `worktree`, or none: the first
+/// id that has a file already (or comes twice in `tasks`) is the error, and
+/// nothing is written before every id was checked.
+pub fn add_all(worktree: &Path, tasks: &[Task]) -> Result<(), AddError> {
+    for (i, task) in tasks.iter().enumerate() {
+        let place = paths::find(worktree, &task.id).or_else(|| {
+            tasks[..i]
+                .iter()
+                .any(|t| t.id == task.id)
+                .then_some(Place::Pending)
+        });
+        if let Some(place) = place {
+            return Err(AddError::Exists {
+                id: task.id.clone(),
+                place,
+            });
+        }
+    }
+    tasks.iter().try_for_each(|t| add(worktree, t))
 }
 
 /// Of `after`, the ids that have no file on the board in `worktree`.
@@ -133,6 +155,46 @@ pub fn retry(worktree: &Path, id: &TaskId, note: &str) -> io::Result<Option<Task
     fs::write(worktree.join(paths::pending(id)), task.render())?;
     fs::remove_file(&failed)?;
     Ok(Some(task))
+}
+
+/// Change pending task `id` with `change` (its title, description,
+/// priority, `after`, max attempts: whatever a person may), and write it
+/// back where it is. `None`: no pending file that parses (nothing
+/// written). Unlike an attempt, a change never moves the task.
+pub fn change(
+    worktree: &Path,
+    id: &TaskId,
+    change: impl FnOnce(&mut Task),
+) -> io::Result<Option<Task>> {
+    let pending = worktree.join(paths::pending(id));
+    let Ok(text) = fs::read_to_string(&pending) else {
+        return Ok(None);
+    };
+    let Ok(mut task) = parse(id.clone(), &text) else {
+        return Ok(None);
+    };
+    change(&mut task);
+    fs::write(&pending, task.render())?;
+    Ok(Some(task))
+}
+
+/// Append `note` to task `id`, pending or failed (where the next session,
+/// or a person retrying it, reads it); where its file is. `None`: no such
+/// file that parses, or the task is done (nothing written).
+pub fn note(worktree: &Path, id: &TaskId, note: &str) -> io::Result<Option<Place>> {
+    for place in [Place::Pending, Place::Failed] {
+        let path = worktree.join(place.file(id));
+        let Ok(text) = fs::read_to_string(&path) else {
+            continue;
+        };
+        let Ok(mut task) = parse(id.clone(), &text) else {
+            return Ok(None);
+        };
+        append(&mut task, note);
+        fs::write(&path, task.render())?;
+        return Ok(Some(place));
+    }
+    Ok(None)
 }
 
 /// Remove task `id`'s file, wherever it is on the board; where it was
@@ -307,6 +369,68 @@ mod tests {
         assert_eq!(remove(b.path(), &id("a")).unwrap(), None);
         write(b.path(), "tasks/done/d.md", "x");
         assert_eq!(remove(b.path(), &id("d")).unwrap(), Some(Place::Done));
+    }
+
+    #[test]
+    fn add_all_writes_every_task_or_none() {
+        let b = board();
+        add_all(b.path(), &[minimal("a"), minimal("b")]).unwrap();
+        assert!(read(b.path(), "tasks/a.md").is_some() && read(b.path(), "tasks/b.md").is_some());
+        // One taken (or twice in the list): nothing of the others is written.
+        let err = add_all(b.path(), &[minimal("c"), minimal("b")]).unwrap_err();
+        assert!(
+            matches!(err, AddError::Exists { ref id, .. } if id.as_str() == "b"),
+            "{err}"
+        );
+        assert_eq!(read(b.path(), "tasks/c.md"), None);
+        let err = add_all(b.path(), &[minimal("d"), minimal("d")]).unwrap_err();
+        assert!(
+            matches!(err, AddError::Exists { ref id, .. } if id.as_str() == "d"),
+            "{err}"
+        );
+        assert_eq!(read(b.path(), "tasks/d.md"), None);
+    }
+
+    #[test]
+    fn change_rewrites_a_pending_task_in_place_and_note_appends() {
+        let b = board();
+        let mut t = minimal("a");
+        t.attempts = 2;
+        write(b.path(), "tasks/a.md", &t.render());
+        let changed = change(b.path(), &id("a"), |t| {
+            t.title = "New".into();
+            t.max_attempts = 2;
+        })
+        .unwrap()
+        .unwrap();
+        // Out of attempts by the change, but not moved: the loop retires it.
+        assert_eq!((changed.title.as_str(), changed.attempts), ("New", 2));
+        assert!(
+            read(b.path(), "tasks/a.md")
+                .unwrap()
+                .contains("title = \"New\"")
+        );
+        assert_eq!(change(b.path(), &id("x"), |_| ()).unwrap(), None);
+        assert_eq!(
+            note(b.path(), &id("a"), "\n## Note\n").unwrap(),
+            Some(Place::Pending)
+        );
+        assert!(
+            read(b.path(), "tasks/a.md")
+                .unwrap()
+                .ends_with("\n## Note\n")
+        );
+        write(b.path(), "tasks/failed/f.md", &minimal("f").render());
+        assert_eq!(
+            note(b.path(), &id("f"), "n\n").unwrap(),
+            Some(Place::Failed)
+        );
+        write(b.path(), "tasks/done/d.md", &minimal("d").render());
+        assert_eq!(note(b.path(), &id("d"), "n\n").unwrap(), None);
+        assert_eq!(
+            read(b.path(), "tasks/done/d.md").unwrap(),
+            minimal("d").render()
+        );
     }
 
     #[test]

@@ -38,7 +38,8 @@ Examples:
   farm man | man -l -
   farm man --dir /usr/local/share/man/man1    # farm.1, farm-run.1, …")]
 pub struct ManArgs {
-    /// Write farm.1 and farm-<command>.1 for each command into this directory.
+    /// Write farm.1 and farm-<command>.1 for each command (and
+    /// farm-<command>-<subcommand>.1 for each of its own) into this directory.
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
 }
@@ -58,10 +59,24 @@ pub fn man(ctx: &Ctx, args: &ManArgs) -> Result<(), Error> {
     };
     std::fs::create_dir_all(dir)
         .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
+    // Built, so that clap's own `help` subcommands are there: each page
+    // lists its subcommands as `farm-task-add(1)` and so on, and every page
+    // a page refers to is written.
+    let mut cmd = cmd;
+    cmd.build();
     let mut pages = vec![("farm.1".to_owned(), render(cmd.clone())?)];
-    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
-        let name = format!("farm-{}", sub.get_name());
-        let page = render(sub.clone().name(name.clone()))?;
+    let mut todo: Vec<(String, clap::Command)> = cmd
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set())
+        .map(|s| (format!("farm-{}", s.get_name()), s.clone()))
+        .collect();
+    while let Some((name, sub)) = todo.pop() {
+        todo.extend(
+            sub.get_subcommands()
+                .filter(|s| !s.is_hide_set())
+                .map(|s| (format!("{name}-{}", s.get_name()), s.clone())),
+        );
+        let page = render(sub.name(name.clone()))?;
         pages.push((format!("{name}.1"), page));
     }
     for (file, page) in &pages {

@@ -20,6 +20,11 @@ use crate::output::Style;
 /// offline demo agent (claims, a lost race, a merge, the finished board);
 /// then a holder killed with SIGKILL, its dead claim reaped.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  farm demo                        the whole cycle on a scratch hub
+  farm demo --keep                 and keep the hub, to look around in it
+  farm demo --dir /tmp/farm-demo --keep")]
 pub struct Args {
     /// Where to make the scratch hub (default: a new temporary directory).
     #[arg(long, value_name = "PATH")]

@@ -19,6 +19,7 @@ pub mod pause;
 pub mod reap;
 pub mod release;
 pub mod report;
+pub mod rescue;
 pub mod resume;
 pub mod run;
 pub mod schedule;
@@ -47,6 +48,7 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<(), Error> {
         Command::Man(args) => completions::man(ctx, args),
         Command::Release(args) => release::run(ctx, args),
         Command::Report(args) => report::run(ctx, args),
+        Command::Rescue(args) => rescue::run(ctx, args),
         Command::Locks(args) => locks::run(ctx, args),
         Command::Logs(args) => logs::run(ctx, args),
         Command::LoopScript(args) => loop_script::run(ctx, args),
@@ -96,7 +98,7 @@ fn held_by(entry: &Listed, now: SystemTime) -> String {
 
 /// The default agent name for commands run by hand: `$FARM_AGENT` (via clap),
 /// else the user's name.
-fn default_agent() -> String {
+pub(crate) fn default_agent() -> String {
     std::env::var("USER")
         .ok()
         .filter(|u| crate::claims::record::check_agent_name(u).is_ok())

@@ -16,6 +16,14 @@ use crate::schedule::file::{self, Catchup, Overlap, Raw, Schedule};
 
 /// Manage schedules: recurring and one-shot work that becomes tasks.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  farm schedule add deps --cron '0 6 * * 1-5' --tz Europe/Berlin -m 'Bump the dependencies'
+  farm schedule add once --at 2026-12-02T06:00:00+01:00 -m 'Tag the release'
+  farm schedule next deps          when it fires next
+  farm schedules                   every schedule, and when each fires
+  farm fire                        make the tasks of what is due, without a run
+  farm schedule rm deps")]
 pub struct Args {
     #[command(subcommand)]
     command: ScheduleCommand,

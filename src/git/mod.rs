@@ -6,6 +6,7 @@
 pub mod command;
 pub mod hub;
 pub mod killed;
+pub mod rescue;
 pub mod retry;
 pub mod scratch;
 pub mod tree_merge;

@@ -42,6 +42,45 @@ pub fn render(template: &str, vars: &[(&str, &str)]) -> String {
     out
 }
 
+/// What a session is told of the work of earlier attempts (`earlier`, in
+/// its clone as `origin/<branch>`), and how to start from it; nothing when
+/// there is none. `branch` is the hub's branch the work is integrated into.
+pub fn earlier_work(earlier: &[crate::run::clone::Earlier], branch: &str) -> String {
+    let Some(first) = earlier.first() else {
+        return String::new();
+    };
+    let mut text = format!(
+        "\n# Work of earlier attempts\n\nEarlier sessions of this task left commits that are \
+         not on `{branch}`. They are in this clone, and you may start from them:\n\n"
+    );
+    for e in earlier {
+        let subjects: Vec<String> = e.subjects.iter().map(|s| format!("\"{s}\"")).collect();
+        let more = if e.commits > e.subjects.len() {
+            ", …"
+        } else {
+            ""
+        };
+        text.push_str(&format!(
+            "- `origin/{}`: {} ({}{more}){}\n",
+            e.branch,
+            crate::output::count(e.commits, "commit", "commits"),
+            subjects.join(", "),
+            if e.chosen {
+                " — a person chose this one for you to start from"
+            } else {
+                ""
+            }
+        ));
+    }
+    text.push_str(&format!(
+        "\nTo start from one, merge it: `git merge --no-edit origin/{b}` (look first: \
+         `git log -p HEAD..origin/{b}`), or cherry-pick what you want of it. Do not reset \
+         to it: your work must descend from the commit you start on.\n",
+        b = first.branch
+    ));
+    text
+}
+
 /// Split a task body into its description and the notes farm appended after
 /// failed attempts (everything from the first `## Attempt ` heading on).
 pub fn split_notes(body: &str) -> (&str, &str) {

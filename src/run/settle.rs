@@ -74,7 +74,7 @@ pub(super) fn work(turn: Turn<'_>, ran: Result<Ran, Error>) -> Result<End, Error
         ..
     } = turn;
     let result = ran.and_then(|ran| finish(turn, ran));
-    if result.is_err() {
+    if let Err(e) = &result {
         let branch = format!("farm/rescue/{}/{}", task.id, held.claim().nonce);
         let upstream = format!("origin/{}", run.hub.branch);
         let _ = clone.fetch_if_moved(&run.hub);
@@ -89,6 +89,15 @@ pub(super) fn work(turn: Turn<'_>, ran: Result<Ran, Error>) -> Result<End, Error
                 name,
                 Style::Warn,
                 &format!("`{}`: its commits are on `{branch}`", task.id),
+            );
+            // Journaled as every rescue is, so that `farm rescue list` says why.
+            run.journal.record(
+                name,
+                &Event::Rescue {
+                    task: Some(task.id.as_str().into()),
+                    branch: branch.as_str().into(),
+                    why: format!("settling the session failed: {}", e.message).into(),
+                },
             );
         }
     }

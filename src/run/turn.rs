@@ -16,7 +16,7 @@ use crate::claims::record::{Claim, Holder};
 use crate::claims::{Attempt, Held, Listed, Reap, StoreError};
 use crate::error::Error;
 use crate::run::classify::{self};
-use crate::run::clone::PrivateClone;
+use crate::run::clone::{Earlier, PrivateClone};
 use crate::run::interrupt::Heartbeat;
 use crate::run::prompt;
 use crate::run::session::{self, Outcome, Tick};
@@ -147,7 +147,9 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
         },
     );
 
-    let text = render_prompt(turn, attempt);
+    let chosen = crate::git::rescue::chosen_in(&task.body);
+    let earlier = clone.earlier_work(&run.hub, &task.id, &chosen);
+    let text = render_prompt(turn, attempt, &earlier);
     let timeout = task.timeout.unwrap_or(run.config.timeout);
     run.detail(
         name,
@@ -218,9 +220,9 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
 }
 
 /// The prompt of `turn`'s session: the role's template (or the clone's
-/// `templates/prompt.md`, or farm's own) with the task, its attempt and the
-/// notes of earlier attempts.
-fn render_prompt(turn: Turn<'_>, attempt: u32) -> String {
+/// `templates/prompt.md`, or farm's own) with the task, its attempt, the
+/// notes of earlier attempts and where their work is (`earlier`).
+fn render_prompt(turn: Turn<'_>, attempt: u32, earlier: &[Earlier]) -> String {
     let Turn {
         run,
         clone,
@@ -231,11 +233,14 @@ fn render_prompt(turn: Turn<'_>, attempt: u32) -> String {
     let id = task.id.as_str();
     let role = run.config.roles.get(name);
     let (description, notes) = prompt::split_notes(&task.body);
-    let notes = if notes.is_empty() {
+    let mut notes = if notes.is_empty() {
         String::new()
     } else {
         format!("\n# Notes from earlier attempts\n\n{notes}\n")
     };
+    // In `notes`, not a placeholder of its own: a repository's own older
+    // template shows it too.
+    notes.push_str(&prompt::earlier_work(earlier, &run.hub.branch));
     let progress = match &run.config.progress {
         Some(path) if clone.dir().join(path).is_file() => format!(
             "\nRead `{path}` first: the tests on `{}`, the latest `ERROR:` lines, and \

@@ -526,6 +526,69 @@ fn man_pages_for_farm_and_each_command() {
     );
 }
 
+/// The commands with subcommands, and the demo, show examples in their
+/// `--help` (they once showed none).
+#[test]
+fn help_of_task_schedule_rescue_and_demo_has_examples() {
+    let env = Env::new();
+    for (cmd, example) in [
+        ("task", "farm task add lexer"),
+        ("schedule", "farm schedule add deps --cron"),
+        ("rescue", "farm rescue list"),
+        ("demo", "farm demo --keep"),
+    ] {
+        env.farm([cmd, "--help"])
+            .run()
+            .success()
+            .stdout_has("Examples:")
+            .stdout_has(example);
+    }
+}
+
+/// Regression: `farm-task.1` referred to `farm-task-add(1)`, and no such
+/// page was written: every page a page refers to is written, nested
+/// subcommands (and the `help` ones) included.
+#[test]
+fn man_pages_are_written_for_every_page_referred_to() {
+    let env = Env::new();
+    let dir = env.tmp.path().join("man1");
+    env.farm(["man", "--dir", dir.to_str().unwrap()])
+        .run()
+        .success();
+    let mut referred = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for (at, _) in text.match_indices("(1)") {
+            let start = text[..at]
+                .rfind(|c: char| c.is_whitespace() || c == '>')
+                .map_or(0, |i| i + 1);
+            let name = text[start..at].replace("\\-", "-").replace("\\fB", "");
+            if name.starts_with("farm") {
+                referred.insert(name);
+            }
+        }
+    }
+    for page in [
+        "farm-task-add",
+        "farm-task-edit",
+        "farm-schedule-add",
+        "farm-rescue-drop",
+    ] {
+        assert!(
+            referred.contains(page),
+            "{page} is referred to: {referred:?}"
+        );
+    }
+    for page in &referred {
+        assert!(
+            dir.join(format!("{page}.1")).is_file(),
+            "{page}.1 is referred to and not written"
+        );
+    }
+    let add = std::fs::read_to_string(dir.join("farm-task-add.1")).unwrap();
+    assert!(add.contains(".SH NAME") && add.contains("from"), "{add}");
+}
+
 /// `run --help` lists the global flags apart from run's own, and says the
 /// defaults of -j, --timeout and --stale-after.
 #[test]

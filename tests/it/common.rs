@@ -184,6 +184,28 @@ impl Farm {
         }
     }
 
+    /// Run to the end with `input` on stdin.
+    pub fn run_with_stdin(mut self, input: &str) -> Output {
+        use std::io::Write;
+        let mut child = self
+            .cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("farm starts");
+        let mut stdin = child.stdin.take().unwrap();
+        let input = input.to_owned();
+        let feeder = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+        let out = child.wait_with_output().expect("farm runs");
+        let _ = feeder.join();
+        Output {
+            code: out.status.code(),
+            stdout: String::from_utf8(out.stdout).unwrap(),
+            stderr: String::from_utf8(out.stderr).unwrap(),
+        }
+    }
+
     pub fn spawn(mut self) -> Child {
         self.cmd
             .stdout(Stdio::piped())

@@ -43,6 +43,7 @@ mod catch_up;
 mod commands;
 mod commits;
 mod config;
+mod earlier;
 mod gate;
 mod git_procs;
 mod lock;
@@ -55,6 +56,7 @@ mod stale_locks;
 mod sync;
 
 pub(crate) use board::io_error;
+pub use earlier::Earlier;
 
 /// Where the running session of the clone in `dir` has its process group
 /// noted: beside the clone, not in it, where a session could rewrite it to

@@ -1,6 +1,10 @@
-//! `farm task add|show|retry|rm`: put a task on the board, look at one, put
-//! a failed one back, take one away — each edit committed and pushed to the
-//! hub.
+//! `farm task add|show|edit|note|retry|rm`: put tasks on the board, look at
+//! one, change one or leave it a note, put a failed one back, take one away
+//! — each edit committed and pushed to the hub. Adding many from a file is
+//! in `many.rs`, editing and notes in `change.rs`.
+
+mod change;
+mod many;
 
 use std::time::{Duration, SystemTime};
 
@@ -16,6 +20,15 @@ use crate::names::TaskId;
 
 /// Manage tasks on the board.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  farm task add lexer -m \"Write the lexer for the C subset in src/lex.c\"
+  farm task add --from backlog.toml          many tasks in one commit
+  farm task show lexer
+  farm task edit lexer --priority 5 --after parser
+  farm task note lexer -m \"The grammar is in docs/grammar.md\"
+  farm task retry lexer                       put a failed task back
+  farm task rm lexer")]
 pub struct Args {
     #[command(subcommand)]
     command: TaskCommand,
@@ -25,6 +38,8 @@ pub struct Args {
 enum TaskCommand {
     Add(AddArgs),
     Show(ShowArgs),
+    Edit(change::EditArgs),
+    Note(change::NoteArgs),
     Retry(OneArgs),
     Rm(RmArgs),
 }
@@ -82,18 +97,34 @@ struct RmArgs {
 }
 
 /// Add a task: writes tasks/ID.md on the hub's branch (one commit, pushed).
+/// With --from, every task of a file, in one commit.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
   farm task add lexer -m \"Write the lexer for the C subset in src/lex.c\"
   farm task add parse-if --after lexer --priority 2 -m \"Parse if/else\"
-  farm task add doc-cli --label docs -m \"Document every flag\"")]
+  farm task add doc-cli --label docs -m \"Document every flag\"
+  git log -1 --format=%B | farm task add follow-up -m -
+  farm task add --from backlog.toml     # [[task]] tables: id, title, description, after, …
+
+The --from file is TOML, one [[task]] table per task:
+  [[task]]
+  id = \"lexer\"
+  description = \"Write the lexer for the C subset in src/lex.c\"
+  [[task]]
+  id = \"parse-if\"
+  title = \"Parse if/else\"
+  after = [\"lexer\"]
+  priority = 2
+Keys: id (required), title, description, after, labels, priority, max_attempts, timeout.
+Every task is checked first: one bad task adds none.")]
 struct AddArgs {
     /// The task id (a name: letters, digits, `.`, `_`, `-`).
-    #[arg(value_parser = TaskId::parse)]
-    id: TaskId,
+    #[arg(value_parser = TaskId::parse, required_unless_present = "from")]
+    id: Option<TaskId>,
 
-    /// The description (markdown); its first line is the default title.
+    /// The description (markdown; `-` reads it from stdin); its first line
+    /// is the default title.
     #[arg(short, long, value_name = "TEXT")]
     message: Option<String>,
 
@@ -121,6 +152,15 @@ struct AddArgs {
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     timeout: Option<Duration>,
 
+    /// Add every task of this TOML file (`-`: stdin) in one commit; the
+    /// format is below.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = ["id", "message", "title", "after", "labels", "timeout"]
+    )]
+    from: Option<std::path::PathBuf>,
+
     /// The branch whose board to add to (default: the hub's HEAD branch).
     #[arg(long)]
     branch: Option<String>,
@@ -130,6 +170,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     match &args.command {
         TaskCommand::Add(add) => run_add(ctx, add),
         TaskCommand::Show(show) => run_show(ctx, show),
+        TaskCommand::Edit(e) => change::run_edit(ctx, e),
+        TaskCommand::Note(n) => change::run_note(ctx, n),
         TaskCommand::Retry(one) => run_retry(ctx, one),
         TaskCommand::Rm(rm) => run_rm(ctx, rm),
     }
@@ -329,56 +371,100 @@ fn run_rm(ctx: &Ctx, args: &RmArgs) -> Result<(), Error> {
     }
 }
 
-fn run_add(ctx: &Ctx, args: &AddArgs) -> Result<(), Error> {
-    if args.id.is_reserved() {
-        return Err(Error::usage(format!(
-            "task id `{}` is reserved: {} is the board's readme, which the board does not read as a task",
-            args.id,
-            board::paths::pending(&args.id)
-        ))
-        .hint("pick another id (ids are case-sensitive: `readme` is free)"));
+/// `TEXT` as given, or stdin's whole text when it is `-`.
+fn text_or_stdin(text: &str, what: &str) -> Result<String, Error> {
+    if text != "-" {
+        return Ok(text.to_owned());
     }
-    let hub = Hub::open(&ctx.hub_spec()?, args.branch.as_deref())?;
-    let body = args.message.clone().unwrap_or_default();
-    let title = args
-        .title
-        .clone()
+    std::io::read_to_string(std::io::stdin())
+        .map_err(|e| Error::usage(format!("cannot read {what} from stdin: {e}")).caused_by(e))
+}
+
+/// The title a task gets: `title`, else the first line of its description
+/// (a heading's `#` taken off), else its id.
+fn title_of(id: &TaskId, title: Option<&str>, body: &str) -> String {
+    title
+        .map(str::to_owned)
         .or_else(|| {
             body.lines()
                 .find(|l| !l.trim().is_empty())
                 .map(|l| l.trim().trim_start_matches('#').trim().to_owned())
         })
-        .unwrap_or_else(|| args.id.to_string());
-    let mut task = board::new_task(
-        args.id.clone(),
-        &title,
-        &body,
-        args.after.clone(),
-        args.priority,
-        SystemTime::now(),
-    );
-    task.max_attempts = args.max_attempts;
-    task.timeout = args.timeout;
-    for label in &args.labels {
+        .unwrap_or_else(|| id.to_string())
+}
+
+/// What a new task is made of, as given on the command line or in a file.
+struct NewTask<'a> {
+    id: TaskId,
+    title: Option<&'a str>,
+    body: &'a str,
+    after: Vec<TaskId>,
+    labels: &'a [String],
+    priority: i64,
+    max_attempts: u32,
+    timeout: Option<Duration>,
+}
+
+/// A new task, checked: a reserved id, or one that would not read back as
+/// the same task, is bad usage (`what` names it in the message).
+fn new_task(given: NewTask<'_>, what: &str) -> Result<Task, Error> {
+    let NewTask {
+        id,
+        title,
+        body,
+        after,
+        labels,
+        priority,
+        max_attempts,
+        timeout,
+    } = given;
+    if id.is_reserved() {
+        return Err(Error::usage(format!(
+            "{what}task id `{id}` is reserved: {} is the board's readme, which the board does not read as a task",
+            board::paths::pending(&id)
+        ))
+        .hint("pick another id (ids are case-sensitive: `readme` is free)"));
+    }
+    let title = title_of(&id, title, body);
+    let mut task = board::new_task(id, &title, body, after, priority, SystemTime::now());
+    task.max_attempts = max_attempts;
+    task.timeout = timeout;
+    for label in labels {
         if !task.labels.contains(label) {
             task.labels.push(label.clone());
         }
     }
     // Whatever we write must read back as the same task.
-    board::parse(task.id.clone(), &task.render())
-        .map_err(|e| Error::usage(format!("invalid task `{}`: {e}", task.id)).caused_by(e))?;
+    board::parse(task.id.clone(), &task.render()).map_err(|e| {
+        Error::usage(format!("{what}invalid task `{}`: {e}", task.id))
+            .hint("see the format of a task: farm task add --help")
+    })?;
+    Ok(task)
+}
 
-    let mut branch = HubBranch::new(&hub, format!("`{}`", task.id));
-    let tx = edit::transact(&mut branch, branch::ROUNDS, |dir| {
-        edit::add(dir, &task).map_err(|e| match e {
-            AddError::Exists { ref place, .. } => {
-                let hint = format!("pick another id, or edit {}", place.file(&task.id));
-                Error::new(Code::Usage, e.to_string()).hint(hint)
-            }
-            AddError::Io { .. } => Error::failure(e.to_string()).caused_by(e),
-        })?;
+/// An id taken already, as an error of bad usage with what to do.
+fn add_error(e: AddError) -> Error {
+    match e {
+        AddError::Exists { ref id, place } => {
+            let hint = match place {
+                Place::Pending => {
+                    format!("pick another id, or change that one: farm task edit {id}")
+                }
+                _ => format!("pick another id, or edit {}", place.file(id)),
+            };
+            Error::new(Code::Usage, e.to_string()).hint(hint)
+        }
+        AddError::Io { .. } => Error::failure(e.to_string()).caused_by(e),
+    }
+}
+
+/// Warn of the ids in `after` of `tasks` that no task on the board in
+/// `dir` (nor among `tasks`) has.
+fn warn_missing(ctx: &Ctx, dir: &std::path::Path, tasks: &[Task]) {
+    for task in tasks {
         let missing: Vec<_> = edit::missing(dir, &task.after)
             .into_iter()
+            .filter(|d| !tasks.iter().any(|t| &t.id == *d))
             .map(|d| format!("`{d}`"))
             .collect();
         if !missing.is_empty() {
@@ -389,6 +475,36 @@ fn run_add(ctx: &Ctx, args: &AddArgs) -> Result<(), Error> {
                 if missing.len() == 1 { "does" } else { "do" }
             ));
         }
+    }
+}
+
+fn run_add(ctx: &Ctx, args: &AddArgs) -> Result<(), Error> {
+    if let Some(file) = &args.from {
+        return many::run(ctx, file, args.branch.as_deref());
+    }
+    let id = args.id.clone().expect("clap requires an id without --from");
+    let body = match &args.message {
+        Some(m) => text_or_stdin(m, "the description")?,
+        None => String::new(),
+    };
+    let task = new_task(
+        NewTask {
+            id,
+            title: args.title.as_deref(),
+            body: &body,
+            after: args.after.clone(),
+            labels: &args.labels,
+            priority: args.priority,
+            max_attempts: args.max_attempts,
+            timeout: args.timeout,
+        },
+        "",
+    )?;
+    let hub = Hub::open(&ctx.hub_spec()?, args.branch.as_deref())?;
+    let mut branch = HubBranch::new(&hub, format!("`{}`", task.id));
+    let tx = edit::transact(&mut branch, branch::ROUNDS, |dir| {
+        edit::add(dir, &task).map_err(add_error)?;
+        warn_missing(ctx, dir, std::slice::from_ref(&task));
         Ok(Edit::Commit {
             message: format!("farm: add task `{}`", task.id),
             value: (),
@@ -396,7 +512,8 @@ fn run_add(ctx: &Ctx, args: &AddArgs) -> Result<(), Error> {
     })?;
     match tx {
         Tx::Pushed(()) => {
-            ctx.out.say(&format!("added `{}`: {title}", task.id))?;
+            ctx.out
+                .say(&format!("added `{}`: {}", task.id, task.title))?;
             Ok(())
         }
         // (An add is never `Gone` nor `Lost`: it refuses, or pushes plainly.)
