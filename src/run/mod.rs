@@ -57,5 +57,6 @@ pub mod step;
 pub mod tally;
 pub mod transcript;
 pub mod turn;
+pub mod upkeep;
 pub mod usage;
 pub mod watch;

@@ -13,6 +13,7 @@ mod fencing;
 mod hold;
 mod hostile;
 mod input;
+mod packed;
 mod pause;
 mod queue;
 mod race;

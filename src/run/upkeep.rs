@@ -1,0 +1,174 @@
+//! When farm keeps its repositories packed (how is [`crate::git::maintain`]'s):
+//! right after an integration ended, on the thread it ran on, beside the
+//! agent's loop. By then the hub's push lock is let go, and the clone the
+//! integration used is free: the loop runs its next session in the agent's
+//! other clone, and takes this one back only once the integration's thread
+//! returns. In order:
+//!
+//! 1. the hub, when it is on this machine: every agent's pushes fill it;
+//! 2. the claims cache, with the git store;
+//! 3. the clone.
+//!
+//! One loop at a time looks after the hub and the cache; the others go on
+//! (git's own `maintenance.lock` keeps other farm processes out). Each
+//! repository's git config is read once a run, and what its last upkeep left
+//! is kept, so the check after a task is a listing of its object
+//! directories and no process.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use crate::git::command::Repo;
+use crate::git::maintain::{self, Count, Owner, Thresholds};
+use crate::run::state::Run;
+use crate::run::clone::PrivateClone;
+
+/// Keep the hub, the claims cache and `clone` — agent `name`'s, whose
+/// integration has just ended — packed, as far as each is due. Failures are
+/// said at `-v` only: a repository left unpacked costs disk, not work.
+pub fn after_integration(run: &Run, name: &str, clone: &PrivateClone) {
+    if let Some(local) = &run.hub.local {
+        let objects = local.git_dir.join("objects");
+        keep(
+            run,
+            name,
+            "the hub",
+            &Repo::new(&local.dir),
+            &objects,
+            Owner::User,
+        );
+    }
+    let cache = run.state.join("claims.git");
+    if run.store.kind() == "git" && cache.is_dir() {
+        let objects = cache.join("objects");
+        keep(
+            run,
+            name,
+            "the claims cache",
+            &Repo::new(&cache),
+            &objects,
+            Owner::Farm,
+        );
+    }
+    let objects = clone.dir().join(".git").join("objects");
+    keep(
+        run,
+        name,
+        "its clone",
+        &Repo::of_agent(clone.dir()),
+        &objects,
+        Owner::Farm,
+    );
+}
+
+/// What this process knows of a repository it keeps packed.
+#[derive(Clone, Copy)]
+struct Known {
+    /// `None`: no upkeep there (turned off, or this git cannot).
+    thresholds: Option<Thresholds>,
+    /// What its last upkeep left.
+    left: Count,
+    /// A loop is looking after it now.
+    busy: bool,
+}
+
+/// Every repository looked after so far, by its object directory.
+static KNOWN: Mutex<BTreeMap<PathBuf, Known>> = Mutex::new(BTreeMap::new());
+
+fn known() -> std::sync::MutexGuard<'static, BTreeMap<PathBuf, Known>> {
+    KNOWN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Look after the repository `repo` (`what`, for messages), whose object
+/// directory is `objects`, unless another loop is.
+fn keep(run: &Run, name: &str, what: &str, repo: &Repo, objects: &Path, owner: Owner) {
+    let key = objects.to_path_buf();
+    let seen = {
+        let mut all = known();
+        match all.get_mut(&key) {
+            Some(k) if k.busy => return,
+            Some(k) => {
+                k.busy = true;
+                Some(*k)
+            }
+            None => {
+                all.insert(
+                    key.clone(),
+                    Known {
+                        thresholds: None,
+                        left: Count::default(),
+                        busy: true,
+                    },
+                );
+                None
+            }
+        }
+    };
+    let (thresholds, left) = match seen {
+        Some(k) => (k.thresholds, k.left),
+        None => match repo.config_matching(maintain::SETTINGS) {
+            Ok(settings) => (Thresholds::from_config(owner, &settings), Count::default()),
+            Err(e) => {
+                run.detail(name, &format!("cannot read the git config of {what}: {e}"));
+                (None, Count::default())
+            }
+        },
+    };
+    let (thresholds, left) = match thresholds {
+        Some(t) => pack(run, name, what, repo, objects, t, left),
+        None => (None, left),
+    };
+    known().insert(
+        key,
+        Known {
+            thresholds,
+            left,
+            busy: false,
+        },
+    );
+}
+
+/// Pack the repository if it is due at `t`, its last upkeep having left
+/// `left`: the thresholds from then on, and what it left this time.
+fn pack(
+    run: &Run,
+    name: &str,
+    what: &str,
+    repo: &Repo,
+    objects: &Path,
+    t: Thresholds,
+    left: Count,
+) -> (Option<Thresholds>, Count) {
+    let now = maintain::count(objects, maintain::enough(t, left));
+    let due = maintain::due(t, now, left);
+    if !due.any() {
+        return (Some(t), left);
+    }
+    let started = Instant::now();
+    match maintain::pack(repo, objects, due) {
+        Ok(after) => {
+            run.detail(
+                name,
+                &format!(
+                    "packed {what} in {:.2}s: {} loose objects and {} packs outside its multi-pack-index left",
+                    started.elapsed().as_secs_f64(),
+                    after.loose,
+                    after.packs
+                ),
+            );
+            (Some(t), maintain::left_after(due, left, after))
+        }
+        // A git with no `maintenance` command (before 2.29): no upkeep.
+        Err(e) if e.said.contains("is not a git command") => {
+            run.detail(name, &format!("cannot pack {what}: {e}"));
+            (None, left)
+        }
+        // Tried again once as much again has come.
+        Err(e) => {
+            run.detail(name, &format!("cannot pack {what}: {e}"));
+            (Some(t), maintain::left_after(due, left, now))
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! The repositories farm writes stay packed (`src/git/maintain.rs`,
+//! `src/run/upkeep.rs`): the hub on this machine, the agents' clones and
+//! the claims cache, at git's thresholds (set low here, through the
+//! environment, as a user's git config would), with nothing an agent
+//! committed lost.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use crate::common::{Env, Farm, patch_ids};
+use crate::run::{LIMIT, assert_hub_sound, board, logs, run_args};
+
+/// git's thresholds for its two background tasks, given to farm the way a
+/// user's own config would give them.
+fn low_thresholds(farm: Farm, loose: usize, packs: usize) -> Farm {
+    farm.env("GIT_CONFIG_COUNT", "2")
+        .env("GIT_CONFIG_KEY_0", "maintenance.loose-objects.auto")
+        .env("GIT_CONFIG_VALUE_0", loose.to_string())
+        .env("GIT_CONFIG_KEY_1", "maintenance.incremental-repack.auto")
+        .env("GIT_CONFIG_VALUE_1", packs.to_string())
+}
+
+/// A hub with `n` independent tasks `p00`, `p01`, ….
+fn hub_of(n: usize) -> (Env, BTreeSet<String>) {
+    let env = Env::git_hub(&[]);
+    let mut ids = BTreeSet::new();
+    for i in 0..n {
+        let id = format!("p{i:02}");
+        std::fs::write(
+            env.hub.join(format!("tasks/{id}.md")),
+            format!("+++\ntitle = \"Task {id}\"\n+++\nWrite work/{id}.txt.\n"),
+        )
+        .unwrap();
+        ids.insert(id);
+    }
+    env.git(["add", "-A"]);
+    env.git(["commit", "-q", "-m", "the tasks"]);
+    (env, ids)
+}
+
+/// [`hub_of`], the hub a bare clone of it.
+fn bare_hub_of(n: usize) -> (Env, BTreeSet<String>) {
+    let (mut env, ids) = hub_of(n);
+    let bare = env.tmp.path().join("hub.git");
+    env.git([
+        "clone".as_ref(),
+        "-q".as_ref(),
+        "--bare".as_ref(),
+        env.hub.as_os_str(),
+        bare.as_os_str(),
+    ]);
+    env.hub = bare;
+    (env, ids)
+}
+
+/// The agent: one file of its own, committed; the commit's patch id noted
+/// outside the repository, to find it on the hub afterwards.
+fn agent(env: &Env) -> String {
+    let logs = logs(env);
+    env.agent_script(
+        "agent.sh",
+        &format!(
+            r#"mkdir -p work
+echo "$FARM_TASK $FARM_AGENT" > "work/$FARM_TASK.txt"
+git add -A
+git commit -q -m "$FARM_TASK by $FARM_AGENT"
+git show HEAD | git patch-id --stable | cut -d' ' -f1 >> "{}/patches.log"
+"#,
+            logs.display()
+        ),
+    )
+}
+
+/// Loose objects and packs of the repository whose git dir is `git_dir`,
+/// as `git count-objects -v` says.
+fn objects(env: &Env, git_dir: &Path) -> (usize, usize) {
+    let (ok, out, err) = crate::common::git_in(git_dir, env.tmp.path(), ["count-objects", "-v"]);
+    assert!(ok, "git count-objects in {}: {err}", git_dir.display());
+    let field = |name: &str| -> usize {
+        out.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {out}"))
+    };
+    (field("count"), field("packs"))
+}
+
+/// The git dirs of the agents' clones under the state dir of [`run_args`].
+fn clones(env: &Env) -> Vec<std::path::PathBuf> {
+    let dir = env.tmp.path().join("state/clones");
+    let mut all: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join(".git"))
+        .filter(|p| p.is_dir())
+        .collect();
+    all.sort();
+    all
+}
+
+/// Every agent commit noted in the log is on the hub's branch (by patch:
+/// rebased onto it).
+#[track_caller]
+fn assert_nothing_lost(env: &Env, tasks: usize) {
+    let noted: BTreeSet<String> = std::fs::read_to_string(logs(env).join("patches.log"))
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(noted.len(), tasks, "{noted:?}");
+    let on_main = patch_ids(&env.hub, &env.git(["log", "--no-merges", "-p", "main"]));
+    let lost: Vec<_> = noted.difference(&on_main).collect();
+    assert!(lost.is_empty(), "agent commits not on main: {lost:?}");
+}
+
+#[test]
+fn sixty_tasks_leave_the_hub_and_the_clones_packed_and_lose_nothing() {
+    let (env, ids) = hub_of(60);
+    let agent = agent(&env);
+    // Unpacked, the hub would hold ~7 loose objects a task (420), and each
+    // clone ~3.
+    let out = low_thresholds(
+        env.farm_git(run_args(&env, &agent, &["-j", "2", "-v"])),
+        20,
+        3,
+    )
+    .run_within(LIMIT)
+    .success();
+    assert_eq!(board(&env, "tasks/done"), ids, "{out:#?}");
+    assert_nothing_lost(&env, ids.len());
+    assert_hub_sound(&env);
+    assert!(out.stderr.contains("packed the hub"), "{}", out.stderr);
+
+    let hub_git = env.hub.join(".git");
+    let (loose, packs) = objects(&env, &hub_git);
+    // What came after the last upkeep is loose: less than the threshold
+    // and one task's pushes.
+    assert!(loose < 20 + 10, "the hub keeps {loose} loose objects");
+    assert!(packs >= 1, "the hub has no pack");
+    assert!(
+        hub_git.join("objects/pack/multi-pack-index").is_file(),
+        "the hub's packs were never rolled up"
+    );
+    let clones = clones(&env);
+    assert_eq!(clones.len(), 4, "{clones:?}");
+    for clone in &clones {
+        let (loose, packs) = objects(&env, clone);
+        assert!(
+            loose < 20 + 10 && packs >= 1,
+            "{}: {loose} loose objects, {packs} packs",
+            clone.display()
+        );
+        // Every object its refs and reflogs name can be read, its own or
+        // the hub's.
+        let (ok, out, err) = crate::common::git_in(
+            clone,
+            env.tmp.path(),
+            [
+                "fsck",
+                "--connectivity-only",
+                "--no-dangling",
+                "--no-progress",
+            ],
+        );
+        assert!(ok, "git fsck in {}: {out}{err}", clone.display());
+    }
+}
+
+#[test]
+fn the_claims_cache_is_packed_too() {
+    // (A hub with its branch checked out refuses the git store's atomic
+    // pushes now and then: "Working directory has staged changes".)
+    let (env, ids) = bare_hub_of(16);
+    let agent = agent(&env);
+    let out = low_thresholds(
+        env.farm_git(run_args(
+            &env,
+            &agent,
+            &["-j", "2", "-v", "--claims", "git"],
+        )),
+        10,
+        3,
+    )
+    .run_within(LIMIT)
+    .success();
+    assert_eq!(board(&env, "tasks/done"), ids, "{out:#?}");
+    assert_nothing_lost(&env, ids.len());
+    assert!(
+        out.stderr.contains("packed the claims cache"),
+        "{}",
+        out.stderr
+    );
+    let cache = env.tmp.path().join("state/claims.git");
+    let (loose, packs) = objects(&env, &cache);
+    assert!(
+        packs >= 1 && loose < 10 + 20,
+        "the claims cache: {loose} loose objects, {packs} packs"
+    );
+}
