@@ -17,7 +17,12 @@
 //!
 //! The clones keep git's own automatic gc off (it would start in the middle
 //! of an agent's `git commit`), and the hub's, which git runs after a push
-//! (`receive.autogc`), waits for 6,700 loose objects.
+//! (`receive.autogc`), waits for 6,700 loose objects; when it does start, its
+//! detached `git gc` inherits the push's open files, the hub's push lock
+//! among them, and holds every farm push on this host until it ends. So
+//! farm's pushes to a hub on this machine ask for none (see
+//! [`Repo::push_refs_holding`]), and farm runs the hub's upkeep itself, after
+//! the push, with the lock let go.
 //!
 //! # How
 //!

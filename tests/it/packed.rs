@@ -2,7 +2,7 @@
 //! `src/run/upkeep.rs`): the hub on this machine, the agents' clones and
 //! the claims cache, at git's thresholds (set low here, through the
 //! environment, as a user's git config would), with nothing an agent
-//! committed lost.
+//! committed lost; and farm's pushes start no gc in the hub.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -196,4 +196,41 @@ fn the_claims_cache_is_packed_too() {
         packs >= 1 && loose < 10 + 20,
         "the claims cache: {loose} loose objects, {packs} packs"
     );
+}
+
+/// The hub's own git runs a gc after a push (`receive.autogc`) when it
+/// finds too many loose objects or packs; detached, that gc kept the push's
+/// open files, the hub's push lock among them, and every farm push on this
+/// host waited for it to end. farm's pushes ask for none. Here any gc would
+/// find too many packs (two, past `gc.autoPackLimit = 1`) and roll them into
+/// one, while farm's own upkeep has nothing due (git's default thresholds).
+#[test]
+fn pushes_start_no_gc_in_the_hub() {
+    let (env, ids) = hub_of(8);
+    env.git(["repack", "-q", "-d"]);
+    std::fs::write(env.hub.join("more.txt"), "more\n").unwrap();
+    env.git(["add", "more.txt"]);
+    env.git(["commit", "-q", "-m", "more"]);
+    env.git(["repack", "-q", "-d"]);
+    env.git(["config", "gc.autoPackLimit", "1"]);
+    let hub_git = env.hub.join(".git");
+    assert_eq!(objects(&env, &hub_git).1, 2);
+    let agent = agent(&env);
+    let out = env
+        .farm_git(run_args(&env, &agent, &["-j", "2", "-v"]))
+        .run_within(LIMIT)
+        .success();
+    assert_eq!(board(&env, "tasks/done"), ids, "{out:#?}");
+    assert_nothing_lost(&env, ids.len());
+    assert!(
+        !hub_git.join("gc.pid").exists(),
+        "a gc runs in the hub (gc.pid)"
+    );
+    let (loose, packs) = objects(&env, &hub_git);
+    assert_eq!(
+        packs, 2,
+        "the hub was repacked ({loose} loose objects left)"
+    );
+    assert!(loose > 0);
+    assert!(!out.stderr.contains("packed the hub"), "{}", out.stderr);
 }
