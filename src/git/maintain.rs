@@ -42,10 +42,17 @@
 //!   found there a moment before — seen here as a claims push refused with
 //!   "unable to migrate objects to permanent storage". farm deletes files
 //!   only.
-//! - **Packs rolled up**: git's `incremental-repack` task (`git maintenance
-//!   run`, git 2.29 or later) puts the packs under a multi-pack-index and
-//!   rolls the small ones into one; a pack is deleted, on its next run, only
-//!   once none of its objects is read from it.
+//! - **Packs rolled up**, as git's `incremental-repack` task: the packs are
+//!   put under a multi-pack-index (`git multi-pack-index write`), the packs
+//!   whose objects are all read from others since the last roll-up are
+//!   deleted (`expire`), and the small packs are rolled into one (`repack`).
+//!   Not the task itself: it rolls up only as much as its second largest
+//!   pack each time — two packs, where a pack of loose objects comes every
+//!   few tasks (80 packs a clone after 2,500 tasks, each holding whole the
+//!   trees the others hold as deltas). farm picks the batch so that the
+//!   packs keep a geometric progression, as `git repack --geometric=2`
+//!   does (see [`batch_size`]): each object is rewritten a few times over a
+//!   night, not at every roll-up.
 //!
 //! What is unreachable stays, packed, until git's own `gc` prunes it after
 //! its expiry.
@@ -245,18 +252,63 @@ pub fn pack(repo: &Repo, objects: &Path, due: Due) -> Result<Count, GitError> {
         pack_loose(repo, objects)?;
     }
     if due.packs {
-        // This process waits for it (a git that would detach its
-        // maintenance is told not to).
-        repo.run([
-            "-c",
-            "maintenance.autoDetach=false",
-            "maintenance",
-            "run",
-            "--quiet",
-            "--task=incremental-repack",
-        ])?;
+        roll_up(repo, objects)?;
     }
     Ok(count(objects, usize::MAX))
+}
+
+/// Roll the packs of `objects` up (see the module's comment).
+fn roll_up(repo: &Repo, objects: &Path) -> Result<(), GitError> {
+    let midx = |args: &[&str]| {
+        let mut all = vec!["multi-pack-index"];
+        all.extend(args);
+        repo.run(&all).map(drop)
+    };
+    midx(&["write"])?;
+    midx(&["expire"])?;
+    let sizes: Vec<u64> = std::fs::read_dir(objects.join("pack"))
+        .map(|dir| {
+            dir.flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".pack"))
+                .filter_map(|e| e.metadata().ok().map(|m| m.len()))
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(batch) = batch_size(sizes) {
+        midx(&["repack", &format!("--batch-size={batch}")])?;
+    }
+    Ok(())
+}
+
+/// The `--batch-size` of `git multi-pack-index repack` that rolls packs of
+/// `sizes` (bytes) up into a geometric progression — each pack left at
+/// least twice all the smaller ones together, the smaller ones rolled into
+/// one — as `git repack --geometric=2` picks them: the size of the smallest
+/// pack kept (git rolls the packs below it; together they are less than
+/// half of it, so it takes them all), or 0 for every pack. `None`: fewer
+/// than two packs to roll.
+pub fn batch_size(mut sizes: Vec<u64>) -> Option<u64> {
+    sizes.sort_unstable();
+    let below: Vec<u64> = sizes
+        .iter()
+        .scan(0u64, |sum, &size| {
+            let before = *sum;
+            *sum = sum.saturating_add(size);
+            Some(before)
+        })
+        .collect();
+    // The packs from `split` up each hold twice the ones below them.
+    let split = (0..sizes.len())
+        .rev()
+        .take_while(|&i| sizes[i] >= below[i].saturating_mul(2))
+        .last()
+        .unwrap_or(sizes.len());
+    match split {
+        // (1 cannot be: the smallest pack has none below it.)
+        0 | 1 => None,
+        n if n == sizes.len() => Some(0),
+        n => Some(sizes[n]),
+    }
 }
 
 /// Put the loose objects of `objects` into a new pack there, then delete
@@ -408,6 +460,25 @@ mod tests {
         };
         assert!(!due(off, c(1_000_000, 1_000), none).any());
         assert_eq!(enough(t, c(150, 0)), 250);
+    }
+
+    #[test]
+    fn the_batch_keeps_the_packs_in_a_geometric_progression() {
+        // A progression already: nothing to roll.
+        assert_eq!(batch_size(vec![200, 40, 10, 4, 1]), None);
+        assert_eq!(batch_size(vec![]), None);
+        assert_eq!(batch_size(vec![7]), None);
+        // Ten equal packs of loose objects: all of them.
+        assert_eq!(batch_size(vec![5; 10]), Some(0));
+        // The biggest less than twice the rest: all of them.
+        assert_eq!(batch_size(vec![100, 40, 10, 4, 1]), Some(0));
+        // A big pack (the board) and small ones: the small ones, below it.
+        assert_eq!(batch_size(vec![1_000, 5, 5, 5, 6]), Some(1_000));
+        // 40 is less than twice what is below it (10 + 6 + 5 + 5 = 26):
+        // rolled with them; 200 is kept.
+        assert_eq!(batch_size(vec![200, 40, 10, 6, 5, 5]), Some(200));
+        // 10 is less than twice 4 + 1 + 1: rolled with them; 40 and 200 kept.
+        assert_eq!(batch_size(vec![200, 40, 10, 4, 1, 1]), Some(40));
     }
 
     #[test]
