@@ -55,7 +55,10 @@
 //!   night, not at every roll-up.
 //!
 //! What is unreachable stays, packed, until git's own `gc` prunes it after
-//! its expiry.
+//! its expiry. In an agent's clone, where nothing else works while it is
+//! packed, what git's steps put off for other processes' sake is done at
+//! once (see [`pack`]): without it, each clone kept its own packed copy of
+//! what the hub holds, and the packs a roll-up replaced until the next one.
 //!
 //! # When
 //!
@@ -246,19 +249,28 @@ pub fn enough(t: Thresholds, left: Count) -> usize {
 const BATCH: usize = 50_000;
 
 /// Run the steps `due` in `repo`, whose object directory is `objects`;
-/// what the repository holds after.
-pub fn pack(repo: &Repo, objects: &Path, due: Due) -> Result<Count, GitError> {
+/// what the repository holds after. `alone`: no other process reads or
+/// writes the repository meanwhile (an agent's clone between its tasks),
+/// so what git's steps leave for later to spare such processes is done
+/// now: the loose copies of objects already in a pack — the hub's among
+/// them, which a clone borrows — are dropped first (`git prune-packed`),
+/// and the packs a roll-up made redundant are deleted at once.
+pub fn pack(repo: &Repo, objects: &Path, due: Due, alone: bool) -> Result<Count, GitError> {
     if due.loose {
+        if alone {
+            repo.run(["prune-packed", "--quiet"])?;
+        }
         pack_loose(repo, objects)?;
     }
     if due.packs {
-        roll_up(repo, objects)?;
+        roll_up(repo, objects, alone)?;
     }
     Ok(count(objects, usize::MAX))
 }
 
-/// Roll the packs of `objects` up (see the module's comment).
-fn roll_up(repo: &Repo, objects: &Path) -> Result<(), GitError> {
+/// Roll the packs of `objects` up (see the module's comment); `alone`: the
+/// packs it made redundant deleted at once, not at the next roll-up.
+fn roll_up(repo: &Repo, objects: &Path, alone: bool) -> Result<(), GitError> {
     let midx = |args: &[&str]| {
         let mut all = vec!["multi-pack-index"];
         all.extend(args);
@@ -276,6 +288,9 @@ fn roll_up(repo: &Repo, objects: &Path) -> Result<(), GitError> {
         .unwrap_or_default();
     if let Some(batch) = batch_size(sizes) {
         midx(&["repack", &format!("--batch-size={batch}")])?;
+        if alone {
+            midx(&["expire"])?;
+        }
     }
     Ok(())
 }
@@ -555,7 +570,7 @@ mod tests {
             .into_iter()
             .map(|(_, path)| path.parent().unwrap().to_owned())
             .collect();
-        let after = pack(&repo, &objects, due(t, before, Count::default())).unwrap();
+        let after = pack(&repo, &objects, due(t, before, Count::default()), false).unwrap();
         assert_eq!(after, Count { loose: 0, packs: 1 });
         // A push moving its objects in from its quarantine may have found a
         // directory a moment before: none is removed.
@@ -569,14 +584,77 @@ mod tests {
                 loose: true,
                 packs: false,
             };
-            now = pack(&repo, &objects, only_loose).unwrap();
+            now = pack(&repo, &objects, only_loose, false).unwrap();
         }
         assert_eq!(now, Count { loose: 0, packs: 3 });
-        let rolled = pack(&repo, &objects, due(t, now, Count::default())).unwrap();
+        let rolled = pack(&repo, &objects, due(t, now, Count::default()), false).unwrap();
         assert_eq!(rolled.packs, 0, "every pack under the index: {rolled:?}");
         assert!(objects.join("pack/multi-pack-index").is_file());
+        // The packs rolled up are left for the next roll-up to delete: a
+        // process may have picked one a moment before.
+        assert_eq!(pack_files(&objects), 4);
         for oid in &made {
             git(dir, &["cat-file", "-e", oid]);
+        }
+    }
+
+    fn pack_files(objects: &Path) -> usize {
+        std::fs::read_dir(objects.join("pack"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".pack"))
+            .count()
+    }
+
+    #[test]
+    fn a_clone_alone_drops_what_its_hub_has_packed_and_keeps_one_pack() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (hub, clone) = (tmp.path().join("hub"), tmp.path().join("clone"));
+        for dir in [&hub, &clone] {
+            std::fs::create_dir(dir).unwrap();
+            git(dir, &["init", "-q", "--bare"]);
+        }
+        std::fs::write(
+            clone.join("objects/info/alternates"),
+            format!("{}\n", hub.join("objects").display()),
+        )
+        .unwrap();
+        // What the clone made and pushed: in both (git writes no copy of
+        // what it finds among the hub's objects, so the clone's come first).
+        let mut own = Vec::new();
+        let mut shared = Vec::new();
+        for i in 0..20 {
+            shared.push(object(&clone, &format!("{i}\n")));
+            own.push(object(&clone, &format!("own {i}\n")));
+        }
+        for i in 0..20 {
+            object(&hub, &format!("{i}\n"));
+        }
+        let all = Due {
+            loose: true,
+            packs: true,
+        };
+        pack(&Repo::new(&hub), &hub.join("objects"), all, false).unwrap();
+        let objects = clone.join("objects");
+        let repo = Repo::new(&clone);
+        let loose_only = Due {
+            loose: true,
+            packs: false,
+        };
+        pack(&repo, &objects, loose_only, true).unwrap();
+        let listed = git(&clone, &["count-objects", "-v"]);
+        assert!(listed.contains("in-pack: 20\n"), "{listed}");
+        for round in 0..2 {
+            own.push(object(&clone, &format!("more {round}\n")));
+            pack(&repo, &objects, loose_only, true).unwrap();
+        }
+        assert_eq!(pack_files(&objects), 3);
+        pack(&repo, &objects, all, true).unwrap();
+        // The first pack holds more than twice the two small ones: they are
+        // rolled into one, and deleted at once.
+        assert_eq!(pack_files(&objects), 2, "the rolled packs are left");
+        for oid in own.iter().chain(&shared) {
+            git(&clone, &["cat-file", "-e", oid]);
         }
     }
 }

@@ -16,7 +16,7 @@
 //! directories and no process.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -30,37 +30,56 @@ use crate::run::clone::PrivateClone;
 /// said at `-v` only: a repository left unpacked costs disk, not work.
 pub fn after_integration(run: &Run, name: &str, clone: &PrivateClone) {
     if let Some(local) = &run.hub.local {
-        let objects = local.git_dir.join("objects");
         keep(
             run,
             name,
-            "the hub",
-            &Repo::new(&local.dir),
-            &objects,
-            Owner::User,
+            &Kept {
+                what: "the hub",
+                repo: Repo::new(&local.dir),
+                objects: local.git_dir.join("objects"),
+                owner: Owner::User,
+                alone: false,
+            },
         );
     }
     let cache = run.state.join("claims.git");
     if run.store.kind() == "git" && cache.is_dir() {
-        let objects = cache.join("objects");
         keep(
             run,
             name,
-            "the claims cache",
-            &Repo::new(&cache),
-            &objects,
-            Owner::Farm,
+            &Kept {
+                what: "the claims cache",
+                repo: Repo::new(&cache),
+                objects: cache.join("objects"),
+                owner: Owner::Farm,
+                // Every loop of this run, and other farms, claim through it.
+                alone: false,
+            },
         );
     }
-    let objects = clone.dir().join(".git").join("objects");
     keep(
         run,
         name,
-        "its clone",
-        &Repo::of_agent(clone.dir()),
-        &objects,
-        Owner::Farm,
+        &Kept {
+            what: "its clone",
+            repo: Repo::of_agent(clone.dir()),
+            objects: clone.dir().join(".git").join("objects"),
+            owner: Owner::Farm,
+            // Nothing works in it until this thread hands it back.
+            alone: true,
+        },
     );
+}
+
+/// A repository to keep packed.
+struct Kept {
+    /// What it is, for messages.
+    what: &'static str,
+    repo: Repo,
+    objects: PathBuf,
+    owner: Owner,
+    /// No other process reads or writes it meanwhile (see [`maintain::pack`]).
+    alone: bool,
 }
 
 /// What this process knows of a repository it keeps packed.
@@ -81,10 +100,9 @@ fn known() -> std::sync::MutexGuard<'static, BTreeMap<PathBuf, Known>> {
     KNOWN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Look after the repository `repo` (`what`, for messages), whose object
-/// directory is `objects`, unless another loop is.
-fn keep(run: &Run, name: &str, what: &str, repo: &Repo, objects: &Path, owner: Owner) {
-    let key = objects.to_path_buf();
+/// Look after `kept`, unless another loop is.
+fn keep(run: &Run, name: &str, kept: &Kept) {
+    let key = kept.objects.clone();
     let seen = {
         let mut all = known();
         match all.get_mut(&key) {
@@ -108,16 +126,20 @@ fn keep(run: &Run, name: &str, what: &str, repo: &Repo, objects: &Path, owner: O
     };
     let (thresholds, left) = match seen {
         Some(k) => (k.thresholds, k.left),
-        None => match repo.config_matching(maintain::SETTINGS) {
-            Ok(settings) => (Thresholds::from_config(owner, &settings), Count::default()),
+        None => match kept.repo.config_matching(maintain::SETTINGS) {
+            Ok(settings) => (
+                Thresholds::from_config(kept.owner, &settings),
+                Count::default(),
+            ),
             Err(e) => {
+                let what = kept.what;
                 run.detail(name, &format!("cannot read the git config of {what}: {e}"));
                 (None, Count::default())
             }
         },
     };
     let (thresholds, left) = match thresholds {
-        Some(t) => pack(run, name, what, repo, objects, t, left),
+        Some(t) => pack(run, name, kept, t, left),
         None => (None, left),
     };
     known().insert(
@@ -130,24 +152,23 @@ fn keep(run: &Run, name: &str, what: &str, repo: &Repo, objects: &Path, owner: O
     );
 }
 
-/// Pack the repository if it is due at `t`, its last upkeep having left
-/// `left`: the thresholds from then on, and what it left this time.
+/// Pack `kept` if it is due at `t`, its last upkeep having left `left`:
+/// the thresholds from then on, and what it left this time.
 fn pack(
     run: &Run,
     name: &str,
-    what: &str,
-    repo: &Repo,
-    objects: &Path,
+    kept: &Kept,
     t: Thresholds,
     left: Count,
 ) -> (Option<Thresholds>, Count) {
-    let now = maintain::count(objects, maintain::enough(t, left));
+    let now = maintain::count(&kept.objects, maintain::enough(t, left));
     let due = maintain::due(t, now, left);
     if !due.any() {
         return (Some(t), left);
     }
+    let what = kept.what;
     let started = Instant::now();
-    match maintain::pack(repo, objects, due) {
+    match maintain::pack(&kept.repo, &kept.objects, due, kept.alone) {
         Ok(after) => {
             run.detail(
                 name,
@@ -159,11 +180,6 @@ fn pack(
                 ),
             );
             (Some(t), maintain::left_after(due, left, after))
-        }
-        // A git with no `maintenance` command (before 2.29): no upkeep.
-        Err(e) if e.said.contains("is not a git command") => {
-            run.detail(name, &format!("cannot pack {what}: {e}"));
-            (None, left)
         }
         // Tried again once as much again has come.
         Err(e) => {
