@@ -24,6 +24,8 @@
 //!   clone, one process of the agent CLI and the sandbox it runs in,
 //!   reading its log, what it cost, and the journal of what happened, one
 //!   typed event a line;
+//! - [`upkeep`]: keeping the hub, the clones and the claims cache packed,
+//!   after an integration;
 //! - [`state`]: what every loop of a run shares, resolved from [`config`]
 //!   ([`presets`], [`roles`], [`config_dir`]).
 
