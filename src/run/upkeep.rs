@@ -9,21 +9,29 @@
 //! 2. the claims cache, with the git store;
 //! 3. the clone.
 //!
-//! One loop at a time looks after the hub and the cache; the others go on
-//! (git's own `maintenance.lock` keeps other farm processes out). Each
+//! One loop at a time looks after the hub and the cache; the others go on.
+//! Between processes, an upkeep holds the repository's `farm-objects.lock`
+//! (in its git dir) alone, taken without waiting: where another holds it,
+//! this upkeep is skipped and tried after the next integration. In the
+//! claims cache that lock is the one its fetches hold alone and its pushes
+//! share, so the cache is packed at a moment when none of them runs; in the
+//! hub only upkeeps take it — two farms on one hub never pack it at once,
+//! and no push ever waits for an upkeep. Never under the hub's push lock:
+//! a packing that held it would hold every agent's push. Each
 //! repository's git config is read once a run, and what its last upkeep left
 //! is kept, so the check after a task is a listing of its object
 //! directories and no process.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
+use crate::claims::git::OBJECTS_LOCK;
 use crate::git::command::Repo;
 use crate::git::maintain::{self, Count, Owner, Thresholds};
-use crate::run::state::Run;
 use crate::run::clone::PrivateClone;
+use crate::run::state::Run;
 
 /// Keep the hub, the claims cache and `clone` — agent `name`'s, whose
 /// integration has just ended — packed, as far as each is due. Failures are
@@ -39,6 +47,7 @@ pub fn after_integration(run: &Run, name: &str, clone: &PrivateClone) {
                 objects: local.git_dir.join("objects"),
                 owner: Owner::User,
                 alone: false,
+                lock: Some(local.git_dir.join(OBJECTS_LOCK)),
             },
         );
     }
@@ -54,6 +63,7 @@ pub fn after_integration(run: &Run, name: &str, clone: &PrivateClone) {
                 owner: Owner::Farm,
                 // Every loop of this run, and other farms, claim through it.
                 alone: false,
+                lock: Some(cache.join(OBJECTS_LOCK)),
             },
         );
     }
@@ -67,6 +77,8 @@ pub fn after_integration(run: &Run, name: &str, clone: &PrivateClone) {
             owner: Owner::Farm,
             // Nothing works in it until this thread hands it back.
             alone: true,
+            // (Its loop's lock on the clone keeps other farms out.)
+            lock: None,
         },
     );
 }
@@ -80,6 +92,8 @@ struct Kept {
     owner: Owner,
     /// No other process reads or writes it meanwhile (see [`maintain::pack`]).
     alone: bool,
+    /// The file whose lock an upkeep holds alone (see the module's doc).
+    lock: Option<PathBuf>,
 }
 
 /// What this process knows of a repository it keeps packed.
@@ -167,6 +181,17 @@ fn pack(
         return (Some(t), left);
     }
     let what = kept.what;
+    let _held = match kept.lock.as_deref().map(take_alone) {
+        None => None,
+        Some(Some(file)) => Some(file),
+        Some(None) => {
+            run.detail(
+                name,
+                &format!("not packing {what} now: it is being fetched, pushed or packed"),
+            );
+            return (Some(t), left);
+        }
+    };
     let started = Instant::now();
     match maintain::pack(&kept.repo, &kept.objects, due, kept.alone) {
         Ok(after) => {
@@ -187,4 +212,18 @@ fn pack(
             (Some(t), maintain::left_after(due, left, now))
         }
     }
+}
+
+/// The lock of the file at `path`, taken alone if no one holds it now;
+/// `None` when someone does, or the file cannot be opened (no upkeep then:
+/// unguarded, it could run beside one of another farm).
+fn take_alone(path: &Path) -> Option<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .ok()?;
+    file.try_lock().ok()?;
+    Some(file)
 }
