@@ -234,3 +234,155 @@ fn pushes_start_no_gc_in_the_hub() {
     assert!(loose > 0);
     assert!(!out.stderr.contains("packed the hub"), "{}", out.stderr);
 }
+
+/// Reads and writes of the hub from outside farm, in a loop until `stop`
+/// exists, as real processes: a bare clone borrowing the hub's objects
+/// (`--shared`, as the agents' clones do) walked whole and every object
+/// read, checked with `git fsck`; then a push of a new commit to a branch
+/// of its own (its objects come through the hub's quarantine). What failed
+/// goes to `fails`, each round's number to `rounds`.
+const RACER: &str = r#"hub=$1 work=$2 stop=$3
+fails=$work/fails
+git clone -q "$hub" "$work/w" || echo "first clone" >> "$fails"
+i=0
+while [ ! -e "$stop" ]; do
+  i=$((i + 1))
+  r=$work/r$i
+  if ! git clone -q --bare --shared "$hub" "$r" 2>> "$fails.log"; then
+    echo "clone $i" >> "$fails"
+  elif ! git -C "$r" rev-list --objects --all > "$work/list" 2>> "$fails.log"; then
+    echo "rev-list $i" >> "$fails"
+  else
+    cut -d' ' -f1 < "$work/list" | git -C "$r" cat-file --batch > "$work/read" 2>> "$fails.log" \
+      || echo "cat-file $i" >> "$fails"
+    grep -q ' missing$' "$work/read" && echo "missing in round $i" >> "$fails"
+    git -C "$r" fsck --connectivity-only --no-dangling --no-progress >> "$fails.log" 2>&1 \
+      || echo "fsck $i" >> "$fails"
+  fi
+  rm -rf "$r"
+  (cd "$work/w" && echo "$i" > side.txt && git add side.txt && git commit -qm "side $i" \
+    && git push -q origin HEAD:refs/heads/side) 2>> "$fails.log" || echo "push $i" >> "$fails"
+  echo "$i" > "$work/rounds"
+done
+"#;
+
+/// Packing must never lose an object anyone needs: here the hub is packed
+/// after every integration and its packs rolled up at every second one,
+/// the claims cache (git store) likewise, while every push of agent work
+/// goes through the merge queue (candidate refs under `refs/farm/queue/`,
+/// each pushed through the hub's quarantine), the agents' clones read the
+/// hub's objects where they are, and a process of git's own reads the hub
+/// whole through a borrowing clone and pushes to it, round after round.
+/// No read may miss an object, no push fail, no `git fsck` complain, and
+/// every agent commit must land.
+#[test]
+fn packing_races_pushes_clones_and_the_queue_and_loses_nothing() {
+    let (mut env, ids) = hub_of(30);
+    let toml = env.hub.join("farm.toml");
+    let mut text = std::fs::read_to_string(&toml).unwrap();
+    text.push_str("\n[tests]\ncommand = \"echo 'PASS: a'\"\nformat = \"lines\"\n");
+    std::fs::write(&toml, text).unwrap();
+    env.git([
+        "commit",
+        "-qam",
+        "a gate: every change goes through the queue",
+    ]);
+    let bare = env.tmp.path().join("hub.git");
+    env.git([
+        "clone".as_ref(),
+        "-q".as_ref(),
+        "--bare".as_ref(),
+        env.hub.as_os_str(),
+        bare.as_os_str(),
+    ]);
+    env.hub = bare;
+    let agent = agent(&env);
+
+    let racer = env.tmp.path().join("racer");
+    std::fs::create_dir(&racer).unwrap();
+    let stop = env.tmp.path().join("stop");
+    let script = env.tmp.path().join("racer.sh");
+    std::fs::write(&script, RACER).unwrap();
+    let mut reader = std::process::Command::new("sh")
+        .arg(&script)
+        .arg(&env.hub)
+        .arg(&racer)
+        .arg(&stop)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", env.tmp.path())
+        .envs(crate::common::GIT_ENV)
+        .spawn()
+        .unwrap();
+    let out = low_thresholds(
+        env.farm_git(run_args(
+            &env,
+            &agent,
+            &["-j", "3", "-v", "--claims", "git"],
+        )),
+        1,
+        2,
+    )
+    .run_within(LIMIT * 2);
+    std::fs::write(&stop, "").unwrap();
+    let racer_ended = reader.wait().unwrap();
+    let out = out.success();
+    assert!(racer_ended.success());
+    let read = |name: &str| std::fs::read_to_string(racer.join(name)).unwrap_or_default();
+    assert_eq!(
+        read("fails"),
+        "",
+        "the racer failed: {}\n{}",
+        read("fails.log"),
+        out.stderr
+    );
+    let rounds: usize = read("rounds").trim().parse().unwrap_or(0);
+    let packed = |what: &str| out.stderr.matches(&format!("packed {what} in")).count();
+    eprintln!(
+        "{rounds} rounds of the racer; the hub packed {} times, the claims cache {}, the clones {}",
+        packed("the hub"),
+        packed("the claims cache"),
+        packed("its clone")
+    );
+    assert!(rounds >= 5, "the racer ran {rounds} rounds only");
+    assert!(packed("the hub") >= 10, "{}", out.stderr);
+    assert!(packed("the claims cache") >= 3, "{}", out.stderr);
+
+    assert_eq!(board(&env, "tasks/done"), ids, "{out:#?}");
+    assert_nothing_lost(&env, ids.len());
+    let no_problem = |git_dir: &Path, args: &[&str]| {
+        let (ok, out, err) = crate::common::git_in(git_dir, env.tmp.path(), args);
+        assert!(ok, "git {args:?} in {}: {out}{err}", git_dir.display());
+    };
+    // Every object of the hub whole and sound, every ref's history there.
+    no_problem(
+        &env.hub,
+        &[
+            "fsck",
+            "--full",
+            "--strict",
+            "--no-dangling",
+            "--no-progress",
+        ],
+    );
+    for clone in clones(&env) {
+        no_problem(
+            &clone,
+            &[
+                "fsck",
+                "--connectivity-only",
+                "--no-dangling",
+                "--no-progress",
+            ],
+        );
+    }
+    // The claims cache holds no refs: every object it has is read whole.
+    let cache = env.tmp.path().join("state/claims.git");
+    no_problem(
+        &cache,
+        &["fsck", "--full", "--no-dangling", "--no-progress"],
+    );
+    // The racer's last push, and everything under it, is on the hub.
+    let side = env.git(["log", "--format=%s", "-1", "side"]);
+    assert_eq!(side, format!("side {rounds}"));
+}
