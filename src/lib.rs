@@ -14,8 +14,8 @@
 //!   ([`run::settle`]), the private clone and its recovery ([`run::clone`]),
 //!   sessions, outcome classification, usage limits, usage and cost, the test
 //!   gate, roles, the progress document, the prompt, the journal (one typed
-//!   [`run::event::Event`] a line), agent presets; its own layers are in its
-//!   `//!`.
+//!   [`run::event::Event`] a line), agent presets, when the repositories are
+//!   packed; its own layers are in its `//!`.
 //! - [`schedule`]: schedules (`schedules/<id>.toml`): when they fire (cron or
 //!   one time, in a time zone), and which occurrences a firing makes tasks.
 //! - [`suite`]: the project's own test suite (`[tests]` in farm.toml): its
@@ -30,7 +30,7 @@
 //!   and its `fs` and `git` stores, holding a claim while a command runs.
 //! - [`git`]: the `git` command (every push and fetch), the hub, a clone's
 //!   in-process work (git2, with a merge of trees by what changed), patience
-//!   with a remote.
+//!   with a remote, keeping the repositories farm writes packed.
 //! - [`names`], [`error`], [`output`], [`age`], [`disk`], [`flock`]: task ids
 //!   and agent names, the user-facing error, output, ages and durations, free
 //!   space, file locks taken patiently.

@@ -82,8 +82,9 @@ const ROUNDS: u32 = 256;
 /// Where first sightings are kept between processes, inside the cache.
 const SEEN_FILE: &str = "farm-seen";
 /// The file, inside the cache, whose lock keeps fetches and pushes apart
-/// (see the module's doc).
-const OBJECTS_LOCK: &str = "farm-objects.lock";
+/// (see the module's doc), and the packing of the cache apart from both
+/// (`run/upkeep.rs`, which takes it in the hub too).
+pub const OBJECTS_LOCK: &str = "farm-objects.lock";
 /// How long a fetch waits for the pushes reading the cache to end before
 /// it fetches anyway: a push is over in moments, but one whose hub's hooks
 /// take their time holds the lock as long.

@@ -21,6 +21,14 @@ use crate::error::Error;
 /// refs until they exit.
 const PUSH_SETTLES: Duration = Duration::from_secs(600);
 
+/// The receive-pack of a push to a hub on this machine: one that runs no
+/// automatic gc after it. git's (`receive.autogc`) detaches, keeping the
+/// push's open files — the hub's push lock among them, which every push
+/// inherits (see [`Repo::push_refs_holding`]) — so every farm push on this
+/// host waited for the hub's gc to end. farm looks after the hub itself,
+/// after the push and with the lock let go (see `git/maintain.rs`).
+const LOCAL_RECEIVE_PACK: &str = "--receive-pack=git -c receive.autogc=false receive-pack";
+
 /// The variables by which git names a repository, its index and work tree
 /// (`git rev-parse --local-env-vars`, less the configuration ones). farm run
 /// from a git hook, `git rebase -x` or `git bisect run` inherits them naming
@@ -878,6 +886,9 @@ impl Repo {
         let mut args = vec!["push".to_owned(), "--porcelain".to_owned()];
         if atomic {
             args.push("--atomic".to_owned());
+        }
+        if network_host(remote).is_none() {
+            args.push(LOCAL_RECEIVE_PACK.to_owned());
         }
         args.push(remote.to_owned());
         args.extend(refspecs.iter().cloned());

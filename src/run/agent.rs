@@ -639,6 +639,9 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             let worked = work(turn, ran);
             let end = release(run, held, worked);
             run.wake_all();
+            // The push lock is let go and this clone is free: a moment
+            // to keep the repositories packed (see run/upkeep.rs).
+            crate::run::upkeep::after_integration(run, name, &mine);
             (mine, task.id, end)
         });
         self.beside = Some(Integration { task: id, handle });

@@ -26,6 +26,8 @@
 //!   typed event a line;
 //! - [`notify`]: telling a person what needs them (`[notify]`), off the
 //!   loops' threads;
+//! - [`upkeep`]: keeping the hub, the clones and the claims cache packed,
+//!   after an integration;
 //! - [`state`]: what every loop of a run shares, resolved from [`config`]
 //!   ([`presets`], [`roles`], [`config_dir`]).
 
@@ -60,5 +62,6 @@ pub mod step;
 pub mod tally;
 pub mod transcript;
 pub mod turn;
+pub mod upkeep;
 pub mod usage;
 pub mod watch;

@@ -16,6 +16,7 @@ mod hostile;
 mod input;
 mod needs;
 mod notify;
+mod packed;
 mod pause;
 mod queue;
 mod race;
