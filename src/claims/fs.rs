@@ -87,6 +87,7 @@ use super::{
 };
 use crate::claims::liveness::{Judge, State};
 use crate::claims::notice::{self, Kind, Notice, Target};
+use crate::claims::protocol;
 use crate::claims::read_cache::{self, Key, ReadCache};
 use crate::claims::record::{Claim, Corrupt, MAX_CLAIM_BYTES, Nonce, timestamp};
 use crate::git::command::Repo;
@@ -570,6 +571,44 @@ impl ClaimStore for FsStore {
                 ..Notice::new(kind, target.clone(), "", false)
             }
         })))
+    }
+
+    fn protocol(&self) -> Result<Option<u32>, StoreError> {
+        let path = self.path_of(protocol::NAME);
+        match open_nofollow(&path) {
+            Ok(mut f) => {
+                let (bytes, _) = read_capped(&mut f).map_err(StoreError::io("read", &path))?;
+                Ok(protocol::parse(&bytes))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StoreError::io("open", &path)(e)),
+        }
+    }
+
+    /// Written whole and renamed into place, under the directory's own
+    /// lock so that two farms raising it at once keep the higher.
+    fn raise_protocol(&self, version: u32) -> Result<u32, StoreError> {
+        self.check_dir(true)?;
+        let lock_path = self.dir.join(".protocol.lock");
+        let lock = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(StoreError::io("open", &lock_path))?;
+        lock.lock().map_err(StoreError::io("lock", &lock_path))?;
+        let now = self.protocol()?;
+        if now.is_some_and(|v| v >= version) {
+            return Ok(now.unwrap_or(version));
+        }
+        let path = self.path_of(protocol::NAME);
+        let tmp = self
+            .dir
+            .join(format!(".protocol.{}.tmp", Nonce::random().short()));
+        fs::write(&tmp, protocol::text(version, &protocol::writer()))
+            .map_err(StoreError::io("write", &tmp))?;
+        fs::rename(&tmp, &path).map_err(StoreError::io("rename", &path))?;
+        Ok(version)
     }
 
     fn try_claim(&self, claim: Claim, hold: bool) -> Result<Attempt, StoreError> {

@@ -65,6 +65,7 @@ use crate::claims::host::{self, Here};
 use crate::claims::line::{self, LineStore, Snapshot};
 use crate::claims::liveness::{Judge, Sighting};
 use crate::claims::notice::{self, Kind, Notice, Target};
+use crate::claims::protocol;
 use crate::claims::record::{Claim, Corrupt, Nonce};
 use crate::git::command::{GitError, Repo};
 use crate::git::retry::{jitter, patiently};
@@ -545,7 +546,7 @@ enum Swap<'a> {
 impl GitStore {
     /// Change the line by compare-and-swap, as `decide` says on each tip
     /// (a fresh one after the first).
-    fn swap_line<'a>(
+    fn swap<'a>(
         &self,
         message: &str,
         decide: impl Fn(&Tip) -> Result<Swap<'a>, StoreError>,
@@ -571,7 +572,7 @@ impl GitStore {
             }
         }
         Err(StoreError::Refused(
-            "the claims branch kept moving; the merge queue could not be changed".into(),
+            "the claims branch kept moving; try again".into(),
         ))
     }
 
@@ -613,7 +614,7 @@ impl LineStore for GitStore {
 
     fn add_to_line(&self, name: &str, text: &[u8]) -> Result<bool, StoreError> {
         let message = format!("farm: queue {name}");
-        self.swap_line(&message, |tip| {
+        self.swap(&message, |tip| {
             Ok(if self.holds(tip, name, text)? {
                 Swap::Done(true)
             } else if tip.files.contains_key(name) {
@@ -626,7 +627,7 @@ impl LineStore for GitStore {
 
     fn update_in_line(&self, name: &str, text: &[u8]) -> Result<bool, StoreError> {
         let message = format!("farm: update {name}");
-        self.swap_line(&message, |tip| {
+        self.swap(&message, |tip| {
             Ok(if self.holds(tip, name, text)? {
                 Swap::Done(true)
             } else if !tip.files.contains_key(name) {
@@ -639,7 +640,7 @@ impl LineStore for GitStore {
 
     fn remove_from_line(&self, name: &str) -> Result<(), StoreError> {
         let message = format!("farm: unqueue {name}");
-        self.swap_line(&message, |tip| {
+        self.swap(&message, |tip| {
             Ok(if tip.files.contains_key(name) {
                 Swap::Write(Change::Remove(name))
             } else {
@@ -733,6 +734,40 @@ impl ClaimStore for GitStore {
         Err(StoreError::Refused(
             "the claims branch kept moving; try farm resume again".into(),
         ))
+    }
+
+    fn protocol(&self) -> Result<Option<u32>, StoreError> {
+        let tip = self.tip(true)?;
+        let Some(oid) = tip.files.get(protocol::NAME) else {
+            return Ok(None);
+        };
+        Ok(self
+            .contents(&[oid])?
+            .get(oid)
+            .and_then(|b| protocol::parse(b)))
+    }
+
+    fn raise_protocol(&self, version: u32) -> Result<u32, StoreError> {
+        let text = protocol::text(version, &protocol::writer()).into_bytes();
+        let message = format!("farm: protocol {version}");
+        let now = std::cell::Cell::new(version);
+        self.swap(&message, |tip| {
+            let there = match tip.files.get(protocol::NAME) {
+                Some(oid) => self
+                    .contents(&[oid])?
+                    .get(oid)
+                    .and_then(|b| protocol::parse(b)),
+                None => None,
+            };
+            Ok(match there {
+                Some(v) if v >= version => {
+                    now.set(v);
+                    Swap::Done(true)
+                }
+                _ => Swap::Write(Change::Put(protocol::NAME, &text)),
+            })
+        })?;
+        Ok(now.get())
     }
 
     fn try_claim(&self, claim: Claim, _hold: bool) -> Result<Attempt, StoreError> {

@@ -15,6 +15,7 @@ pub mod host;
 pub mod line;
 pub mod liveness;
 pub mod notice;
+pub mod protocol;
 mod read_cache;
 pub mod record;
 
@@ -67,6 +68,14 @@ pub trait ClaimStore: Send + Sync {
     fn line(&self) -> Option<&dyn line::LineStore> {
         None
     }
+
+    /// The protocol version the hub's farms speak (see [`protocol`]);
+    /// `None` when no farm wrote one.
+    fn protocol(&self) -> Result<Option<u32>, StoreError>;
+
+    /// Raise the hub's protocol version to `version` (never lower it): the
+    /// version there now.
+    fn raise_protocol(&self, version: u32) -> Result<u32, StoreError>;
 
     /// Try to win `claim.task` with this record. When `hold` is true the
     /// store keeps an OS-level proof of life for as long as the returned

@@ -69,6 +69,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         return Err(Error::usage("--heartbeat must be longer than 0s"));
     }
     let store = ctx.store()?;
+    crate::claims::protocol::join(&*store)?;
     let holding = !args.command.is_empty();
     let holder = if holding {
         host::own_start().map(|start| Holder {

@@ -184,8 +184,21 @@ fn claims(ctx: &Ctx, spec: &HubSpec, settings: &Settings) -> Check {
         match store.try_claim(claim, false).map_err(fail)? {
             Attempt::Won(held) => {
                 store.release_held(held).map_err(fail)?;
+                use crate::claims::protocol::PROTOCOL;
+                let spoken = match store.protocol().map_err(fail)? {
+                    Some(v) if v > PROTOCOL => {
+                        return Err((
+                            format!(
+                                "the hub's farms speak protocol {v}, this farm {PROTOCOL}: `farm run` will refuse it"
+                            ),
+                            "install a newer farm on this machine".into(),
+                        ));
+                    }
+                    Some(v) => format!("protocol {v} (this farm speaks {PROTOCOL})"),
+                    None => format!("no protocol yet (this farm speaks {PROTOCOL})"),
+                };
                 Ok(format!(
-                    "{} store at {}: claimed and released a probe",
+                    "{} store at {}: claimed and released a probe; {spoken}",
                     store.kind(),
                     store.location()
                 ))

@@ -147,6 +147,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         ))
     })?;
     let store = ctx.store_of(&spec, &settings)?;
+    crate::claims::protocol::join(&*store)?;
     let names = config.names.clone();
     let jobs = names.len();
     // What no session may see: the hub on this machine, the state directory.

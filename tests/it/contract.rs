@@ -348,6 +348,10 @@ macro_rules! contract {
             fn notices_are_kept_replaced_withdrawn_and_no_claims() {
                 with_store(super::notices_are_kept_replaced_withdrawn_and_no_claims);
             }
+            #[test]
+            fn the_protocol_is_raised_and_never_lowered() {
+                with_store(super::the_protocol_is_raised_and_never_lowered);
+            }
             $($(
                 #[test]
                 fn $hub_test() {
@@ -377,6 +381,19 @@ git_contract!(git, Hub::git);
 git_contract!(git_over_daemon, || Hub::served(Transport::Git));
 git_contract!(git_over_ssh, || Hub::served(Transport::Ssh));
 git_contract!(git_over_http, || Hub::served(Transport::Http));
+
+/// The hub's protocol version: none at first, raised, never lowered, and
+/// no claim.
+pub fn the_protocol_is_raised_and_never_lowered(store: &dyn ClaimStore) {
+    assert_eq!(store.protocol().unwrap(), None);
+    assert_eq!(store.raise_protocol(2).unwrap(), 2);
+    assert_eq!(store.protocol().unwrap(), Some(2));
+    assert_eq!(store.raise_protocol(1).unwrap(), 2);
+    assert_eq!(store.raise_protocol(3).unwrap(), 3);
+    assert_eq!(store.protocol().unwrap(), Some(3));
+    assert_eq!(store.list().unwrap().len(), 0);
+    assert_eq!(store.notices(true).unwrap(), []);
+}
 
 /// `farm stop`'s and `farm pause`'s notices live beside the claims without
 /// being claims: one of each kind for each target, a new one replacing the

@@ -364,9 +364,10 @@ fn run_on(
         "--name",
         &machine.host,
     ]);
-    farm.cmd
-        .env("FARM_QUEUE_TEST_DIR", dir)
-        .env("FARM_QUEUE_TEST_SLEEP", "4");
+    farm.cmd.env("FARM_QUEUE_TEST_DIR", dir).env(
+        "FARM_QUEUE_TEST_SLEEP",
+        std::env::var("FARM_QUEUE_TEST_SLEEP").unwrap_or("4".into()),
+    );
     farm
 }
 

@@ -2318,3 +2318,38 @@ fn sessions_cut_short_by_a_limit_count_toward_max_sessions() {
         "{out:#?}"
     );
 }
+
+/// A farm that finds the hub's farms speaking a newer protocol than its own
+/// (one it does not know, such as a merge queue it would go around) claims
+/// nothing: `farm run` and `farm claim` exit 2 naming both versions, and
+/// `farm doctor` says so. A farm that runs raises the hub's version to its
+/// own.
+#[test]
+fn a_hub_whose_farms_speak_a_newer_protocol_is_refused() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["p", "-m", "Anything"]);
+    let agent = env.agent_script("agent.sh", "git commit -q --allow-empty -m done\n");
+    env.farm_git(run_args(&env, &agent, &[])).run().success();
+    let file = env.hub.join("current_tasks/.protocol.txt");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.starts_with("version = 2\n"), "{text}");
+
+    add_task(&env, &["q", "-m", "Anything"]);
+    std::fs::write(&file, "version = 99\nby = \"farm 9 on elsewhere\"\n").unwrap();
+    let refused = env.farm_git(run_args(&env, &agent, &[])).run().code(2);
+    assert!(
+        refused.stderr.contains("speak protocol 99, this farm")
+            && refused.stderr.contains("speaks 2"),
+        "{refused:#?}"
+    );
+    assert!(board(&env, "tasks").contains("q"), "q was worked");
+    env.farm(["claim", "q"]).run().code(2);
+    assert!(
+        env.farm(["locks", "--json"]).run().success().json()["claims"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let doctor = env.farm_git(["doctor"]).run();
+    assert!(doctor.stdout.contains("speak protocol 99"), "{doctor:#?}");
+}

@@ -1,0 +1,77 @@
+//! The version of the protocol farms speak on a hub, kept beside the claims
+//! (`.protocol`): which claims, notices and lines a farm reads and writes
+//! there, and how changes land. A farm that finds a newer one stops before it
+//! claims anything, rather than go around what it does not know of — a farm
+//! without the merge queue would push its changes past the line.
+//!
+//! Each farm raises the hub's version to its own when it starts, and never
+//! lowers it. (Farms older than this file read no version: those cannot be
+//! kept out; they land their changes tested but out of turn.)
+//!
+//! 1. Claims, notices, rescue branches.
+//! 2. The merge queue across machines: a line beside the claims, candidates
+//!    and their results under `refs/farm/queue/`.
+
+use crate::claims::ClaimStore;
+use crate::error::Error;
+
+/// This farm's protocol.
+pub const PROTOCOL: u32 = 2;
+
+/// The file's name beside the claims (without `.txt`).
+pub const NAME: &str = ".protocol";
+
+/// The file's text: the version, and which farm wrote it.
+pub fn text(version: u32, by: &str) -> String {
+    format!("version = {version}\nby = {by:?}\n")
+}
+
+/// The version a file says, if it says one.
+pub fn parse(bytes: &[u8]) -> Option<u32> {
+    #[derive(serde::Deserialize)]
+    struct File {
+        version: u32,
+    }
+    let text = std::str::from_utf8(bytes).ok()?;
+    toml::from_str::<File>(text).ok().map(|f| f.version)
+}
+
+/// Who writes the file: this farm's version and host.
+pub fn writer() -> String {
+    format!(
+        "farm {} on {}",
+        env!("CARGO_PKG_VERSION"),
+        crate::claims::host::Here::current().host
+    )
+}
+
+/// Raise the hub's version to this farm's, before anything is claimed; a
+/// hub whose farms speak a newer one is refused (exit 2: a loop that
+/// respawns farm stops there).
+pub fn join(store: &dyn ClaimStore) -> Result<(), Error> {
+    let there = store.raise_protocol(PROTOCOL)?;
+    if there > PROTOCOL {
+        return Err(Error::usage(format!(
+            "the farms on {} speak protocol {there}, this farm ({}) speaks {PROTOCOL}: \
+             it would go around what it does not know of (the merge queue)",
+            store.location(),
+            env!("CARGO_PKG_VERSION")
+        ))
+        .hint(
+            "install a newer farm on this machine (cargo install --path . in a newer checkout)",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_reads_back_and_junk_reads_as_none() {
+        assert_eq!(parse(text(7, "farm 1 on a").as_bytes()), Some(7));
+        assert_eq!(parse(b"nonsense"), None);
+        assert_eq!(parse(b"version = -1\n"), None);
+    }
+}
