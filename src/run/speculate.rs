@@ -465,12 +465,12 @@ impl<'a> Rider<'a> {
         let json = serde_json::to_vec(&results)
             .map_err(|e| Error::failure(format!("cannot write test results: {e}")))?;
         let commit = turn.clone.results_commit(&json)?;
-        let mut refs = record.refs.clone();
-        refs.push(name.clone());
-        // Named before it is pushed, as a candidate is.
-        self.entry.update(Record { refs, ..record })?;
-        // Best effort: without them, the changes behind test this one.
-        let _ = turn.clone.push_refs(&[format!("{commit}:{name}")]);
+        // Best effort: without them, the changes behind test this one. Said
+        // in the line with the verdict (`publish`); a farm killed before
+        // leaves a ref that goes with its place (see `queue::remote`).
+        if let Ok(Pushed::Ok) = turn.clone.push_refs(&[format!("{commit}:{name}")]) {
+            self.entry.record.refs.push(name);
+        }
         Ok(())
     }
 
@@ -522,13 +522,17 @@ impl<'a> Rider<'a> {
             name
         });
         // Named before it is pushed: a farm killed in between leaves a
-        // ref the next reader of the line deletes.
-        self.entry.update(Record {
-            candidate: None,
-            refs,
-            green: false,
-            ..record.clone()
-        })?;
+        // ref the next reader of the line deletes. (A line elsewhere,
+        // where each change of the line is a round trip, goes by the
+        // place's prefix instead: see `queue::remote`.)
+        if !self.queue.shares_results() {
+            self.entry.update(Record {
+                candidate: None,
+                refs,
+                green: false,
+                ..record.clone()
+            })?;
+        }
         if !specs.is_empty()
             && let Pushed::Rejected(why) = self.turn.clone.push_refs(&specs)?
         {
@@ -560,7 +564,20 @@ impl<'a> Rider<'a> {
         if refs.is_empty() {
             return;
         }
-        let specs: Vec<String> = refs.iter().map(|r| format!(":{r}")).collect();
+        // A pattern (a dead place's prefix, from a line elsewhere) names
+        // the refs the hub has under it.
+        let mut names = Vec::new();
+        for r in refs {
+            if r.ends_with('*') {
+                names.extend(self.turn.clone.hub_refs(r).unwrap_or_default());
+            } else {
+                names.push(r.clone());
+            }
+        }
+        let specs: Vec<String> = names.iter().map(|r| format!(":{r}")).collect();
+        if specs.is_empty() {
+            return;
+        }
         let _ = self.turn.clone.push_refs(&specs);
     }
 

@@ -32,6 +32,19 @@ impl PrivateClone {
         Ok(fetched && here(commit))
     }
 
+    /// The hub's refs that `pattern` (a glob) names.
+    pub fn hub_refs(&self, pattern: &str) -> Result<Vec<String>, Error> {
+        let out = self.net("listing the merge queue's refs", || {
+            self.raw
+                .run(["ls-remote", "--refs", &self.hub_url, pattern])
+        })?;
+        Ok(out
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .map(str::to_owned)
+            .collect())
+    }
+
     /// A commit (of no parent, in no branch) holding `results`, for the
     /// hub to keep beside a candidate.
     pub fn results_commit(&self, results: &[u8]) -> Result<String, Error> {

@@ -16,9 +16,11 @@
 //!
 //! A candidate's commits are pushed to the hub under
 //! `refs/farm/queue/<place>-<agent>-<build>` so that the changes behind it
-//! can build on it. Each such ref is named in its change's file before it
-//! is pushed, so that one a killed farm leaves is known and deleted with
-//! the file. Nothing can be lost by removing one: it holds only the work of
+//! can build on it. On a hub of this machine each such ref is named in its
+//! change's file before it is pushed, so that one a killed farm leaves is
+//! known and deleted with the file; in a line elsewhere, where each write
+//! of the file is a round trip, it is pushed first and named after, and the
+//! refs of a dead place are found by its prefix (`<place>-`). Nothing can be lost by removing one: it holds only the work of
 //! a change still in its owner's clone, which lands on the branch, or goes
 //! to a rescue branch, from there.
 
