@@ -50,7 +50,11 @@ use crate::run::turn::Turn;
 use crate::suite::results::{Results, Store};
 
 /// How often a change in a line elsewhere takes back dead claims.
-const REAP_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+const REAP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long a change in a line elsewhere waits on tips that do not move
+/// before it reads the line again all the same.
+const LOOK_AGAIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How the ref of a candidate's shared test results ends.
 const RESULTS: &str = "-results";
@@ -78,6 +82,9 @@ pub(super) struct Rider<'a> {
     joined: std::time::Instant,
     /// When this change last took back dead claims (a line elsewhere).
     reaped: std::cell::Cell<std::time::Instant>,
+    /// The hub's claims and branch tips as last looked at (a line
+    /// elsewhere): while they stand, nothing in line or on the branch moved.
+    seen: std::cell::RefCell<String>,
     /// The candidate now.
     built: Option<Built>,
     /// The code that passed the gate, and its tests: a candidate built
@@ -150,6 +157,7 @@ impl<'a> Rider<'a> {
             tested: 0,
             joined: std::time::Instant::now(),
             reaped: std::cell::Cell::new(std::time::Instant::now()),
+            seen: std::cell::RefCell::new(String::new()),
             built: None,
             passed: None,
         };
@@ -198,7 +206,7 @@ impl<'a> Rider<'a> {
                     // its code.)
                     Some(c) if blocked.as_ref() != Some(c) && self.have(ahead)? => c.clone(),
                     _ => {
-                        std::thread::sleep(self.queue.look_every());
+                        self.wait(beat)?;
                         continue;
                     }
                 },
@@ -253,7 +261,40 @@ impl<'a> Rider<'a> {
                     passed: tests,
                 });
             }
-            std::thread::sleep(self.queue.look_every());
+            self.wait(beat)?;
+        }
+    }
+
+    /// Wait for the line or the branch to move. On a hub of this machine,
+    /// a short sleep (reading the line is a file read). In a line
+    /// elsewhere, one cheap look at the hub's tips (`git ls-remote`) each
+    /// time, and the line read again only once they moved: a full look is
+    /// two fetches, and every change in line of every farm looks.
+    fn wait(&self, beat: &mut Heartbeat<'_>) -> Result<(), Halt> {
+        let every = self.queue.look_every();
+        if !self.queue.shares_results() {
+            std::thread::sleep(every);
+            return Ok(());
+        }
+        let turn = self.turn;
+        let tips = [
+            "refs/heads/farm/claims".to_owned(),
+            format!("refs/heads/{}", turn.run.hub.branch),
+        ];
+        // A full look now and then all the same (a claim gone stale moves
+        // no tip).
+        let until = std::time::Instant::now() + LOOK_AGAIN;
+        loop {
+            std::thread::sleep(every);
+            self.tend(beat)?;
+            let now = turn.clone.hub_tips(&tips).unwrap_or_default();
+            if now.is_empty() || *self.seen.borrow() != now {
+                *self.seen.borrow_mut() = now;
+                return Ok(());
+            }
+            if std::time::Instant::now() >= until {
+                return Ok(());
+            }
         }
     }
 
@@ -367,7 +408,7 @@ impl<'a> Rider<'a> {
         loop {
             self.tend(beat)?;
             match self.ahead(on, &key)? {
-                Ahead::Testing => std::thread::sleep(self.queue.look_every()),
+                Ahead::Testing => self.wait(beat)?,
                 Ahead::Gone => return Ok(None),
                 Ahead::Passed => {
                     let kept = match gate::kept_results(turn, on)? {

@@ -45,6 +45,14 @@ impl PrivateClone {
             .collect())
     }
 
+    /// What the hub's `refs` point at now, as `git ls-remote` prints it:
+    /// one process, and no objects fetched.
+    pub fn hub_tips(&self, refs: &[String]) -> Result<String, Error> {
+        let mut args = vec!["ls-remote".to_owned(), self.hub_url.clone()];
+        args.extend(refs.iter().cloned());
+        Ok(self.net("looking at the hub", || self.raw.run(&args))?)
+    }
+
     /// A commit (of no parent, in no branch) holding `results`, for the
     /// hub to keep beside a candidate.
     pub fn results_commit(&self, results: &[u8]) -> Result<String, Error> {
