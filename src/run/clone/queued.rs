@@ -50,7 +50,7 @@ impl PrivateClone {
     pub fn hub_tips(&self, refs: &[String]) -> Result<String, Error> {
         let mut args = vec!["ls-remote".to_owned(), self.hub_url.clone()];
         args.extend(refs.iter().cloned());
-        Ok(self.net("looking at the hub", || self.raw.run(&args))?)
+        self.net("looking at the hub", || self.raw.run(&args))
     }
 
     /// A commit (of no parent, in no branch) holding `results`, for the
