@@ -14,14 +14,17 @@ pub mod init;
 pub mod locks;
 pub mod logs;
 pub mod loop_script;
+pub mod messages;
 pub mod needs;
 pub mod pause;
 pub mod reap;
+pub mod recipients;
 pub mod release;
 pub mod report;
 pub mod rescue;
 pub mod resume;
 pub mod run;
+pub mod say;
 pub mod schedule;
 pub mod schedules;
 pub mod status;
@@ -65,6 +68,8 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<(), Error> {
         Command::Stop(args) => stop::run(ctx, args),
         Command::Pause(args) => pause::run(ctx, args),
         Command::Resume(args) => resume::run(ctx, args),
+        Command::Say(args) => say::run(ctx, args),
+        Command::Messages(args) => messages::run(ctx, args),
         Command::Status(args) => status::run(ctx, args),
         Command::Task(args) => task::run(ctx, args),
         Command::Tasks(args) => tasks::run(ctx, args),

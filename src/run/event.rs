@@ -332,6 +332,14 @@ pub enum Event<'a> {
         #[serde(default, borrow)]
         pending: Cow<'a, str>,
     },
+    /// The agent took message `id` (`farm say`), said by `by`: its next
+    /// session's prompt holds it.
+    Message {
+        #[serde(default, borrow)]
+        id: Cow<'a, str>,
+        #[serde(default, borrow)]
+        by: Cow<'a, str>,
+    },
     /// A line of a kind this farm does not write (a newer farm's).
     #[serde(other)]
     Unknown,
@@ -416,6 +424,9 @@ impl Event<'_> {
             Event::Budget { spent_usd, max_usd } => format!(
                 "the cost budget is spent (${spent_usd:.2} of ${max_usd:.2}): no new claims"
             ),
+            Event::Message { id, by } => {
+                format!("took message `{id}` from {by}: its next session's prompt holds it")
+            }
             Event::GitKilled { error } => format!("{error}; reopening its clone and going on"),
             Event::ScheduleFire { tasks } => format!("schedules made {}", tasks.join(", ")),
             Event::ScheduleError { error } => {

@@ -19,6 +19,8 @@
 //! - [`turn`], [`slot`], [`interrupt`]: one claimed task's session, the
 //!   agent's one-session-at-a-time slot, and what cuts a turn short (the
 //!   claim lost, the run killed) with the heartbeat that keeps it alive;
+//! - [`inbox`]: the messages of `farm say` an agent takes before it scans
+//!   the board, held for its next session's prompt;
 //! - [`clone`], [`session`], [`sandbox`], [`watch`], [`classify`],
 //!   [`limits`], [`usage`], [`prompt`], [`journal`], [`event`]: the private
 //!   clone, one process of the agent CLI and the sandbox it runs in,
@@ -40,6 +42,7 @@ pub mod config;
 pub mod config_dir;
 pub mod event;
 pub mod gate;
+pub mod inbox;
 pub mod integrate;
 pub mod interrupt;
 pub mod journal;

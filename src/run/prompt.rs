@@ -119,6 +119,7 @@ mod tests {
             "conflicts",
             "progress",
             "role",
+            "messages",
         ];
         let vars: Vec<(&str, &str)> = keys.iter().map(|k| (*k, "X")).collect();
         for t in [PROMPT, MERGE] {

@@ -116,7 +116,8 @@ impl Ran {
 
 /// Announce the claim, render the prompt and run the session in `clone`;
 /// what it left, classified.
-pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
+/// `messages` is the prompt's section of the messages the agent took.
+pub(super) fn session(turn: Turn<'_>, messages: &str) -> Result<Ran, Error> {
     let Turn {
         run,
         clone,
@@ -149,7 +150,7 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
 
     let chosen = crate::git::rescue::chosen_in(&task.body);
     let earlier = clone.earlier_work(&run.hub, &task.id, &chosen);
-    let text = render_prompt(turn, attempt, &earlier);
+    let text = render_prompt(turn, attempt, &earlier, messages);
     let timeout = task.timeout.unwrap_or(run.config.timeout);
     run.detail(
         name,
@@ -221,8 +222,9 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
 
 /// The prompt of `turn`'s session: the role's template (or the clone's
 /// `templates/prompt.md`, or farm's own) with the task, its attempt, the
-/// notes of earlier attempts and where their work is (`earlier`).
-fn render_prompt(turn: Turn<'_>, attempt: u32, earlier: &[Earlier]) -> String {
+/// notes of earlier attempts and where their work is (`earlier`), and the
+/// messages the agent took (`messages`).
+fn render_prompt(turn: Turn<'_>, attempt: u32, earlier: &[Earlier], messages: &str) -> String {
     let Turn {
         run,
         clone,
@@ -254,9 +256,17 @@ fn render_prompt(turn: Turn<'_>, attempt: u32, earlier: &[Earlier]) -> String {
         .and_then(|r| r.prompt.as_deref())
         .and_then(|path| std::fs::read_to_string(clone.dir().join(path)).ok())
         .unwrap_or_else(|| prompt::template(clone.dir(), "prompt.md", prompt::PROMPT));
+    // A template of the repository's own that has no place for messages
+    // gets them first: words from a person are never dropped.
+    let template = if messages.is_empty() || template.contains("{{messages}}") {
+        template
+    } else {
+        format!("{{{{messages}}}}\n{template}")
+    };
     prompt::render(
         &template,
         &[
+            ("messages", messages),
             ("role", role.map_or("", |r| r.name.as_str())),
             ("progress", &progress),
             ("task", id),

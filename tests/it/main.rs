@@ -27,6 +27,7 @@ mod report;
 mod rescue;
 mod run;
 mod sandbox;
+mod say;
 mod schedules;
 mod servers;
 mod settings;
