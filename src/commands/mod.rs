@@ -2,6 +2,7 @@
 //! store and print the outcome. Shared presentation helpers live here.
 
 pub mod agents;
+pub mod answer;
 pub mod branch;
 pub mod claim;
 pub mod completions;
@@ -70,6 +71,7 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<(), Error> {
         Command::Resume(args) => resume::run(ctx, args),
         Command::Say(args) => say::run(ctx, args),
         Command::Messages(args) => messages::run(ctx, args),
+        Command::Answer(args) => answer::run(ctx, args),
         Command::Status(args) => status::run(ctx, args),
         Command::Task(args) => task::run(ctx, args),
         Command::Tasks(args) => tasks::run(ctx, args),

@@ -9,8 +9,9 @@
 //!   decisions;
 //! - [`tally`], [`standing`]: counting what a task came to (the breaker),
 //!   and a role's standing task;
-//! - [`settle`], [`attempts`]: what a session's end means, decided then
-//!   done; a failed attempt noted on the board;
+//! - [`settle`], [`attempts`], [`asking`]: what a session's end means,
+//!   decided then done; a failed attempt noted on the board; a question
+//!   asked, the task waiting for its answer;
 //! - [`integrate`], [`speculate`], [`gate`], [`landing`], [`progress`]:
 //!   bringing the work onto the branch, tested (in the merge queue, on a
 //!   hub of this machine), within what a session may change;
@@ -34,6 +35,7 @@
 //!   ([`presets`], [`roles`], [`config_dir`]).
 
 pub mod agent;
+pub mod asking;
 pub mod attempts;
 pub mod breaker;
 pub mod classify;

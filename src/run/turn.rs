@@ -237,6 +237,11 @@ fn render_prompt(turn: Turn<'_>, attempt: u32, earlier: &[Earlier], messages: &s
     let (description, notes) = prompt::split_notes(&task.body);
     let mut notes = if notes.is_empty() {
         String::new()
+    } else if notes.contains(crate::board::question::QUESTION) {
+        // Questions asked and answered, with where the asking session's
+        // work is now.
+        let work = crate::run::asking::earlier_work(clone, &task.body);
+        format!("\n# Notes from earlier sessions\n\n{notes}{work}\n")
     } else {
         format!("\n# Notes from earlier attempts\n\n{notes}\n")
     };
@@ -302,7 +307,9 @@ pub(super) fn supervise(
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
     }
+    let ask = crate::run::asking::prepare(clone.dir())?;
     let mut env = vec![
+        ("FARM_ASK", ask.display().to_string()),
         ("FARM_TASK", held.claim().task.to_string()),
         ("FARM_AGENT", name.to_owned()),
         ("FARM_HUB", run.hub.url.clone()),

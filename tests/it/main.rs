@@ -1,5 +1,6 @@
 //! Integration tests: the real `farm` binary and the library's stores.
 
+mod ask;
 mod blackhole;
 mod board_guard;
 mod chaos;
