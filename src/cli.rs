@@ -5,7 +5,7 @@
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    agents, answer, claim, completions, demo, demo_agent, doctor, fire, init, locks, logs,
+    agents, answer, ask, claim, completions, demo, demo_agent, doctor, fire, init, locks, logs,
     loop_script, messages, pause, reap, release, report, rescue, resume, run, say, schedule,
     schedules, status, stop, task, tasks, tests,
 };
@@ -71,6 +71,7 @@ pub enum Command {
     Say(say::Args),
     Messages(messages::Args),
     Answer(answer::Args),
+    Ask(ask::Args),
     Agents(agents::Args),
     LoopScript(loop_script::Args),
     Completions(completions::Args),

@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod answer;
+pub mod ask;
 pub mod branch;
 pub mod claim;
 pub mod completions;
@@ -72,6 +73,7 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<(), Error> {
         Command::Say(args) => say::run(ctx, args),
         Command::Messages(args) => messages::run(ctx, args),
         Command::Answer(args) => answer::run(ctx, args),
+        Command::Ask(args) => ask::run(ctx, args),
         Command::Status(args) => status::run(ctx, args),
         Command::Task(args) => task::run(ctx, args),
         Command::Tasks(args) => tasks::run(ctx, args),

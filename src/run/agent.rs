@@ -222,6 +222,11 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
 
     /// Step until the loop ends.
     fn turns(&mut self) -> Result<(), Error> {
+        // A question a killed farm's session asked goes on the board
+        // before anything is claimed.
+        for clone in self.clones.all() {
+            crate::run::asking::recover(self.run, self.name, clone, self.slot)?;
+        }
         loop {
             if let Step::End(why) = self.step()? {
                 self.say_end(&why);

@@ -19,42 +19,61 @@ use crate::board::question::{self, MAX_TEXT};
 use crate::claims::host::Here;
 use crate::claims::record::timestamp;
 use crate::error::Error;
+use crate::names::TaskId;
 use crate::run::attempts::{Recorded, edit_task};
 use crate::run::clone::PrivateClone;
 use crate::run::event::Event;
-use crate::run::turn::Turn;
+use crate::run::slot::Slot;
+use crate::run::state::Run;
+use crate::run::turn::{Turn, claim, reap};
 
-/// The file a session of `clone` may write its question into.
-pub fn ask_file(clone: &Path) -> PathBuf {
-    clone.join(".git").join("farm").join("question.md")
+/// Where the sessions of `clone` write their questions.
+fn ask_dir(clone: &Path) -> PathBuf {
+    clone.join(".git").join("farm").join("ask")
 }
 
-/// Make way for a session's question: no earlier one left, the directory
-/// there.
-pub fn prepare(clone: &Path) -> Result<PathBuf, Error> {
-    let file = ask_file(clone);
-    if let Some(dir) = file.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
-    }
-    match std::fs::remove_file(&file) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => {
-            return Err(Error::failure(format!(
-                "cannot remove `{}`: {e}",
-                file.display()
-            )));
-        }
-    }
-    Ok(file)
+/// The file a session of `clone` on task `id` may write its question into:
+/// named after the task, so that a question a killed farm left behind
+/// still says whose it is.
+pub fn ask_file(clone: &Path, id: &TaskId) -> PathBuf {
+    ask_dir(clone).join(format!("{id}.md"))
 }
 
-/// The question the session in `clone` wrote, if any: its text, trimmed,
-/// cut to [`MAX_TEXT`] bytes (on a character boundary). An empty file asks
-/// nothing.
-pub fn read(clone: &Path) -> Option<String> {
-    let bytes = std::fs::read(ask_file(clone)).ok()?;
+/// Make way for a session's question on `id`: no earlier one left (those a
+/// killed farm left were put on the board when the agent began:
+/// [`leftovers`]), the directory there.
+pub fn prepare(clone: &Path, id: &TaskId) -> Result<PathBuf, Error> {
+    let dir = ask_dir(clone);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
+    Ok(ask_file(clone, id))
+}
+
+/// The questions a farm killed after its session asked, and before the
+/// board had them, left in `clone`: (task, question).
+pub fn leftovers(clone: &Path) -> Vec<(TaskId, String)> {
+    let Ok(entries) = std::fs::read_dir(ask_dir(clone)) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(TaskId, String)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            let id = TaskId::parse(name.to_str()?.strip_suffix(".md")?).ok()?;
+            let question = read(clone, &id)?;
+            Some((id, question))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The question the session in `clone` on `id` wrote, if any: its text,
+/// trimmed, cut to [`MAX_TEXT`] bytes (on a character boundary). An empty
+/// file asks nothing.
+pub fn read(clone: &Path, id: &TaskId) -> Option<String> {
+    let bytes = std::fs::read(ask_file(clone, id)).ok()?;
     let text = String::from_utf8_lossy(&bytes);
     let text = text.trim();
     if text.is_empty() {
@@ -67,9 +86,9 @@ pub fn read(clone: &Path) -> Option<String> {
     Some(text[..end].to_owned())
 }
 
-/// The question is on the board now: the file goes.
-pub fn forget(clone: &Path) {
-    let _ = std::fs::remove_file(ask_file(clone));
+/// The question is on the board now (or never will be): the file goes.
+pub fn forget(clone: &Path, id: &TaskId) {
+    let _ = std::fs::remove_file(ask_file(clone, id));
 }
 
 /// Put the question of `turn`'s session on the board (its work kept on
@@ -78,7 +97,7 @@ pub(super) fn record(
     turn: Turn<'_>,
     asked: &str,
     work: Option<&str>,
-    log: &Path,
+    log: Option<&Path>,
 ) -> Result<Recorded, Error> {
     let Turn {
         run, name, task, ..
@@ -89,7 +108,9 @@ pub(super) fn record(
     if let Some(branch) = work {
         details.push(format!("work: branch `{branch}`"));
     }
-    details.push(format!("log: {}", log.display()));
+    if let Some(log) = log {
+        details.push(format!("log: {}", log.display()));
+    }
     details.push("no attempt counted".to_owned());
     let note = question::question_note(
         &format!("{name}@{}", Here::current().host),
@@ -110,7 +131,7 @@ pub(super) fn record(
         &|_| format!("farm: `{id}` asks a question"),
     )?;
     if recorded == Recorded::Pushed {
-        forget(turn.clone.dir());
+        forget(turn.clone.dir(), &task.id);
         run.tell(
             name,
             &Event::Asked {
@@ -121,6 +142,56 @@ pub(super) fn record(
         );
     }
     Ok(recorded)
+}
+
+/// Put on the board the questions a farm killed between its session's
+/// question and the board's edit left in `clone` ([`leftovers`]): the task
+/// is claimed again (the dead farm's claim reaped first) and waits, as if
+/// that farm had lived; its work is the branch the clone's recovery
+/// rescued, if any. A task settled or claimed by another meanwhile keeps
+/// its course: the question is dropped, said.
+pub(super) fn recover(
+    run: &Run,
+    name: &str,
+    clone: &PrivateClone,
+    slot: &Slot,
+) -> Result<(), Error> {
+    for (id, question) in leftovers(clone.dir()) {
+        reap(run, name)?;
+        let Some(task) = clone.fresh_task(&run.hub, &id)? else {
+            forget(clone.dir(), &id);
+            continue;
+        };
+        let Some(held) = claim(run, name, &id, task.attempts + 1)? else {
+            run.say(
+                name,
+                &format!(
+                    "`{id}`: a killed farm left a question its board never got, but another \
+                     agent holds the task now: the question is dropped"
+                ),
+            );
+            forget(clone.dir(), &id);
+            continue;
+        };
+        let work = clone.rescued().first().cloned();
+        let turn = Turn {
+            run,
+            clone,
+            name,
+            task: &task,
+            held: &held,
+            slot,
+        };
+        let recorded = record(turn, &question, work.as_deref(), None);
+        let released = run.store.release_held(held);
+        recorded?;
+        match released {
+            Ok(()) | Err(crate::claims::StoreError::Lost { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        run.wake_all();
+    }
+    Ok(())
 }
 
 /// The prompt's paragraph on the work of the session that asked `task`'s
@@ -151,15 +222,21 @@ mod tests {
     fn a_question_is_read_trimmed_and_an_empty_file_asks_nothing() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join(".git")).unwrap();
-        let file = prepare(dir.path()).unwrap();
-        assert_eq!(read(dir.path()), None);
+        let (a, b) = (TaskId::parse("a").unwrap(), TaskId::parse("b").unwrap());
+        let file = prepare(dir.path(), &a).unwrap();
+        assert_eq!(read(dir.path(), &a), None);
         std::fs::write(&file, "  \n").unwrap();
-        assert_eq!(read(dir.path()), None);
+        assert_eq!(read(dir.path(), &a), None);
+        assert_eq!(leftovers(dir.path()), []);
         std::fs::write(&file, "\nTabs or spaces?\n").unwrap();
-        assert_eq!(read(dir.path()).as_deref(), Some("Tabs or spaces?"));
+        assert_eq!(read(dir.path(), &a).as_deref(), Some("Tabs or spaces?"));
+        assert_eq!(
+            leftovers(dir.path()),
+            [(a.clone(), "Tabs or spaces?".to_owned())]
+        );
         std::fs::write(&file, "é".repeat(MAX_TEXT)).unwrap();
-        assert_eq!(read(dir.path()).unwrap().len(), MAX_TEXT);
-        prepare(dir.path()).unwrap();
-        assert!(!file.exists());
+        assert_eq!(read(dir.path(), &a).unwrap().len(), MAX_TEXT);
+        let other = prepare(dir.path(), &b).unwrap();
+        assert!(!file.exists() && !other.exists());
     }
 }

@@ -307,7 +307,7 @@ pub(super) fn supervise(
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
     }
-    let ask = crate::run::asking::prepare(clone.dir())?;
+    let ask = crate::run::asking::prepare(clone.dir(), &held.claim().task)?;
     let mut env = vec![
         ("FARM_ASK", ask.display().to_string()),
         ("FARM_TASK", held.claim().task.to_string()),

@@ -189,3 +189,138 @@ fn a_watching_run_waits_for_the_answer() {
     let out = Farm::wait_within(run, Duration::from_secs(60));
     assert!(out.stderr.contains("asked a question"), "{out:#?}");
 }
+
+/// The agent of the kill tests: for `q` unanswered, commits some work and
+/// asks; the first time, `kill` (a shell line) runs then, with `$l` the
+/// logs. Else it saves its prompt as `logs/<TASK>.<n>.md` and does the
+/// task.
+fn killing_agent(env: &Env, logs: &Path, kill: &str) -> String {
+    std::fs::create_dir_all(logs).unwrap();
+    env.agent_script(
+        "killer.sh",
+        &format!(
+            "set -e\nfor last; do :; done\nl='{l}'\n\
+             n=$(ls \"$l\" | grep -c \"^$FARM_TASK\\.\" || true)\n\
+             printf '%s\\n' \"$last\" > \"$l/$FARM_TASK.$n.md\"\n\
+             if [ \"$FARM_TASK\" = q ] && ! printf '%s' \"$last\" | grep -q '### Answer'; then\n\
+               echo half > half.txt; git add -A; git commit -qm 'half of q'\n\
+               printf 'Tabs or spaces?\\n' > \"$FARM_ASK\"\n\
+               {kill}\n\
+               exit 0\n\
+             fi\n\
+             echo \"$FARM_TASK\" > \"$FARM_TASK.txt\"\ngit add -A\ngit commit -qm \"work on $FARM_TASK\"\n",
+            l = logs.display()
+        ),
+    )
+}
+
+/// Start `farm run` and write its pid where the agent and the hooks read it.
+fn run_noting_pid(env: &Env, agent: &str, logs: &Path) -> std::process::Child {
+    let child = farm(env, ["run", "--agent", agent]).spawn();
+    std::fs::write(logs.join("farm.pid"), child.id().to_string()).unwrap();
+    child
+}
+
+/// After a kill, farm started again: the task waits with its question (no
+/// attempt counted, no second session on it), the run ends with exit 6;
+/// answered, it is done.
+#[track_caller]
+fn waits_after_restart(env: &Env, agent: &str, logs: &Path, killed: &impl std::fmt::Debug) {
+    let out = farm(env, ["run", "--agent", agent]).run_within(Duration::from_secs(90));
+    assert_eq!(out.code, Some(6), "{killed:#?} {out:#?}");
+    let q = file_on_main(env, "tasks/q.md");
+    assert!(
+        q.contains("\nasked = \"20") && q.contains("~~~~text\nTabs or spaces?\n~~~~"),
+        "the question survived the kill: {q} {out:#?}"
+    );
+    assert!(!q.contains("attempts ="), "no attempt counted: {q}");
+    assert!(
+        !logs.join("q.1.md").exists(),
+        "q ran again before its answer"
+    );
+    assert!(!env.claim_path("q").exists(), "{out:#?}");
+    let work = q
+        .lines()
+        .find_map(|l| l.strip_prefix("- work: branch `")?.strip_suffix('`'))
+        .unwrap_or_else(|| panic!("the work is named: {q}"));
+    assert!(git(&env.hub, &["show", &format!("{work}:half.txt")]).contains("half"));
+    farm(env, ["answer", "q", "Spaces."]).run().success();
+    let out = farm(env, ["run", "--agent", agent]).run_within(Duration::from_secs(90));
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert!(done(env, "q"), "{out:#?}");
+    let prompt = std::fs::read_to_string(logs.join("q.1.md")).unwrap();
+    assert!(
+        prompt.contains("Tabs or spaces?") && prompt.contains("Spaces."),
+        "{prompt}"
+    );
+}
+
+/// Chaos moment: farm SIGKILLed after the session wrote its question and
+/// before the board had it. Started again, farm puts the question the
+/// clone kept on the board rather than running the task afresh.
+#[test]
+fn a_farm_killed_before_the_board_has_the_question_puts_it_there_when_started_again() {
+    let env = Env::new();
+    hub(&env, &["q"]);
+    let logs = env.tmp.path().join("logs");
+    let kill = "if [ ! -e \"$l/killed\" ]; then touch \"$l/killed\"; \
+                while [ ! -s \"$l/farm.pid\" ]; do sleep 0.05; done; \
+                kill -9 $(cat \"$l/farm.pid\"); sleep 5; fi";
+    let agent = killing_agent(&env, &logs, kill);
+    let child = run_noting_pid(&env, &agent, &logs);
+    let killed = Farm::wait_within(child, Duration::from_secs(60));
+    assert!(logs.join("killed").exists(), "{killed:#?}");
+    assert!(
+        !file_on_main(&env, "tasks/q.md").contains("\nasked ="),
+        "killed before the board edit"
+    );
+    waits_after_restart(&env, &agent, &logs, &killed);
+}
+
+/// Chaos moment: farm SIGKILLed once the board has the question (the
+/// hub's post-receive hook kills it), before it released the claim.
+/// Started again: the dead claim is reaped, the task waits.
+#[test]
+fn a_farm_killed_after_the_board_has_the_question_leaves_the_task_waiting() {
+    let env = Env::new();
+    hub(&env, &["q"]);
+    let logs = env.tmp.path().join("logs");
+    let hook = env.hub.join(".git/hooks/post-receive");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\nl='{l}'\nwhile read old new ref; do\n\
+             if [ ! -e \"$l/killed\" ] && git log -1 --format=%s \"$new\" | grep -q 'asks a question'; then\n\
+               touch \"$l/killed\"; kill -9 $(cat \"$l/farm.pid\")\n\
+             fi\ndone\n",
+            l = logs.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let agent = killing_agent(&env, &logs, ":");
+    let child = run_noting_pid(&env, &agent, &logs);
+    let killed = Farm::wait_within(child, Duration::from_secs(60));
+    assert!(logs.join("killed").exists(), "{killed:#?}");
+    assert_ne!(killed.code, Some(6), "killed, not ended: {killed:#?}");
+    waits_after_restart(&env, &agent, &logs, &killed);
+}
+
+/// `farm ask` writes the question where `FARM_ASK` says; outside a
+/// session it says how to answer instead.
+#[test]
+fn farm_ask_writes_the_question_where_farm_ask_says() {
+    let env = Env::new();
+    let out = env.farm(["ask", "Tabs?"]).run().code(2);
+    assert!(
+        out.stderr.contains("FARM_ASK is not set") && out.stderr.contains("farm answer"),
+        "{out:#?}"
+    );
+    let file = env.tmp.path().join("q.md");
+    env.farm(["ask", "Tabs or spaces?"])
+        .env("FARM_ASK", &file)
+        .run()
+        .success()
+        .stdout_has("end the session now");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "Tabs or spaces?\n");
+}
