@@ -51,10 +51,10 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         .map(|p| {
             let m = &p.message;
             let until = match m.until {
-                None => ("withdrawn".to_owned(), None),
+                None => ("until withdrawn".to_owned(), None),
                 Some(_) if m.expired(now) => ("expired".to_owned(), Some(Style::Dim)),
                 Some(u) => (
-                    format!("in {}", Age(u.duration_since(now).unwrap_or_default())),
+                    format!("{} more", Age(u.duration_since(now).unwrap_or_default())),
                     None,
                 ),
             };
@@ -84,7 +84,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         })
         .collect();
     ctx.out.data(&table(
-        &["ID", "TO", "BY", "SAID", "UNTIL", "READ BY", "TEXT"],
+        &["ID", "TO", "BY", "SAID", "LASTS", "READ BY", "TEXT"],
         &rows,
         ctx.out.color_stdout,
     ))?;

@@ -108,6 +108,13 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         store.location(),
         text.len()
     ))?;
+    if let Target::Agent(a) = &to
+        && !known.agents.contains(a)
+    {
+        ctx.out.note(&format!(
+            "note: no agent `{a}` has been seen here yet; it takes the message when it runs"
+        ));
+    }
     let busy = busy_agents(&to, store.as_ref());
     ctx.out.note(&format!(
         "each agent it reaches takes it before its next claim, and that session's prompt holds it{}",
