@@ -324,3 +324,79 @@ fn farm_ask_writes_the_question_where_farm_ask_says() {
         .stdout_has("end the session now");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "Tabs or spaces?\n");
 }
+
+/// Across machines, through a `git daemon` hub (the git store): `east`'s
+/// session asks; a third machine sees the task waiting and answers it;
+/// `west` then does the task, its prompt holding the question, the answer
+/// and the earlier work, fetched from the hub.
+#[test]
+fn a_question_asked_on_one_machine_is_answered_from_another_and_done_on_a_third() {
+    use crate::daemon::{Daemon, Machine};
+    let files = [
+        ("tasks/q.md", "+++\ntitle = \"Q\"\n+++\ndo q\n"),
+        ("tasks/other.md", "+++\ntitle = \"Other\"\n+++\ndo other\n"),
+    ];
+    let daemon = Daemon::with_hub(&files);
+    let logs = daemon.base.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let script = daemon.base.path().join("asker.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nset -e\nfor last; do :; done\nl='{l}'\n\
+             n=$(ls \"$l\" | grep -c \"^$FARM_TASK\\.\" || true)\n\
+             printf '%s\\n' \"$last\" > \"$l/$FARM_TASK.$n.md\"\n\
+             if [ \"$FARM_TASK\" = q ] && ! printf '%s' \"$last\" | grep -q '### Answer'; then\n\
+               echo half > half.txt; git add -A; git commit -qm 'half of q'\n\
+               printf 'Tabs or spaces?\\n' > \"$FARM_ASK\"; exit 0\n\
+             fi\n\
+             b=$(printf '%s' \"$last\" | grep -o 'origin/farm/rescue/q/[0-9a-f]*' | head -1 || true)\n\
+             if [ -n \"$b\" ] && git cat-file -e \"$b:half.txt\" 2>/dev/null; then echo \"$b\" > \"$l/earlier-work\"; fi\n\
+             echo \"$FARM_TASK\" > \"$FARM_TASK.txt\"\ngit add -A\ngit commit -qm \"work on $FARM_TASK\"\n",
+            l = logs.display()
+        ),
+    )
+    .unwrap();
+    let agent = format!("sh '{}'", script.display());
+    let (east, west) = (daemon.machine("east"), daemon.machine("west"));
+    let admin = Machine::new("admin", &daemon.url());
+    let out = east
+        .farm(["run", "--agent", &agent, "--name", "east"])
+        .run_within(Duration::from_secs(120));
+    assert_eq!(out.code, Some(6), "{out:#?}");
+    assert!(
+        out.stderr.contains("farm answer q 'YOUR ANSWER'"),
+        "{out:#?}"
+    );
+    let tasks = admin.farm(["tasks", "--json"]).run().success().json();
+    let q = tasks["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == "q")
+        .cloned()
+        .unwrap();
+    assert_eq!(q["status"], "waiting", "{tasks:#}");
+    assert!(
+        admin.locks()["claims"].as_array().unwrap().is_empty(),
+        "claim released"
+    );
+    let out = admin.farm(["answer", "other", "x"]).run().code(2);
+    assert!(out.stderr.contains("not waiting"), "{out:#?}");
+    admin.farm(["answer", "q", "Spaces."]).run().success();
+    let out = west
+        .farm(["run", "--agent", &agent, "--name", "west"])
+        .run_within(Duration::from_secs(120));
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    let prompt = std::fs::read_to_string(logs.join("q.1.md")).unwrap();
+    assert!(
+        prompt.contains("Tabs or spaces?")
+            && prompt.contains("Spaces.")
+            && prompt.contains("asked by east@east"),
+        "{prompt}"
+    );
+    assert!(
+        std::fs::read_to_string(logs.join("earlier-work")).is_ok(),
+        "west's clone has east's work: {prompt}"
+    );
+}
