@@ -196,11 +196,16 @@ pub(super) fn recover(
 
 /// The prompt's paragraph on the work of the session that asked `task`'s
 /// last question, fetched into `clone` as `origin/<branch>`; nothing when
-/// the task has no answered question with work kept.
-pub(super) fn earlier_work(clone: &PrivateClone, body: &str) -> String {
+/// the task has no question with work kept, or when that branch is among
+/// the earlier work the prompt offers already (`offered`: the task's own
+/// rescue branches are; the branch a killed farm's clone rescued is not).
+pub(super) fn earlier_work(clone: &PrivateClone, body: &str, offered: &[&str]) -> String {
     let Some(branch) = question::last_work(body) else {
         return String::new();
     };
+    if offered.contains(&branch.as_str()) {
+        return String::new();
+    }
     match clone.fetch(&branch) {
         Ok(()) => format!(
             "\nThe session that asked the last question left its commits on \

@@ -240,7 +240,8 @@ fn render_prompt(turn: Turn<'_>, attempt: u32, earlier: &[Earlier], messages: &s
     } else if notes.contains(crate::board::question::QUESTION) {
         // Questions asked and answered, with where the asking session's
         // work is now.
-        let work = crate::run::asking::earlier_work(clone, &task.body);
+        let offered: Vec<&str> = earlier.iter().map(|e| e.branch.as_str()).collect();
+        let work = crate::run::asking::earlier_work(clone, &task.body, &offered);
         format!("\n# Notes from earlier sessions\n\n{notes}{work}\n")
     } else {
         format!("\n# Notes from earlier attempts\n\n{notes}\n")

@@ -110,7 +110,10 @@ fn a_question_waits_on_the_board_until_answered_then_the_next_prompt_holds_it() 
     let text = farm(&env, ["status"]).run().success();
     assert!(
         text.stdout
-            .contains("waiting for an answer: `q` asks: Tabs or spaces?; farm answer q TEXT"),
+            .contains("waiting for an answer: `q` asks: Tabs or spaces?; farm answer q TEXT")
+            && text
+                .stdout
+                .contains("asks     `q`: Tabs or spaces?  (farm answer q TEXT)"),
         "{text:#?}"
     );
 
