@@ -5,9 +5,9 @@
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    agents, claim, completions, demo, demo_agent, doctor, fire, init, locks, logs, loop_script,
-    pause, reap, release, report, rescue, resume, run, schedule, schedules, status, stop, task,
-    tasks, tests,
+    agents, answer, ask, claim, completions, demo, demo_agent, doctor, fire, init, locks, logs,
+    loop_script, messages, pause, reap, release, report, rescue, resume, run, say, schedule,
+    schedules, status, stop, task, tasks, tests,
 };
 use crate::config::GlobalArgs;
 
@@ -24,6 +24,8 @@ Examples:
   farm rescue list                       work kept on rescue branches, and why
   farm stop                              every run on the hub drains
   farm pause --agent box-2               box-2 claims nothing new until farm resume
+  farm say --to box-2 'skip the parser'  a word in box-2's next prompt
+  farm answer parse-if 'yes'             answer the question a task waits on
   farm doctor --agent claude             is everything in place for a night
   farm demo                              the whole cycle on a scratch hub
 
@@ -66,6 +68,10 @@ pub enum Command {
     Stop(stop::Args),
     Pause(pause::Args),
     Resume(resume::Args),
+    Say(say::Args),
+    Messages(messages::Args),
+    Answer(answer::Args),
+    Ask(ask::Args),
     Agents(agents::Args),
     LoopScript(loop_script::Args),
     Completions(completions::Args),

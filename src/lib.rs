@@ -27,7 +27,9 @@
 //! - [`board`]: the task file format, loading a board, the dependency graph,
 //!   every task's state and every edit of a task file.
 //! - [`claims`]: the claim record, liveness, the [`claims::ClaimStore`] trait
-//!   and its `fs` and `git` stores, holding a claim while a command runs.
+//!   and its `fs` and `git` stores, holding a claim while a command runs;
+//!   what people post beside the claims (stop and pause notices, messages
+//!   and their receipts).
 //! - [`git`]: the `git` command (every push and fetch), the hub, a clone's
 //!   in-process work (git2, with a merge of trees by what changed), patience
 //!   with a remote, keeping the repositories farm writes packed.

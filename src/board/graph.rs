@@ -32,6 +32,11 @@ pub enum Status {
     Stuck {
         why: String,
     },
+    /// Pending, and a session asked a question it waits to have answered
+    /// (`farm answer`); ready again then.
+    Waiting {
+        question: String,
+    },
 }
 
 impl Status {
@@ -44,6 +49,7 @@ impl Status {
             Status::Done => "done",
             Status::Failed => "failed",
             Status::Stuck { .. } => "stuck",
+            Status::Waiting { .. } => "waiting",
         }
     }
 }
@@ -57,6 +63,10 @@ impl fmt::Display for Status {
             }
             Status::Claimed { by } => write!(f, "claimed by {by}"),
             Status::Stuck { why } => write!(f, "stuck: {why}"),
+            Status::Waiting { question } => {
+                let first = question.lines().next().unwrap_or_default();
+                write!(f, "waiting for an answer: {first}")
+            }
             other => f.write_str(other.label()),
         }
     }
@@ -175,6 +185,14 @@ impl<'a> Graph<'a> {
 
     /// The status of `t` given the statuses of its open dependencies in `known`.
     fn judge(&self, t: &Task, known: &BTreeMap<&TaskId, Status>) -> Status {
+        // A question waits for a person whatever else holds the task: the
+        // answer comes first.
+        if t.asked.is_some() {
+            return Status::Waiting {
+                question: super::question::last_question(&t.body)
+                    .unwrap_or_else(|| "(the question is not in the task file)".into()),
+            };
+        }
         if let Some(why) = self.defect(t) {
             return Status::Stuck { why };
         }
@@ -440,13 +458,15 @@ fn run_order(a: &Task, b: &Task) -> Ordering {
         .then_with(|| a.id.cmp(&b.id))
 }
 
-/// Nothing more can happen without a change to the board: no task is ready,
-/// claimed or blocked (blocked tasks wait for something that can still
-/// finish). Agents stop waiting only then.
+/// Nothing more can happen without a change to the board: no task is ready
+/// or claimed. (A blocked task waits for one that is ready or claimed, or
+/// for one waiting for an answer, which `farm answer` gives by a change to
+/// the board: with none ready or claimed, every blocked task waits for an
+/// answer.) Agents stop waiting only then.
 pub fn settled(s: &Snapshot) -> bool {
     statuses(s)
         .iter()
-        .all(|(_, st)| matches!(st, Status::Done | Status::Failed | Status::Stuck { .. }))
+        .all(|(_, st)| !matches!(st, Status::Ready | Status::Claimed { .. }))
 }
 
 /// How many tasks are in each state, and how many files are invalid.
@@ -459,6 +479,8 @@ pub struct Counts {
     pub failed: usize,
     pub stuck: usize,
     pub invalid: usize,
+    /// Waiting for an answer (`farm answer`).
+    pub waiting: usize,
 }
 
 pub fn counts(s: &Snapshot) -> Counts {
@@ -474,6 +496,7 @@ pub fn counts(s: &Snapshot) -> Counts {
             Status::Done => &mut c.done,
             Status::Failed => &mut c.failed,
             Status::Stuck { .. } => &mut c.stuck,
+            Status::Waiting { .. } => &mut c.waiting,
         } += 1;
     }
     c
@@ -687,6 +710,7 @@ mod tests {
         let t = |name: &str, priority: i64, created: Option<u64>| Task {
             priority,
             created: created.map(at),
+            asked: None,
             ..minimal(name)
         };
         let mut s = Snapshot {
@@ -756,6 +780,7 @@ mod tests {
                 failed: 1,
                 stuck: 1,
                 invalid: 1,
+                waiting: 0,
             }
         );
     }
@@ -872,6 +897,7 @@ mod tests {
                         prop_assert_eq!(on, &want);
                         prop_assert!(!on.is_empty());
                     }
+                    Status::Waiting { .. } => prop_assert!(task.unwrap().asked.is_some()),
                     Status::Stuck { why } => {
                         prop_assert!(!can.contains(i), "{} is stuck ({}) but can finish", i, why);
                     }

@@ -10,6 +10,7 @@
 //! - [`tree`]: the same from a commit's tree, at the cost of what changed
 //!   since the last read ([`Cache`]), for the loop that reads it every turn;
 //! - [`paths`]: where a task's file is (`tasks/`, `tasks/done/`, `tasks/failed/`);
+//! - [`question`]: a question a task waits to have answered, and its answer;
 //! - [`edit`]: every edit of a task file (add, done, an attempt, failed) and
 //!   [`edit::transact`], the one shape of an edit that is committed and pushed;
 //! - [`graph`]: the dependency graph and every task's state ([`statuses`],
@@ -22,6 +23,7 @@ pub mod edit;
 pub mod graph;
 pub mod load;
 pub mod paths;
+pub mod question;
 pub mod task;
 #[cfg(test)]
 mod testing;

@@ -24,7 +24,7 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 const FENCE: &str = "+++";
 
 /// Every key the front matter may hold, in the order [`Task::render`] writes them.
-const KEYS: [&str; 8] = [
+const KEYS: [&str; 9] = [
     "title",
     "after",
     "labels",
@@ -33,6 +33,7 @@ const KEYS: [&str; 8] = [
     "timeout",
     "attempts",
     "created",
+    "asked",
 ];
 
 /// One task, as its file describes it.
@@ -55,6 +56,10 @@ pub struct Task {
     /// Failed attempts so far, maintained by farm.
     pub attempts: u32,
     pub created: Option<SystemTime>,
+    /// When a session asked a question the task waits to have answered
+    /// (`farm answer`); the question is the body's last `## Question`
+    /// section. Maintained by farm.
+    pub asked: Option<SystemTime>,
     /// Everything after the closing `+++` line, verbatim (line endings included).
     pub body: String,
 }
@@ -105,6 +110,7 @@ pub fn parse(id: TaskId, text: &str) -> Result<Task, String> {
         Some(v) => count("attempts", v, 0)?,
     };
     let created = table.get("created").map(created).transpose()?;
+    let asked = table.get("asked").map(asked).transpose()?;
     Ok(Task {
         id,
         title: title.to_owned(),
@@ -115,6 +121,7 @@ pub fn parse(id: TaskId, text: &str) -> Result<Task, String> {
         timeout,
         attempts,
         created,
+        asked,
         body: body.to_owned(),
     })
 }
@@ -310,6 +317,19 @@ fn created(v: &toml::Value) -> Result<SystemTime, String> {
     })
 }
 
+fn asked(v: &toml::Value) -> Result<SystemTime, String> {
+    let s = match v {
+        toml::Value::Datetime(d) => d.to_string(),
+        v => string("asked", v)?.to_owned(),
+    };
+    humantime::parse_rfc3339(&s).map_err(|e| {
+        format!(
+            "`asked` `{}` is not an RFC 3339 UTC time like 2026-11-30T01:12:42.123Z: {e}",
+            shown(&s)
+        )
+    })
+}
+
 /// The front matter as [`Task::render`] writes it: title always, the rest
 /// only when it differs from the default.
 #[derive(Serialize)]
@@ -329,6 +349,8 @@ struct Front<'a> {
     attempts: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     created: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    asked: Option<String>,
 }
 
 fn is_zero<T: Default + PartialEq>(v: &T) -> bool {
@@ -353,6 +375,7 @@ impl Task {
                 .map(|d| humantime::format_duration(d).to_string()),
             attempts: self.attempts,
             created: self.created.map(rfc3339),
+            asked: self.asked.map(rfc3339),
         };
         let front = toml::to_string(&front).expect("a task's front matter always serializes");
         format!("{FENCE}\n{front}{FENCE}\n{}", self.body)
@@ -405,6 +428,7 @@ pub fn new_task(
         timeout: None,
         attempts: 0,
         created: Some(UNIX_EPOCH + Duration::from_millis(millis)),
+        asked: None,
         body,
     }
 }
@@ -444,6 +468,7 @@ Description in markdown…
             timeout: Some(Duration::from_secs(1800)),
             attempts: 1,
             created: Some(at(T0_MS)),
+            asked: None,
             body: "Description in markdown…\n".into(),
         }
     }
@@ -710,6 +735,7 @@ Description in markdown…
                             .filter(|d| !d.is_zero()),
                         attempts,
                         created: created.map(|(s, n)| UNIX_EPOCH + Duration::new(s, n)),
+                        asked: created.map(|(s, _)| UNIX_EPOCH + Duration::from_secs(s)),
                         body,
                     }
                 },

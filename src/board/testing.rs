@@ -26,6 +26,7 @@ pub(super) fn minimal(name: &str) -> Task {
         timeout: None,
         attempts: 0,
         created: None,
+        asked: None,
         body: String::new(),
     }
 }

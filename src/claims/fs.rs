@@ -611,6 +611,97 @@ impl ClaimStore for FsStore {
         Ok(version)
     }
 
+    fn side_files(&self, prefix: &str, _fresh: bool) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        debug_assert!(prefix.starts_with('.'), "side files are dot names");
+        if !self.check_dir(false)? {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        for entry in fs::read_dir(&self.dir).map_err(StoreError::io("read", &self.dir))? {
+            let Ok(entry) = entry else { continue };
+            let file_name = entry.file_name();
+            let Some(name) = file_name
+                .to_str()
+                .and_then(|f| f.strip_suffix(".txt"))
+                .filter(|n| n.starts_with(prefix))
+            else {
+                continue;
+            };
+            let path = self.path_of(name);
+            let bytes = match open_nofollow(&path) {
+                Ok(mut f) => {
+                    let mut bytes = Vec::new();
+                    (&mut f)
+                        .take(super::MAX_SIDE_BYTES + 1)
+                        .read_to_end(&mut bytes)
+                        .map_err(StoreError::io("read", &path))?;
+                    bytes
+                }
+                // Gone meanwhile (withdrawn), or a symlink: nobody's.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) if e.raw_os_error() == Some(libc::ELOOP) => continue,
+                Err(e) => return Err(StoreError::io("open", &path)(e)),
+            };
+            if bytes.len() as u64 <= super::MAX_SIDE_BYTES {
+                out.push((name.to_owned(), bytes));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Each written whole to a temp file, then published with `link(2)`,
+    /// which fails when the name exists: exactly one creator wins a name,
+    /// and a reader never sees a file half written.
+    fn create_side(
+        &self,
+        files: &[(String, Vec<u8>)],
+        _why: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        self.check_dir(true)?;
+        let mut created = Vec::new();
+        for (name, bytes) in files {
+            debug_assert!(name.starts_with('.'), "side files are dot names");
+            let path = self.path_of(name);
+            let tmp = self
+                .dir
+                .join(format!("{name}.{}.tmp", Nonce::random().short()));
+            fs::write(&tmp, bytes).map_err(StoreError::io("write", &tmp))?;
+            let linked = fs::hard_link(&tmp, &path);
+            let _ = fs::remove_file(&tmp);
+            match linked {
+                Ok(()) => created.push(name.clone()),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(StoreError::io("link", &path)(e)),
+            }
+        }
+        Ok(created)
+    }
+
+    /// Each renamed aside under a name of its own, then removed.
+    fn remove_side(&self, names: &[String], _why: &str) -> Result<usize, StoreError> {
+        if !self.check_dir(false)? {
+            return Ok(0);
+        }
+        let mut removed = 0;
+        for name in names {
+            debug_assert!(name.starts_with('.'), "side files are dot names");
+            let path = self.path_of(name);
+            let aside = self
+                .dir
+                .join(format!("{name}.{}.released", Nonce::random().short()));
+            match fs::rename(&path, &aside) {
+                Ok(()) => {
+                    removed += 1;
+                    let _ = fs::remove_file(&aside);
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StoreError::io("rename", &path)(e)),
+            }
+        }
+        Ok(removed)
+    }
+
     fn try_claim(&self, claim: Claim, hold: bool) -> Result<Attempt, StoreError> {
         self.check_dir(true)?;
         let name = claim.task.as_str().to_owned();

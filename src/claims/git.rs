@@ -141,6 +141,8 @@ pub(crate) struct GitGuard {
 enum Change<'a> {
     Put(&'a str, &'a [u8]),
     Remove(&'a str),
+    /// Several changes in one commit.
+    Many(&'a [Change<'a>]),
 }
 
 /// The outcome of one compare-and-swap push.
@@ -299,19 +301,7 @@ impl GitStore {
     /// new tip it makes.
     fn commit(&self, base: &Tip, change: Change<'_>, message: &str) -> Result<Tip, StoreError> {
         let mut files = base.files.clone();
-        match change {
-            Change::Put(name, bytes) => {
-                let oid = self
-                    .cache
-                    .run_input(["hash-object", "-w", "--stdin"], &[], bytes)?;
-                let oid = String::from_utf8_lossy(&oid).trim().to_owned();
-                self.state().blobs.insert(oid.clone(), bytes.to_vec());
-                files.insert(name.to_owned(), oid);
-            }
-            Change::Remove(name) => {
-                files.remove(name);
-            }
-        }
+        self.apply(&mut files, change)?;
         let mktree = |listing: String| -> Result<String, StoreError> {
             let out = self
                 .cache
@@ -348,6 +338,33 @@ impl GitStore {
             commit: Some(String::from_utf8_lossy(&out).trim().to_owned()),
             files,
         })
+    }
+
+    /// Make `change` to `files` (name → blob id), writing its blobs.
+    fn apply(
+        &self,
+        files: &mut BTreeMap<String, String>,
+        change: Change<'_>,
+    ) -> Result<(), StoreError> {
+        match change {
+            Change::Put(name, bytes) => {
+                let oid = self
+                    .cache
+                    .run_input(["hash-object", "-w", "--stdin"], &[], bytes)?;
+                let oid = String::from_utf8_lossy(&oid).trim().to_owned();
+                self.state().blobs.insert(oid.clone(), bytes.to_vec());
+                files.insert(name.to_owned(), oid);
+            }
+            Change::Remove(name) => {
+                files.remove(name);
+            }
+            Change::Many(changes) => {
+                for c in changes {
+                    self.apply(files, *c)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Commit `change` on `base` and push it as a fast-forward.
@@ -768,6 +785,80 @@ impl ClaimStore for GitStore {
             })
         })?;
         Ok(now.get())
+    }
+
+    fn side_files(&self, prefix: &str, fresh: bool) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        debug_assert!(prefix.starts_with('.'), "side files are dot names");
+        let tip = self.tip(fresh)?;
+        let named: Vec<(&String, &String)> = tip
+            .files
+            .iter()
+            .filter(|(n, _)| n.starts_with(prefix))
+            .collect();
+        if named.is_empty() {
+            return Ok(Vec::new());
+        }
+        let oids: Vec<&String> = named.iter().map(|(_, o)| *o).collect();
+        let contents = self.contents(&oids)?;
+        Ok(named
+            .into_iter()
+            .filter_map(|(n, o)| Some((n.clone(), contents.get(o)?.clone())))
+            .filter(|(_, b)| b.len() as u64 <= super::MAX_SIDE_BYTES)
+            .collect())
+    }
+
+    /// One commit adding the files absent from the tip it is built on: a
+    /// compare-and-swap push, as for a claim, so exactly one creator of a
+    /// name wins.
+    fn create_side(
+        &self,
+        files: &[(String, Vec<u8>)],
+        why: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        for round in 0..ROUNDS {
+            let tip = self.tip(round > 0)?;
+            let absent: Vec<&(String, Vec<u8>)> = files
+                .iter()
+                .filter(|(n, _)| !tip.files.contains_key(n))
+                .collect();
+            if absent.is_empty() {
+                return Ok(Vec::new());
+            }
+            let changes: Vec<Change<'_>> = absent
+                .iter()
+                .map(|(n, b)| Change::Put(n.as_str(), b.as_slice()))
+                .collect();
+            match self.write(&tip, Change::Many(&changes), &format!("farm: {why}"))? {
+                Wrote::Landed(_) => {
+                    return Ok(absent.into_iter().map(|(n, _)| n.clone()).collect());
+                }
+                Wrote::Moved(_) => back_off(round),
+            }
+        }
+        Err(StoreError::Refused(format!(
+            "the claims branch kept moving; {why} not written, try again"
+        )))
+    }
+
+    fn remove_side(&self, names: &[String], why: &str) -> Result<usize, StoreError> {
+        for round in 0..ROUNDS {
+            let tip = self.tip(true)?;
+            let there: Vec<Change<'_>> = names
+                .iter()
+                .filter(|n| tip.files.contains_key(*n))
+                .map(|n| Change::Remove(n.as_str()))
+                .collect();
+            if there.is_empty() {
+                return Ok(0);
+            }
+            match self.write(&tip, Change::Many(&there), &format!("farm: {why}"))? {
+                Wrote::Landed(_) => return Ok(there.len()),
+                Wrote::Moved(_) => back_off(round),
+            }
+        }
+        Err(StoreError::Refused(format!(
+            "the claims branch kept moving; {why} not done, try again"
+        )))
     }
 
     fn try_claim(&self, claim: Claim, _hold: bool) -> Result<Attempt, StoreError> {

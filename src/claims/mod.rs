@@ -14,6 +14,7 @@ pub mod hold;
 pub mod host;
 pub mod line;
 pub mod liveness;
+pub mod message;
 pub mod notice;
 pub mod protocol;
 mod read_cache;
@@ -76,6 +77,27 @@ pub trait ClaimStore: Send + Sync {
     /// Raise the hub's protocol version to `version` (never lower it): the
     /// version there now.
     fn raise_protocol(&self, version: u32) -> Result<u32, StoreError>;
+
+    /// farm's own files beside the claims whose names (without `.txt`)
+    /// start with `prefix`, a dot name (messages and their receipts; see
+    /// [`message`]), with their bytes, sorted by name (`fresh` as for
+    /// [`ClaimStore::notices`]). A file that cannot be read whole (a
+    /// symlink, one too large) is left out.
+    fn side_files(&self, prefix: &str, fresh: bool) -> Result<Vec<(String, Vec<u8>)>, StoreError>;
+
+    /// Create each of `files` (name without `.txt`, bytes) that does not
+    /// exist yet, each whole or not at all: the names this call created.
+    /// Of any number of processes creating one name, exactly one does.
+    /// `why` is said where the store keeps a history (git).
+    fn create_side(
+        &self,
+        files: &[(String, Vec<u8>)],
+        why: &str,
+    ) -> Result<Vec<String>, StoreError>;
+
+    /// Remove these side files (by name without `.txt`); how many there
+    /// were.
+    fn remove_side(&self, names: &[String], why: &str) -> Result<usize, StoreError>;
 
     /// Try to win `claim.task` with this record. When `hold` is true the
     /// store keeps an OS-level proof of life for as long as the returned
@@ -211,6 +233,10 @@ pub enum Published {
     /// The claim is no longer ours (why): nothing was published.
     Lost(String),
 }
+
+/// The largest side file a store reads (a message's text is at most 16 KiB,
+/// escaped in TOML).
+pub const MAX_SIDE_BYTES: u64 = 64 * 1024;
 
 /// Scratch lives for microseconds; anything this old was left by a crash.
 pub const SCRATCH_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(600);

@@ -2,6 +2,8 @@
 //! store and print the outcome. Shared presentation helpers live here.
 
 pub mod agents;
+pub mod answer;
+pub mod ask;
 pub mod branch;
 pub mod claim;
 pub mod completions;
@@ -14,14 +16,17 @@ pub mod init;
 pub mod locks;
 pub mod logs;
 pub mod loop_script;
+pub mod messages;
 pub mod needs;
 pub mod pause;
 pub mod reap;
+pub mod recipients;
 pub mod release;
 pub mod report;
 pub mod rescue;
 pub mod resume;
 pub mod run;
+pub mod say;
 pub mod schedule;
 pub mod schedules;
 pub mod status;
@@ -65,6 +70,10 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<(), Error> {
         Command::Stop(args) => stop::run(ctx, args),
         Command::Pause(args) => pause::run(ctx, args),
         Command::Resume(args) => resume::run(ctx, args),
+        Command::Say(args) => say::run(ctx, args),
+        Command::Messages(args) => messages::run(ctx, args),
+        Command::Answer(args) => answer::run(ctx, args),
+        Command::Ask(args) => ask::run(ctx, args),
         Command::Status(args) => status::run(ctx, args),
         Command::Task(args) => task::run(ctx, args),
         Command::Tasks(args) => tasks::run(ctx, args),

@@ -75,6 +75,11 @@ pub fn gather(
                         why,
                         look,
                     }),
+                    Status::Waiting { question } => needs.asked.push(Need {
+                        task: id.to_string(),
+                        why: question.lines().next().unwrap_or_default().to_owned(),
+                        look: format!("farm answer {id} TEXT"),
+                    }),
                     _ => {}
                 }
             }

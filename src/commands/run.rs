@@ -438,6 +438,9 @@ fn left_on_the_board(run: &Run) -> Result<(), Error> {
         .map(|l| crate::claims::holders(&l))
         .unwrap_or_default();
     let counts = board::counts(&snapshot);
+    if board::settled(&snapshot) && counts.waiting > 0 {
+        return waiting_for_answers(run, &snapshot);
+    }
     if !board::settled(&snapshot) {
         run.out.note(&format!(
             "farm run: ended with work left: {} ready, {} claimed, {} blocked (exit 6; run again to go on)",
@@ -477,6 +480,36 @@ fn left_on_the_board(run: &Run) -> Result<(), Error> {
         run.out.note(line);
     }
     Err(Error::said(Code::Unfinished))
+}
+
+/// The board is settled but for questions that wait for a person: each is
+/// listed with the command that answers it (exit 6: work is left).
+fn waiting_for_answers(run: &Run, snapshot: &board::Snapshot) -> Result<(), Error> {
+    let counts = board::counts(snapshot);
+    run.out.note_styled(
+        Some(Style::Warn),
+        &format!(
+            "farm run: {} waiting for an answer, nothing else to do (exit 6; answer, then run again):",
+            crate::output::count(counts.waiting, "task is", "tasks are")
+        ),
+    );
+    for (id, status) in board::statuses(snapshot) {
+        match status {
+            Status::Waiting { question } => {
+                run.out.note(&format!("  `{id}` asks:"));
+                for line in question.lines() {
+                    run.out.note(&format!("    {line}"));
+                }
+                run.out.note(&format!("    farm answer {id} 'YOUR ANSWER'"));
+            }
+            Status::Failed => run
+                .out
+                .note(&format!("  failed  `{id}`  (farm task show {id})")),
+            Status::Stuck { why } => run.out.note(&format!("  stuck   `{id}`: {why}")),
+            _ => {}
+        }
+    }
+    Err(Error::said(Code::Drained))
 }
 
 /// `: <why>` of failed task `id`'s last attempt note, as its file on the

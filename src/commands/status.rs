@@ -123,6 +123,8 @@ struct Report<'j> {
     /// Each agent's role, for those that have one.
     roles: BTreeMap<String, String>,
     board: Option<board::Counts>,
+    /// The tasks waiting for an answer, with their questions.
+    waiting: Vec<(String, String)>,
     /// Task, holder (`agent@host`), state, age.
     claims: Vec<(String, String, &'static str, Duration)>,
     /// Hosts whose clocks seem off this one's, by seconds (ahead positive).
@@ -421,9 +423,15 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
         rolled.total.cost_usd,
     );
     let hub = opened.ok();
+    let mut waiting = Vec::new();
     let board = hub.as_ref().and_then(|hub| {
         let mut snapshot = super::tasks::read_board(hub).ok()?;
         snapshot.claimed = holders;
+        for (id, status) in board::statuses(&snapshot) {
+            if let board::Status::Waiting { question } = status {
+                waiting.push((id.to_string(), question));
+            }
+        }
         Some(board::counts(&snapshot))
     });
     // The merge queue: in a directory of a hub on this machine, else
@@ -498,6 +506,7 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
         agents,
         roles,
         board,
+        waiting,
         claims,
         clocks_off,
         sessions,
@@ -770,9 +779,19 @@ impl Report<'_> {
             ));
         }
         if let Some(c) = &self.board {
+            let waiting = match c.waiting {
+                0 => String::new(),
+                n => format!(", {n} waiting"),
+            };
             line(format!(
-                "board: {} ready, {} claimed, {} blocked, {} done, {} failed, {} stuck, {} invalid",
+                "board: {} ready, {} claimed, {} blocked, {} done, {} failed, {} stuck, {} invalid{waiting}",
                 c.ready, c.claimed, c.blocked, c.done, c.failed, c.stuck, c.invalid
+            ));
+        }
+        for (task, question) in &self.waiting {
+            line(format!(
+                "waiting for an answer: `{task}` asks: {}; farm answer {task} TEXT",
+                question.lines().next().unwrap_or_default()
             ));
         }
         for n in &self.paused {
@@ -1012,6 +1031,9 @@ impl Report<'_> {
             "paused": self.paused.iter().map(super::fleet::notice_json).collect::<Vec<_>>(),
             "stopping": self.stopping.iter().map(super::fleet::notice_json).collect::<Vec<_>>(),
             "board": self.board.as_ref().map(|c| json!(c)),
+            "waiting": self.waiting.iter().map(|(task, question)| json!({
+                "task": task, "question": question,
+            })).collect::<Vec<_>>(),
             "claims": self.claims.iter().map(|(task, who, state, age)| json!({
                 "task": task, "held_by": who, "state": state, "age_secs": age.as_secs(),
             })).collect::<Vec<_>>(),

@@ -184,7 +184,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
             let (name, detail) = describe(status);
             let style = match status {
                 Status::Ready => Style::Good,
-                Status::Claimed { .. } | Status::Blocked { .. } => Style::Warn,
+                Status::Claimed { .. } | Status::Blocked { .. } | Status::Waiting { .. } => {
+                    Style::Warn
+                }
                 Status::Done => Style::Dim,
                 Status::Failed | Status::Stuck { .. } => Style::Bad,
             };
@@ -234,6 +236,10 @@ pub(crate) fn describe(status: &Status) -> (&'static str, String) {
         }
         Status::Claimed { by } => format!("by {by}"),
         Status::Stuck { why } => why.clone(),
+        Status::Waiting { question } => {
+            let first = question.lines().next().unwrap_or_default();
+            format!("asked: {first}")
+        }
         Status::Ready | Status::Done | Status::Failed => String::new(),
     };
     (status.label(), detail)

@@ -47,6 +47,8 @@ impl Left {
 /// Everything that needs a person, as one value for both renderings.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct NeedsYou {
+    /// Tasks waiting for the answer to a question a session asked.
+    pub asked: Vec<Need>,
     pub failed: Vec<Need>,
     pub stuck: Vec<Need>,
     pub rescued: Vec<Rescued>,
@@ -64,7 +66,10 @@ const RESCUES_SHOWN: usize = 20;
 impl NeedsYou {
     /// Nothing a person must act on.
     pub fn nothing(&self) -> bool {
-        self.failed.is_empty() && self.stuck.is_empty() && self.rescued.is_empty()
+        self.asked.is_empty()
+            && self.failed.is_empty()
+            && self.stuck.is_empty()
+            && self.rescued.is_empty()
     }
 
     /// The tasks left, in words: "3 tasks left: 1 ready, 0 claimed, 2 blocked".
@@ -106,6 +111,9 @@ impl NeedsYou {
         } else {
             "NEEDS YOU".to_owned()
         }];
+        for n in &self.asked {
+            out.push(format!("  asks     `{}`: {}  ({})", n.task, n.why, n.look));
+        }
         for n in &self.failed {
             out.push(format!("  failed   `{}`: {}  ({})", n.task, n.why, n.look));
         }
@@ -153,6 +161,9 @@ impl NeedsYou {
                     esc(look)
                 );
             };
+            for n in &self.asked {
+                item("asks", &n.task, &n.why, &n.look);
+            }
             for n in &self.failed {
                 item("failed", &n.task, &n.why, &n.look);
             }
@@ -187,6 +198,11 @@ mod tests {
 
     fn needs() -> NeedsYou {
         NeedsYou {
+            asked: vec![Need {
+                task: "q".into(),
+                why: "Tabs or spaces?".into(),
+                look: "farm answer q TEXT".into(),
+            }],
             failed: vec![Need {
                 task: "doomed".into(),
                 why: "failed with exit code 1".into(),
@@ -220,6 +236,7 @@ mod tests {
             lines,
             [
                 "NEEDS YOU",
+                "  asks     `q`: Tabs or spaces?  (farm answer q TEXT)",
                 "  failed   `doomed`: failed with exit code 1  (farm task show doomed)",
                 "  stuck    `after<doomed>`: waits for `doomed`, which failed  (farm task show after-doomed)",
                 "  rescued  `farm/rescue/r1/ab12`: `r1`: the run was stopped  (git -C /hub log -p main..farm/rescue/r1/ab12)",
@@ -230,7 +247,7 @@ mod tests {
         let h = needs().html();
         assert!(h.starts_with("<section id=\"needs-you\">"), "{h}");
         assert!(h.contains("<code>after&lt;doomed&gt;</code>"), "{h}");
-        assert_eq!(h.matches("<li class=\"need ").count(), 3, "{h}");
+        assert_eq!(h.matches("<li class=\"need ").count(), 4, "{h}");
         assert!(h.contains("3 tasks left: 1 ready, 0 claimed, 2 blocked; cost: $1.20"));
     }
 

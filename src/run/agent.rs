@@ -21,8 +21,9 @@
 //! 3. reset the clone to the branch — every session starts clean — and read
 //!    the task there: if it was finished meanwhile, or waits for a task not
 //!    done on the branch yet, release and scan again;
-//! 4. render the prompt and run one fresh session in the clone, heartbeating
-//!    the claim while it runs;
+//! 4. take the messages (`farm say`) that reach the agent ([`Inbox`]),
+//!    render the prompt with them and run one fresh session in the clone,
+//!    heartbeating the claim while it runs;
 //! 5. integrate: commit what the agent left together with the move to
 //!    `tasks/done/`, rebase onto the hub's branch (merge on conflict, with a
 //!    merge session for the conflicted files), push under the hub's push
@@ -72,6 +73,7 @@ use crate::git::killed::{LOOP_RESTARTS, killed};
 use crate::names::TaskId;
 use crate::run::attempts::retire;
 use crate::run::clone::PrivateClone;
+use crate::run::inbox::Inbox;
 use crate::run::roles::Role;
 use crate::run::settle::{End, release, work};
 use crate::run::slot::{Clones, Slot};
@@ -163,6 +165,8 @@ struct Agent<'scope, 'env: 'scope> {
     summary: Summary,
     /// The `farm pause` holding this agent when it last looked, if one did.
     held_by: Option<Notice>,
+    /// The messages (`farm say`) it took for its next session.
+    inbox: Inbox,
 }
 
 impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
@@ -212,11 +216,17 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             tally: Tally::default(),
             summary,
             held_by: None,
+            inbox: Inbox::open(&run.state, name),
         })
     }
 
     /// Step until the loop ends.
     fn turns(&mut self) -> Result<(), Error> {
+        // A question a killed farm's session asked goes on the board
+        // before anything is claimed.
+        for clone in self.clones.all() {
+            crate::run::asking::recover(self.run, self.name, clone, self.slot)?;
+        }
         loop {
             if let Step::End(why) = self.step()? {
                 self.say_end(&why);
@@ -606,8 +616,23 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
                 released?;
                 return Ok(false);
             }
+            // Words from a person, taken now: the look at the hub just
+            // made for a pause is fresh, so a message said before this
+            // agent scanned the board (or since) is in this prompt, and an
+            // agent that starts no more sessions takes none.
+            if let Err(e) = self.inbox.take(run, name) {
+                let _ = run.store.release_held(held);
+                run.unreserve_session();
+                return Err(e);
+            }
             self.summary.sessions += 1;
-            session(self.turn(&task, &held))
+            let messages = self.inbox.section();
+            let ran = session(self.turn(&task, &held), &messages);
+            // Its prompt was written before the session could fail.
+            if ran.is_ok() {
+                self.inbox.delivered();
+            }
+            ran
         };
         if !ran.as_ref().is_ok_and(Ran::succeeded) {
             let worked = work(self.turn(&task, &held), ran);

@@ -67,7 +67,7 @@ impl board::edit::Branch for Fenced<'_> {
 /// Edit task `id`'s pending file on the hub's branch under `held`: `edit`
 /// edits the work tree (`None`: the file is not pending there any more) and
 /// says the commit message; true when the task went to `tasks/failed/`.
-fn edit_task(
+pub(super) fn edit_task(
     turn: Turn<'_>,
     edit: &dyn Fn(&Path) -> std::io::Result<Option<Edited>>,
     message: &dyn Fn(&Edited) -> String,

@@ -332,6 +332,25 @@ pub enum Event<'a> {
         #[serde(default, borrow)]
         pending: Cow<'a, str>,
     },
+    /// The agent took message `id` (`farm say`), said by `by`: its next
+    /// session's prompt holds it.
+    Message {
+        #[serde(default, borrow)]
+        id: Cow<'a, str>,
+        #[serde(default, borrow)]
+        by: Cow<'a, str>,
+    },
+    /// `task`'s session asked `question` instead of guessing: the task
+    /// waits on the board for `farm answer`, no attempt counted; the
+    /// session's commits are on the hub's branch `work`, if it made any.
+    Asked {
+        #[serde(default, borrow)]
+        task: Cow<'a, str>,
+        #[serde(default, borrow)]
+        question: Cow<'a, str>,
+        #[serde(default, borrow)]
+        work: Option<Cow<'a, str>>,
+    },
     /// A line of a kind this farm does not write (a newer farm's).
     #[serde(other)]
     Unknown,
@@ -416,6 +435,16 @@ impl Event<'_> {
             Event::Budget { spent_usd, max_usd } => format!(
                 "the cost budget is spent (${spent_usd:.2} of ${max_usd:.2}): no new claims"
             ),
+            Event::Asked { task, question, .. } => {
+                let first = question.lines().next().unwrap_or_default();
+                format!(
+                    "`{task}`: asked a question ({first}); it waits for farm answer {task} TEXT \
+                     (no attempt counted)"
+                )
+            }
+            Event::Message { id, by } => {
+                format!("took message `{id}` from {by}: its next session's prompt holds it")
+            }
             Event::GitKilled { error } => format!("{error}; reopening its clone and going on"),
             Event::ScheduleFire { tasks } => format!("schedules made {}", tasks.join(", ")),
             Event::ScheduleError { error } => {
@@ -442,6 +471,7 @@ impl Event<'_> {
                 Limited::UsageLimit => None,
             },
             Event::Rescue { .. }
+            | Event::Asked { .. }
             | Event::LostRace { .. }
             | Event::Reap { .. }
             | Event::Flaky { .. } => Some(Style::Warn),

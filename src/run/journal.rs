@@ -377,6 +377,15 @@ mod tests {
                 until: "2026-12-01T01:00:00.000Z".into(),
                 why: "3 failed sessions in a row".into(),
             },
+            Event::Message {
+                id: "3f9a21c0".into(),
+                by: "al@box (pid 4)".into(),
+            },
+            Event::Asked {
+                task: "t7".into(),
+                question: "Tabs or spaces?".into(),
+                work: Some("farm/rescue/t7/n1".into()),
+            },
             Event::Standing {
                 task: "lint-1".into(),
                 role: "linter".into(),
@@ -468,6 +477,8 @@ mod tests {
             Event::Queued { .. } => 29,
             Event::Unqueued { .. } => 30,
             Event::Wait { .. } => 31,
+            Event::Message { .. } => 32,
+            Event::Asked { .. } => 33,
             Event::Unknown => 28,
         }
     }
@@ -476,7 +487,7 @@ mod tests {
     fn every_kind_of_event_reads_back_as_it_was_recorded() {
         let events = every_kind();
         let kinds: std::collections::BTreeSet<usize> = events.iter().map(kind).collect();
-        assert_eq!(kinds, (0..=31).collect(), "a kind without a sample");
+        assert_eq!(kinds, (0..=33).collect(), "a kind without a sample");
         let tmp = tempfile::tempdir().unwrap();
         let j = Journal::open(tmp.path());
         for (i, e) in events.iter().enumerate() {

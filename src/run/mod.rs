@@ -9,8 +9,9 @@
 //!   decisions;
 //! - [`tally`], [`standing`]: counting what a task came to (the breaker),
 //!   and a role's standing task;
-//! - [`settle`], [`attempts`]: what a session's end means, decided then
-//!   done; a failed attempt noted on the board;
+//! - [`settle`], [`attempts`], [`asking`]: what a session's end means,
+//!   decided then done; a failed attempt noted on the board; a question
+//!   asked, the task waiting for its answer;
 //! - [`integrate`], [`speculate`], [`gate`], [`landing`], [`progress`]:
 //!   bringing the work onto the branch, tested (in the merge queue, on a
 //!   hub of this machine), within what a session may change;
@@ -19,6 +20,8 @@
 //! - [`turn`], [`slot`], [`interrupt`]: one claimed task's session, the
 //!   agent's one-session-at-a-time slot, and what cuts a turn short (the
 //!   claim lost, the run killed) with the heartbeat that keeps it alive;
+//! - [`inbox`]: the messages of `farm say` an agent takes before it scans
+//!   the board, held for its next session's prompt;
 //! - [`clone`], [`session`], [`sandbox`], [`watch`], [`classify`],
 //!   [`limits`], [`usage`], [`prompt`], [`journal`], [`event`]: the private
 //!   clone, one process of the agent CLI and the sandbox it runs in,
@@ -32,6 +35,7 @@
 //!   ([`presets`], [`roles`], [`config_dir`]).
 
 pub mod agent;
+pub mod asking;
 pub mod attempts;
 pub mod breaker;
 pub mod classify;
@@ -40,6 +44,7 @@ pub mod config;
 pub mod config_dir;
 pub mod event;
 pub mod gate;
+pub mod inbox;
 pub mod integrate;
 pub mod interrupt;
 pub mod journal;

@@ -386,6 +386,22 @@ impl Notifier {
                 .with("spent_usd", json!(spent_usd))
                 .with("max_usd", json!(max_usd))
             }
+            Event::Asked {
+                task,
+                question,
+                work,
+            } => {
+                let first = question.lines().next().unwrap_or_default();
+                Notice::new(
+                    Kind::QuestionAsked,
+                    Some(task),
+                    agent,
+                    format!("`{task}` asks: {first} (farm answer {task} TEXT)"),
+                )
+                .with("question", json!(question))
+                .with("answer_with", json!(format!("farm answer {task} TEXT")))
+                .with("work", json!(work))
+            }
             Event::RunEnd {
                 sessions,
                 done,
@@ -693,6 +709,22 @@ mod tests {
         );
         assert_eq!(notice.more["summary"]["done"], 2);
         assert_eq!(notice.agent, None);
+        let asked = Event::Asked {
+            task: "q".into(),
+            question: "Tabs or spaces?\nThe guide is silent.".into(),
+            work: Some("farm/rescue/q/n1".into()),
+        };
+        let notice = n.notice_of("a", &asked, at(0)).unwrap();
+        assert_eq!(notice.event, Kind::QuestionAsked);
+        assert_eq!(
+            notice.text,
+            "`q` asks: Tabs or spaces? (farm answer q TEXT)"
+        );
+        assert_eq!(
+            notice.more["question"],
+            "Tabs or spaces?\nThe guide is silent."
+        );
+        assert_eq!(notice.more["work"], "farm/rescue/q/n1");
         // Everything else says nothing.
         assert_eq!(
             n.notice_of("a", &Event::Done { task: "t".into() }, at(0)),

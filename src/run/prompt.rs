@@ -81,13 +81,19 @@ pub fn earlier_work(earlier: &[crate::run::clone::Earlier], branch: &str) -> Str
     text
 }
 
-/// Split a task body into its description and the notes farm appended after
-/// failed attempts (everything from the first `## Attempt ` heading on).
+/// Split a task body into its description and the notes farm appended
+/// after failed attempts and questions asked (everything from the first
+/// `## Attempt ` or `## Question ` heading on).
 pub fn split_notes(body: &str) -> (&str, &str) {
-    if body.starts_with("## Attempt ") {
+    let headings = ["## Attempt ", "## Question "];
+    if headings.iter().any(|h| body.starts_with(h)) {
         return ("", body);
     }
-    match body.find("\n## Attempt ") {
+    match headings
+        .iter()
+        .filter_map(|h| body.find(&format!("\n{h}")))
+        .min()
+    {
         Some(i) => (&body[..i + 1], &body[i + 1..]),
         None => (body, ""),
     }
@@ -119,6 +125,7 @@ mod tests {
             "conflicts",
             "progress",
             "role",
+            "messages",
         ];
         let vars: Vec<(&str, &str)> = keys.iter().map(|k| (*k, "X")).collect();
         for t in [PROMPT, MERGE] {
@@ -138,6 +145,14 @@ mod tests {
         assert_eq!(
             split_notes("## Attempt 1 — x\n"),
             ("", "## Attempt 1 — x\n")
+        );
+        let asked = "Do it.\n\n## Question — asked by a\n\n## Attempt 1 — x\n";
+        assert_eq!(
+            split_notes(asked),
+            (
+                "Do it.\n\n",
+                "## Question — asked by a\n\n## Attempt 1 — x\n"
+            )
         );
     }
 }

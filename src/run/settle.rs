@@ -133,9 +133,12 @@ pub(super) fn finish(turn: Turn<'_>, ran: Ran) -> Result<End, Error> {
     // under it (a reset to the root, say) would rebase into a board holding
     // the task twice, or be rejected push after push.
     let descends = clone.descends_from(&ran.base)?;
+    // A question asked (`FARM_ASK`): the task is not done, whatever the
+    // exit said.
+    let asked = crate::run::asking::read(clone.dir(), &task.id);
     // What the agent left uncommitted is committed: with the move to done
     // when it succeeded (one commit), on its own otherwise (to be rescued).
-    if ran.class == Class::Success && !ran.lost && descends {
+    if ran.class == Class::Success && !ran.lost && descends && asked.is_none() {
         clone.mark_done(task, name, ran.attempt, &ran.log)?;
     } else {
         clone.commit_leftovers(name, task.id.as_str())?;
@@ -163,6 +166,7 @@ pub(super) fn finish(turn: Turn<'_>, ran: Ran) -> Result<End, Error> {
         unstarted,
         descends,
         said: &said,
+        asked: asked.as_deref(),
     });
     Settling {
         turn,
@@ -193,6 +197,8 @@ pub(super) struct Facts<'a> {
     pub(super) descends: bool,
     /// `, saying <the log's last line>`, or nothing.
     pub(super) said: &'a str,
+    /// The question it asked (`FARM_ASK`), if it asked one.
+    pub(super) asked: Option<&'a str>,
 }
 
 /// What comes after a session, or after integrating its work.
@@ -228,6 +234,9 @@ pub(super) enum Step {
     /// The task was settled by someone else meanwhile (it is in `place` on
     /// the branch): rescue the work, count nothing.
     Elsewhere(Place),
+    /// The session asked this question: rescue the work, put the question
+    /// on the board (the task waits for an answer), count nothing.
+    Ask(String),
 }
 
 impl Step {
@@ -246,6 +255,13 @@ impl Step {
 pub(super) fn decide(f: &Facts<'_>) -> Step {
     if f.lost {
         return Step::Lose("the claim was taken away while the session ran".into());
+    }
+    // A question is the session's last word, unless the run stopped it
+    // before it could be sure of it.
+    if let Some(q) = f.asked
+        && !matches!(f.outcome, Outcome::Interrupted)
+    {
+        return Step::Ask(q.to_owned());
     }
     match &f.unstarted {
         // Maybe this task's own doing (a prompt too long for an argument):
@@ -457,6 +473,20 @@ impl Settling<'_> {
                     rescued: self.rescue(&format!("{what} elsewhere"))?,
                 }
             }
+            Step::Ask(question) => {
+                let rescued = self.rescue("the session asked a question")?;
+                let work = format!("farm/rescue/{id}/{}", self.nonce);
+                let recorded = crate::run::asking::record(
+                    self.turn,
+                    &question,
+                    rescued.then_some(work.as_str()),
+                    Some(&self.log),
+                )?;
+                match recorded {
+                    Recorded::Pushed | Recorded::Gone => End::Rescued { rescued },
+                    Recorded::Lost => End::Lost { rescued },
+                }
+            }
             Step::Fail {
                 rescue,
                 note,
@@ -578,7 +608,27 @@ mod tests {
             unstarted: None,
             descends: true,
             said: "",
+            asked: None,
         }
+    }
+
+    #[test]
+    fn a_question_waits_whatever_the_exit_but_not_over_a_lost_claim_or_a_stop() {
+        for outcome in [Outcome::Success, Outcome::Failed { code: 1 }] {
+            let f = Facts {
+                asked: Some("Tabs?"),
+                descends: false,
+                ..facts(&outcome)
+            };
+            assert_eq!(decide(&f), Step::Ask("Tabs?".into()));
+            let lost = Facts { lost: true, ..f };
+            assert!(matches!(decide(&lost), Step::Lose(_)));
+        }
+        let stopped = Facts {
+            asked: Some("Tabs?"),
+            ..facts(&Outcome::Interrupted)
+        };
+        assert!(matches!(decide(&stopped), Step::Stop(_)));
     }
 
     #[test]

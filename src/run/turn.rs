@@ -116,7 +116,8 @@ impl Ran {
 
 /// Announce the claim, render the prompt and run the session in `clone`;
 /// what it left, classified.
-pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
+/// `messages` is the prompt's section of the messages the agent took.
+pub(super) fn session(turn: Turn<'_>, messages: &str) -> Result<Ran, Error> {
     let Turn {
         run,
         clone,
@@ -149,7 +150,7 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
 
     let chosen = crate::git::rescue::chosen_in(&task.body);
     let earlier = clone.earlier_work(&run.hub, &task.id, &chosen);
-    let text = render_prompt(turn, attempt, &earlier);
+    let text = render_prompt(turn, attempt, &earlier, messages);
     let timeout = task.timeout.unwrap_or(run.config.timeout);
     run.detail(
         name,
@@ -221,8 +222,9 @@ pub(super) fn session(turn: Turn<'_>) -> Result<Ran, Error> {
 
 /// The prompt of `turn`'s session: the role's template (or the clone's
 /// `templates/prompt.md`, or farm's own) with the task, its attempt, the
-/// notes of earlier attempts and where their work is (`earlier`).
-fn render_prompt(turn: Turn<'_>, attempt: u32, earlier: &[Earlier]) -> String {
+/// notes of earlier attempts and where their work is (`earlier`), and the
+/// messages the agent took (`messages`).
+fn render_prompt(turn: Turn<'_>, attempt: u32, earlier: &[Earlier], messages: &str) -> String {
     let Turn {
         run,
         clone,
@@ -235,6 +237,12 @@ fn render_prompt(turn: Turn<'_>, attempt: u32, earlier: &[Earlier]) -> String {
     let (description, notes) = prompt::split_notes(&task.body);
     let mut notes = if notes.is_empty() {
         String::new()
+    } else if notes.contains(crate::board::question::QUESTION) {
+        // Questions asked and answered, with where the asking session's
+        // work is now.
+        let offered: Vec<&str> = earlier.iter().map(|e| e.branch.as_str()).collect();
+        let work = crate::run::asking::earlier_work(clone, &task.body, &offered);
+        format!("\n# Notes from earlier sessions\n\n{notes}{work}\n")
     } else {
         format!("\n# Notes from earlier attempts\n\n{notes}\n")
     };
@@ -254,9 +262,17 @@ fn render_prompt(turn: Turn<'_>, attempt: u32, earlier: &[Earlier]) -> String {
         .and_then(|r| r.prompt.as_deref())
         .and_then(|path| std::fs::read_to_string(clone.dir().join(path)).ok())
         .unwrap_or_else(|| prompt::template(clone.dir(), "prompt.md", prompt::PROMPT));
+    // A template of the repository's own that has no place for messages
+    // gets them first: words from a person are never dropped.
+    let template = if messages.is_empty() || template.contains("{{messages}}") {
+        template
+    } else {
+        format!("{{{{messages}}}}\n{template}")
+    };
     prompt::render(
         &template,
         &[
+            ("messages", messages),
             ("role", role.map_or("", |r| r.name.as_str())),
             ("progress", &progress),
             ("task", id),
@@ -292,7 +308,9 @@ pub(super) fn supervise(
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
     }
+    let ask = crate::run::asking::prepare(clone.dir(), &held.claim().task)?;
     let mut env = vec![
+        ("FARM_ASK", ask.display().to_string()),
         ("FARM_TASK", held.claim().task.to_string()),
         ("FARM_AGENT", name.to_owned()),
         ("FARM_HUB", run.hub.url.clone()),

@@ -170,6 +170,11 @@ impl Farm {
         Farm { cmd }
     }
 
+    pub fn arg(mut self, a: impl AsRef<std::ffi::OsStr>) -> Farm {
+        self.cmd.arg(a);
+        self
+    }
+
     pub fn env(mut self, k: &str, v: impl AsRef<std::ffi::OsStr>) -> Farm {
         self.cmd.env(k, v);
         self

@@ -352,6 +352,10 @@ macro_rules! contract {
             fn the_protocol_is_raised_and_never_lowered() {
                 with_store(super::the_protocol_is_raised_and_never_lowered);
             }
+            #[test]
+            fn side_files_are_created_once_and_are_no_claims() {
+                with_hub(super::side_files_are_created_once_and_are_no_claims);
+            }
             $($(
                 #[test]
                 fn $hub_test() {
@@ -437,6 +441,67 @@ pub fn notices_are_kept_replaced_withdrawn_and_no_claims(store: &dyn ClaimStore)
     assert_eq!(store.notices(true).unwrap().len(), 2);
     let names: Vec<_> = store.list().unwrap().into_iter().map(|l| l.name).collect();
     assert_eq!(names, ["t"]);
+}
+
+/// Messages' files beside the claims (`farm say`): of stores racing to
+/// create one receipt (rounds of six, each store its own, as farms on
+/// several machines), exactly one does, and its bytes are what is read;
+/// what exists is not created again; removing takes them away; none is a
+/// claim.
+pub fn side_files_are_created_once_and_are_no_claims(hub: &Hub) {
+    let store = hub.store();
+    won(store.try_claim(claim("t", "alice", None), false).unwrap());
+    let message = (".msg.0a1b2c3d".to_owned(), b"to = \"all\"\n".to_vec());
+    assert_eq!(
+        store
+            .create_side(std::slice::from_ref(&message), "test")
+            .unwrap(),
+        vec![message.0.clone()]
+    );
+    for round in 1..=3 {
+        let name = format!(".msg.0a1b2c3d.read.agent-{round}");
+        let stores: Vec<Box<dyn ClaimStore>> = (0..6).map(|_| hub.store()).collect();
+        let winners: Vec<usize> = std::thread::scope(|s| {
+            let racers: Vec<_> = stores
+                .iter()
+                .enumerate()
+                .map(|(i, st)| {
+                    let name = &name;
+                    s.spawn(move || {
+                        let file = (name.clone(), format!("host = \"h{i}\"\n").into_bytes());
+                        st.create_side(&[file], "race").unwrap()
+                    })
+                })
+                .collect();
+            racers
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, r)| (!r.join().unwrap().is_empty()).then_some(i))
+                .collect()
+        });
+        assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
+        let files = store.side_files(".msg.", true).unwrap();
+        let text = &files.iter().find(|(n, _)| *n == name).unwrap().1;
+        assert_eq!(
+            String::from_utf8_lossy(text),
+            format!("host = \"h{}\"\n", winners[0])
+        );
+    }
+    assert_eq!(
+        store
+            .create_side(std::slice::from_ref(&message), "again")
+            .unwrap(),
+        Vec::<String>::new()
+    );
+    let files = store.side_files(".msg.", true).unwrap();
+    assert_eq!(files.len(), 4, "{files:?}");
+    assert_eq!(files[0], message);
+    let names: Vec<_> = store.list().unwrap().into_iter().map(|l| l.name).collect();
+    assert_eq!(names, ["t"]);
+    let all: Vec<String> = files.into_iter().map(|(n, _)| n).collect();
+    assert_eq!(store.remove_side(&all, "withdrawn").unwrap(), 4);
+    assert_eq!(store.side_files(".msg.", true).unwrap(), []);
+    assert_eq!(store.remove_side(&all, "again").unwrap(), 0);
 }
 
 /// The merge queue's line beside the claims (a hub elsewhere): of farms

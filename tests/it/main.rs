@@ -1,5 +1,6 @@
 //! Integration tests: the real `farm` binary and the library's stores.
 
+mod ask;
 mod blackhole;
 mod board_guard;
 mod chaos;
@@ -27,6 +28,7 @@ mod report;
 mod rescue;
 mod run;
 mod sandbox;
+mod say;
 mod schedules;
 mod servers;
 mod settings;

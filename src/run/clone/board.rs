@@ -50,8 +50,8 @@ impl PrivateClone {
 
     /// The task as it is on the hub's branch now, with the clone reset to
     /// it — a clean slate for the session; `None` when it is not ready
-    /// there: no longer pending, or waiting for a task that is not done on
-    /// the branch yet. (A hub's work tree shows a push before its branch
+    /// there: no longer pending, waiting for a task that is not done on the
+    /// branch yet, or for the answer to a question. (A hub's work tree shows a push before its branch
     /// does: receive-pack updates the files, then the ref.)
     pub fn fresh_task(&self, hub: &Hub, id: &crate::names::TaskId) -> Result<Option<Task>, Error> {
         self.sync(hub)?;
@@ -61,10 +61,12 @@ impl PrivateClone {
         let Ok(task) = board::parse(id.clone(), &text) else {
             return Ok(None);
         };
-        let ready = task
-            .after
-            .iter()
-            .all(|dep| self.dir().join(board::paths::done(dep)).is_file());
+        // A question asked meanwhile (`farm answer` not given yet) holds it.
+        let ready = task.asked.is_none()
+            && task
+                .after
+                .iter()
+                .all(|dep| self.dir().join(board::paths::done(dep)).is_file());
         Ok(ready.then_some(task))
     }
 
