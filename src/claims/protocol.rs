@@ -10,7 +10,10 @@
 //!
 //! 1. Claims, notices, rescue branches.
 //! 2. The merge queue across machines: a line beside the claims, candidates
-//!    and their results under `refs/farm/queue/`.
+//!    and their results under `refs/farm/queue/`. Messages beside the claims
+//!    (`.msg.*`, read once by each agent), and tasks that wait for an answer
+//!    (`asked` in a task's front matter): a farm that knows neither would
+//!    leave the one unread and take the other for an invalid task.
 
 use crate::claims::ClaimStore;
 use crate::error::Error;
