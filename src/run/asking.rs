@@ -12,84 +12,20 @@
 //! farm fetches that branch into its clone (`origin/farm/rescue/…`), and
 //! the prompt says where it is: the session merges, picks or drops it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::SystemTime;
 
-use crate::board::question::{self, MAX_TEXT};
+use crate::board::question;
 use crate::claims::host::Here;
 use crate::claims::record::timestamp;
 use crate::error::Error;
-use crate::names::TaskId;
 use crate::run::attempts::{Recorded, edit_task};
 use crate::run::clone::PrivateClone;
 use crate::run::event::Event;
+use crate::run::question_file::{forget, leftovers};
 use crate::run::slot::Slot;
 use crate::run::state::Run;
 use crate::run::turn::{Turn, claim, reap};
-
-/// Where the sessions of `clone` write their questions.
-fn ask_dir(clone: &Path) -> PathBuf {
-    clone.join(".git").join("farm").join("ask")
-}
-
-/// The file a session of `clone` on task `id` may write its question into:
-/// named after the task, so that a question a killed farm left behind
-/// still says whose it is.
-pub fn ask_file(clone: &Path, id: &TaskId) -> PathBuf {
-    ask_dir(clone).join(format!("{id}.md"))
-}
-
-/// Make way for a session's question on `id`: no earlier one left (those a
-/// killed farm left were put on the board when the agent began:
-/// [`leftovers`]), the directory there.
-pub fn prepare(clone: &Path, id: &TaskId) -> Result<PathBuf, Error> {
-    let dir = ask_dir(clone);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
-    Ok(ask_file(clone, id))
-}
-
-/// The questions a farm killed after its session asked, and before the
-/// board had them, left in `clone`: (task, question).
-pub fn leftovers(clone: &Path) -> Vec<(TaskId, String)> {
-    let Ok(entries) = std::fs::read_dir(ask_dir(clone)) else {
-        return Vec::new();
-    };
-    let mut out: Vec<(TaskId, String)> = entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name();
-            let id = TaskId::parse(name.to_str()?.strip_suffix(".md")?).ok()?;
-            let question = read(clone, &id)?;
-            Some((id, question))
-        })
-        .collect();
-    out.sort();
-    out
-}
-
-/// The question the session in `clone` on `id` wrote, if any: its text,
-/// trimmed, cut to [`MAX_TEXT`] bytes (on a character boundary). An empty
-/// file asks nothing.
-pub fn read(clone: &Path, id: &TaskId) -> Option<String> {
-    let bytes = std::fs::read(ask_file(clone, id)).ok()?;
-    let text = String::from_utf8_lossy(&bytes);
-    let text = text.trim();
-    if text.is_empty() {
-        return None;
-    }
-    let mut end = text.len().min(MAX_TEXT);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    Some(text[..end].to_owned())
-}
-
-/// The question is on the board now (or never will be): the file goes.
-pub fn forget(clone: &Path, id: &TaskId) {
-    let _ = std::fs::remove_file(ask_file(clone, id));
-}
 
 /// Put the question of `turn`'s session on the board (its work kept on
 /// `work`, the rescue branch, if there was any): the task waits.
@@ -192,56 +128,4 @@ pub(super) fn recover(
         run.wake_all();
     }
     Ok(())
-}
-
-/// The prompt's paragraph on the work of the session that asked `task`'s
-/// last question, fetched into `clone` as `origin/<branch>`; nothing when
-/// the task has no question with work kept, or when that branch is among
-/// the earlier work the prompt offers already (`offered`: the task's own
-/// rescue branches are; the branch a killed farm's clone rescued is not).
-pub(super) fn earlier_work(clone: &PrivateClone, body: &str, offered: &[&str]) -> String {
-    let Some(branch) = question::last_work(body) else {
-        return String::new();
-    };
-    if offered.contains(&branch.as_str()) {
-        return String::new();
-    }
-    match clone.fetch(&branch) {
-        Ok(()) => format!(
-            "\nThe session that asked the last question left its commits on \
-             `origin/{branch}` in this repository (`git log -p origin/{branch}`): \
-             merge or cherry-pick what still holds after the answer, or start afresh.\n"
-        ),
-        Err(_) => format!(
-            "\nThe session that asked the last question left its commits on the \
-             hub's branch `{branch}`; it could not be fetched here.\n"
-        ),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_question_is_read_trimmed_and_an_empty_file_asks_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join(".git")).unwrap();
-        let (a, b) = (TaskId::parse("a").unwrap(), TaskId::parse("b").unwrap());
-        let file = prepare(dir.path(), &a).unwrap();
-        assert_eq!(read(dir.path(), &a), None);
-        std::fs::write(&file, "  \n").unwrap();
-        assert_eq!(read(dir.path(), &a), None);
-        assert_eq!(leftovers(dir.path()), []);
-        std::fs::write(&file, "\nTabs or spaces?\n").unwrap();
-        assert_eq!(read(dir.path(), &a).as_deref(), Some("Tabs or spaces?"));
-        assert_eq!(
-            leftovers(dir.path()),
-            [(a.clone(), "Tabs or spaces?".to_owned())]
-        );
-        std::fs::write(&file, "é".repeat(MAX_TEXT)).unwrap();
-        assert_eq!(read(dir.path(), &a).unwrap().len(), MAX_TEXT);
-        let other = prepare(dir.path(), &b).unwrap();
-        assert!(!file.exists() && !other.exists());
-    }
 }

@@ -13,20 +13,20 @@
 //!   decided then done; a failed attempt noted on the board; a question
 //!   asked, the task waiting for its answer;
 //! - [`integrate`], [`speculate`], [`gate`], [`landing`], [`progress`]:
-//!   bringing the work onto the branch, tested (in the merge queue, on a
-//!   hub of this machine), within what a session may change;
-//! - [`queue`]: the merge queue's line on the hub, one locked file a
-//!   change;
+//!   bringing the work onto the branch, tested (in the merge queue),
+//!   within what a session may change;
+//! - [`queue`]: the merge queue's line on the hub: one locked file a change
+//!   on a hub of this machine, one file beside the claims elsewhere;
 //! - [`turn`], [`slot`], [`interrupt`]: one claimed task's session, the
 //!   agent's one-session-at-a-time slot, and what cuts a turn short (the
 //!   claim lost, the run killed) with the heartbeat that keeps it alive;
 //! - [`inbox`]: the messages of `farm say` an agent takes before it scans
 //!   the board, held for its next session's prompt;
 //! - [`clone`], [`session`], [`sandbox`], [`watch`], [`classify`],
-//!   [`limits`], [`usage`], [`prompt`], [`journal`], [`event`]: the private
-//!   clone, one process of the agent CLI and the sandbox it runs in,
-//!   reading its log, what it cost, and the journal of what happened, one
-//!   typed event a line;
+//!   [`limits`], [`usage`], [`prompt`], [`question_file`], [`journal`],
+//!   [`event`]: the private clone, one process of the agent CLI and the
+//!   sandbox it runs in, reading its log, what it cost, the question it
+//!   may leave, and the journal of what happened, one typed event a line;
 //! - [`notify`]: telling a person what needs them (`[notify]`), off the
 //!   loops' threads;
 //! - [`upkeep`]: keeping the hub, the clones and the claims cache packed,
@@ -54,6 +54,7 @@ pub mod notify;
 pub mod presets;
 pub mod progress;
 pub mod prompt;
+pub mod question_file;
 pub mod queue;
 pub mod roles;
 pub mod sandbox;

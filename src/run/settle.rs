@@ -135,7 +135,7 @@ pub(super) fn finish(turn: Turn<'_>, ran: Ran) -> Result<End, Error> {
     let descends = clone.descends_from(&ran.base)?;
     // A question asked (`FARM_ASK`): the task is not done, whatever the
     // exit said.
-    let asked = crate::run::asking::read(clone.dir(), &task.id);
+    let asked = crate::run::question_file::read(clone.dir(), &task.id);
     // What the agent left uncommitted is committed: with the move to done
     // when it succeeded (one commit), on its own otherwise (to be rescued).
     if ran.class == Class::Success && !ran.lost && descends && asked.is_none() {

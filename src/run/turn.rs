@@ -241,7 +241,7 @@ fn render_prompt(turn: Turn<'_>, attempt: u32, earlier: &[Earlier], messages: &s
         // Questions asked and answered, with where the asking session's
         // work is now.
         let offered: Vec<&str> = earlier.iter().map(|e| e.branch.as_str()).collect();
-        let work = crate::run::asking::earlier_work(clone, &task.body, &offered);
+        let work = crate::run::question_file::earlier_work(clone, &task.body, &offered);
         format!("\n# Notes from earlier sessions\n\n{notes}{work}\n")
     } else {
         format!("\n# Notes from earlier attempts\n\n{notes}\n")
@@ -308,7 +308,7 @@ pub(super) fn supervise(
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
     }
-    let ask = crate::run::asking::prepare(clone.dir(), &held.claim().task)?;
+    let ask = crate::run::question_file::prepare(clone.dir(), &held.claim().task)?;
     let mut env = vec![
         ("FARM_ASK", ask.display().to_string()),
         ("FARM_TASK", held.claim().task.to_string()),
