@@ -386,6 +386,10 @@ fn tests(
         cut.is_none()
     });
     let secs = started.elapsed().as_secs_f64();
+    run.suite_ms.store(
+        started.elapsed().as_millis().try_into().unwrap_or(u64::MAX),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let (counts, error) = match &ran {
         Ok(Some(ran)) => (Some(ran.report.counts()), None),
         Ok(None) => (None, None),

@@ -91,10 +91,15 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Halt> 
     let mut beat = Heartbeat::new(run, held);
     // With a gate, the work takes a place in the merge queue (see
     // `speculate`) and keeps it until it lands or fails.
-    let queued = Rider::applies(turn);
     let mut rider: Option<Rider<'_>> = None;
     for round in 0..push_rounds(run) {
         beat.due()?;
+        // (Asked each round: on a hub elsewhere the queue applies once the
+        // suite was seen to take long enough, maybe by a round of this.)
+        let queued = Rider::applies(turn);
+        if !queued {
+            rider = None;
+        }
         // Catch up without the lock first, then take the hub's push lock and
         // catch up again only if the branch moved meanwhile: the agents of
         // this host take turns at the push (an agent whose work conflicted

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -78,6 +78,9 @@ pub struct Run {
     pub(super) unstarted: Mutex<Option<crate::names::TaskId>>,
     pub(super) last_start: Mutex<Option<Instant>>,
     pub(super) started: AtomicUsize,
+    /// How long the project's suite took when this run last ran it, in
+    /// milliseconds (0: not yet): whether a merge queue elsewhere pays.
+    pub(super) suite_ms: AtomicU64,
     wake: Arc<Wake>,
     /// Whether a file watcher wakes idle loops (else they poll faster).
     pub(super) watched: AtomicBool,
@@ -170,6 +173,7 @@ impl Run {
             unstarted: Mutex::default(),
             last_start: Mutex::new(None),
             started: AtomicUsize::new(0),
+            suite_ms: AtomicU64::new(0),
             wake: Arc::default(),
             watched: AtomicBool::new(false),
             notifier,
