@@ -588,6 +588,12 @@ impl ClaimStore for FsStore {
     /// Written whole and renamed into place, under the directory's own
     /// lock so that two farms raising it at once keep the higher.
     fn raise_protocol(&self, version: u32) -> Result<u32, StoreError> {
+        // Mostly it says so already: nothing to write, no lock to take.
+        if let Some(now) = self.protocol()?
+            && now >= version
+        {
+            return Ok(now);
+        }
         self.check_dir(true)?;
         let lock_path = self.dir.join(".protocol.lock");
         let lock = fs::OpenOptions::new()

@@ -52,7 +52,13 @@ pub fn writer() -> String {
 /// hub whose farms speak a newer one is refused (exit 2: a loop that
 /// respawns farm stops there).
 pub fn join(store: &dyn ClaimStore) -> Result<(), Error> {
-    let there = store.raise_protocol(PROTOCOL)?;
+    // A hub this farm cannot write (claims it cannot make either) is said
+    // by the claim that fails next, naming what to fix; only a newer
+    // version read is refused here.
+    let there = match store.raise_protocol(PROTOCOL) {
+        Ok(there) => there,
+        Err(_) => store.protocol().ok().flatten().unwrap_or(PROTOCOL),
+    };
     if there > PROTOCOL {
         return Err(Error::usage(format!(
             "the farms on {} speak protocol {there}, this farm ({}) speaks {PROTOCOL}: \
