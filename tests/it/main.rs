@@ -12,6 +12,7 @@ mod death;
 mod everyday;
 mod faults;
 mod fencing;
+mod follow;
 mod hold;
 mod hostile;
 mod input;
