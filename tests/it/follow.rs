@@ -1,5 +1,6 @@
 //! Watching a run as it goes: `farm logs -F` follows an agent from session
-//! to session and ends with its run.
+//! to session and ends with its run; `farm status --watch` says when it last
+//! looked, and that the run ended.
 
 use std::time::Duration;
 
@@ -63,4 +64,43 @@ fn logs_follow_sessions_goes_from_session_to_session_until_the_run_ends() {
     assert!(after.stdout.contains("end f3"), "{after:#?}");
     // -F names whom to follow.
     env.farm(["logs", "-F", "--state-dir", state]).run().code(2);
+}
+
+/// `--watch` redrew the same screen forever: nothing said whether it was
+/// still updating, and after the run ended it went on showing "ended" among
+/// the lines until interrupted. Each frame now says when it was drawn, and
+/// when the run it watched ends, the last frame says so and the watch ends.
+#[test]
+fn status_watch_says_when_it_updated_and_ends_with_the_run() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["w1", "-m", "First"]);
+    add_task(&env, &["w2", "-m", "Second", "--after", "w1"]);
+    let agent = slow_agent(&env);
+    let run = env
+        .farm_git(run_args(&env, &agent, &["--name", "watched"]))
+        .spawn();
+    let state = env.tmp.path().join("state");
+    wait_for(&state.join("logs/watched"));
+    let watch = env
+        .farm(["status", "--watch", "--state-dir", state.to_str().unwrap()])
+        .spawn();
+    Farm::wait_within(run, LIMIT).success();
+    let out = Farm::wait_within(watch, Duration::from_secs(60)).success();
+    let frames: Vec<&str> = out.stdout.split("\x1b[H\x1b[2J").skip(1).collect();
+    assert!(frames.len() >= 2, "{out:#?}");
+    assert!(
+        frames[0].starts_with("updated ") && frames[0].contains(" UTC, every 2s"),
+        "{out:#?}"
+    );
+    let last = frames.last().unwrap();
+    assert!(
+        last.starts_with("updated ")
+            && last
+                .lines()
+                .next()
+                .unwrap()
+                .ends_with("the run ended; nothing more will change"),
+        "{out:#?}"
+    );
+    assert!(last.contains(": ended, started "), "{out:#?}");
 }
