@@ -24,7 +24,10 @@ Examples:
   farm logs vm-2 --pretty   stream-json as turns: text, tool calls, results")]
 pub struct Args {
     /// A task id or an agent name.
-    #[arg(value_name = "TASK|AGENT")]
+    #[arg(
+        value_name = "TASK|AGENT",
+        add = clap_complete::ArgValueCandidates::new(super::completions::log_names)
+    )]
     what: Option<String>,
 
     /// Keep printing what is appended, until interrupted.

@@ -455,49 +455,6 @@ fn help_has_examples() {
     }
 }
 
-/// Completions for every shell clap_complete knows, made from the command
-/// line itself; the bash one is valid bash and completes the subcommands
-/// and a subcommand's flags.
-#[test]
-fn completions_for_each_shell_name_the_commands() {
-    let env = Env::new();
-    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
-        let out = env.farm(["completions", shell]).run().success();
-        for word in ["reap", "locks", "--older-than", "--steer"] {
-            assert!(out.stdout.contains(word), "{shell}: no {word}");
-        }
-    }
-    let script = env.tmp.path().join("farm.bash");
-    std::fs::write(
-        &script,
-        env.farm(["completions", "bash"]).run().success().stdout,
-    )
-    .unwrap();
-    let check = std::process::Command::new("bash")
-        .arg("-n")
-        .arg(&script)
-        .output()
-        .unwrap();
-    assert!(check.status.success(), "{check:?}");
-    // Completing `farm re` in bash offers reap and release.
-    let probe = format!(
-        "source '{}'; COMP_WORDS=(farm re); COMP_CWORD=1; _farm farm re farm; echo \"${{COMPREPLY[*]}}\"",
-        script.display()
-    );
-    let out = std::process::Command::new("bash")
-        .arg("-c")
-        .arg(&probe)
-        .output()
-        .unwrap();
-    let offered = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        offered.contains("reap") && offered.contains("release"),
-        "{offered:?}"
-    );
-    let out = env.farm(["completions", "tcsh"]).run().code(2);
-    assert!(out.stderr.contains("possible values: bash"), "{out:#?}");
-}
-
 /// A manual page for farm and one per command.
 #[test]
 fn man_pages_for_farm_and_each_command() {

@@ -6,6 +6,7 @@ mod board_guard;
 mod chaos;
 mod cli;
 mod common;
+mod completion;
 mod contract;
 mod daemon;
 mod death;
