@@ -66,6 +66,15 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     shell
         .write_registration(VAR, "farm", "farm", "farm", &mut script)
         .map_err(|e| Error::failure(format!("cannot write the script: {e}")))?;
+    if let Shell::Zsh = args.shell {
+        // Installed as `_farm` in $fpath, the script is the body of `_farm`,
+        // run at the first TAB: it defines the completer and names it for
+        // later TABs, and must also complete this one (the first TAB of
+        // every shell offered nothing).
+        script.extend_from_slice(
+            b"\nif [[ \"${funcstack[1]}\" == _farm ]]; then\n    _clap_dynamic_completer_farm \"$@\"\nfi\n",
+        );
+    }
     ctx.out.data(&String::from_utf8_lossy(&script))?;
     Ok(())
 }

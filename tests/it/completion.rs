@@ -162,3 +162,88 @@ fn completions_for_each_shell_call_farm_back() {
     let out = env.farm(["completions", "tcsh"]).run().code(2);
     assert!(out.stderr.contains("possible values: bash"), "{out:#?}");
 }
+
+/// Installed as `farm completions --help` says, `_farm` in `$fpath`, the zsh script is
+/// the body of `_farm`, run at the first TAB: it named its completer for
+/// later TABs and offered nothing at the first one, in every new shell.
+/// A real interactive zsh in tmux, TAB pressed once.
+#[test]
+fn zsh_offers_the_task_ids_at_the_first_tab() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["lexer", "-m", "Write the lexer"]);
+    let home = env.tmp.path();
+    let script = env.farm(["completions", "zsh"]).run().success().stdout;
+    std::fs::create_dir_all(home.join("fpath")).unwrap();
+    std::fs::write(home.join("fpath/_farm"), script).unwrap();
+    std::fs::write(
+        home.join(".zshrc"),
+        format!(
+            "PS1='> '\nexport PATH='{}':$PATH\nfpath=('{}' $fpath)\nautoload -U compinit; compinit -u\n",
+            Path::new(FARM).parent().unwrap().display(),
+            home.join("fpath").display()
+        ),
+    )
+    .unwrap();
+    let socket = home.join("tmux.sock");
+    let tmux = |args: &[&str]| {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(&socket)
+            .args(args)
+            .env("HOME", home)
+            .env("ZDOTDIR", home)
+            .env("FARM_HUB", &env.hub)
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .output()
+    };
+    let installed = |name: &str| {
+        Command::new(name)
+            .arg("-c")
+            .arg("true")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !installed("zsh") || tmux(&["-V"]).is_err() {
+        eprintln!("zsh or tmux is not installed: the first TAB is not tested");
+        return;
+    }
+    let started = tmux(&["new-session", "-d", "-x", "120", "-y", "20", "zsh"]).unwrap();
+    assert!(started.status.success(), "{started:?}");
+    let _server = KillServer(&socket);
+    let screen = || String::from_utf8(tmux(&["capture-pane", "-p"]).unwrap().stdout).unwrap();
+    let wait = |what: &str| {
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_secs(20) {
+            if screen().contains(what) {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        false
+    };
+    // The line is typed, then TAB pressed once zsh shows it: a TAB that
+    // comes with the text may reach zsh before its line editor reads keys.
+    // (The screen comes without trailing blanks: the prompt is `>`.)
+    let ready = wait(">");
+    tmux(&["send-keys", "farm task show "]).unwrap();
+    let typed = wait("> farm task show");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    tmux(&["send-keys", "Tab"]).unwrap();
+    let offered = wait("lexer");
+    let seen = screen();
+    assert!(ready && typed, "zsh did not take the line: {seen}");
+    assert!(offered, "the first TAB offered no task id: {seen}");
+}
+
+/// Ends the tmux server on this socket, however the test ends.
+struct KillServer<'a>(&'a Path);
+
+impl Drop for KillServer<'_> {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-S")
+            .arg(self.0)
+            .arg("kill-server")
+            .output();
+    }
+}
