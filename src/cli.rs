@@ -29,8 +29,8 @@ Examples:
   farm doctor --agent claude             is everything in place for a night
   farm demo                              the whole cycle on a scratch hub
 
-Exit codes: 0 ok, 1 failure, 2 bad usage, 3 held by someone else, 4 not claimed;
-farm run: 5 settled with failed/stuck/invalid tasks, 6 ended with work left.";
+Exit codes: 0 ok, 1 failure, 2 bad usage, 3 held by someone else, 4 not claimed,
+130 interrupted; farm run: 5 settled with failed/stuck/invalid tasks, 6 ended with work left.";
 
 /// farm: run many headless coding agents on one repository, safely.
 ///

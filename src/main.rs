@@ -5,11 +5,15 @@ use std::error::Error as _;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use farm::error::Error;
 use farm::output::{Style, paint};
 
 fn main() -> ExitCode {
+    // Asked by the shell's completion script for the words at a TAB: answer and exit.
+    clap_complete::CompleteEnv::with_factory(farm::cli::Cli::command)
+        .var(farm::commands::completions::VAR)
+        .complete();
     let cli = farm::cli::Cli::parse();
     let e = match farm::run(&cli) {
         Ok(()) => return ExitCode::SUCCESS,

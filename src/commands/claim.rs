@@ -34,7 +34,12 @@ Examples:
 COMMAND sees FARM_TASK, FARM_AGENT, FARM_NONCE and FARM_CLAIM (the claim file).")]
 pub struct Args {
     /// The task(s) to claim.
-    #[arg(required = true, value_name = "TASK", value_parser = TaskId::parse)]
+    #[arg(
+        required = true,
+        value_name = "TASK",
+        value_parser = TaskId::parse,
+        add = clap_complete::ArgValueCandidates::new(crate::commands::completions::task_ids)
+    )]
     tasks: Vec<TaskId>,
 
     /// The agent name recorded in the claim.

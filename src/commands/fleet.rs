@@ -22,7 +22,8 @@ pub struct Whom {
         long,
         value_name = "NAME",
         value_parser = crate::names::parse_agent_name,
-        conflicts_with = "role"
+        conflicts_with = "role",
+        add = clap_complete::ArgValueCandidates::new(crate::commands::completions::agent_names)
     )]
     pub agent: Option<String>,
 

@@ -10,7 +10,8 @@ const LOOP_SH: &str = include_str!("../../loop.sh");
 
 /// Print loop.sh, the overnight wrapper: it runs `farm run` with your
 /// arguments and respawns it after a crash, with backoff; it stops on the
-/// exits that mean done, drained, stopped or bad usage.
+/// exits that mean every task done (0), settled with failures (5), drained
+/// or a limit reached with work left (6), stopped (130) or bad usage (2).
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:

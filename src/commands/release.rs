@@ -21,7 +21,7 @@ Examples:
   farm release parse-if --force     take it from whoever holds it")]
 pub struct Args {
     /// The task whose claim to release.
-    #[arg(value_name = "TASK", value_parser = TaskId::parse)]
+    #[arg(value_name = "TASK", value_parser = TaskId::parse, add = clap_complete::ArgValueCandidates::new(crate::commands::completions::task_ids))]
     task: TaskId,
 
     /// Your agent name: the claim must carry it (and this host's name).

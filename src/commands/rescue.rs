@@ -104,7 +104,7 @@ struct ApplyArgs {
     name: String,
 
     /// The task whose next session starts from it (default: the rescue's own).
-    #[arg(long, value_parser = TaskId::parse)]
+    #[arg(long, value_parser = TaskId::parse, add = clap_complete::ArgValueCandidates::new(crate::commands::completions::task_ids))]
     task: Option<TaskId>,
 
     /// The branch whose board to edit (default: the hub's HEAD branch).

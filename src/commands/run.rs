@@ -51,7 +51,11 @@ its own /tmp and processes; the start-up line says what it hides.
 The session sees FARM_TASK, FARM_AGENT, FARM_HUB, FARM_CLAIM, FARM_ATTEMPT.
 Settings may also come from farm.toml, committed on the hub's branch
 (--branch, else its HEAD branch): read from the branch, not a work tree, so
-bare and URL hubs have settings too (see `farm init`).")]
+bare and URL hubs have settings too (see `farm init`).
+
+Exit: 0 every task done; 5 settled with failed, stuck or invalid tasks; 6 work left
+(drained by farm stop or a first signal, or --until, --max-sessions, --once); 130 stopped
+now; 1 an agent loop failed; 2 bad usage, nothing started.")]
 pub struct Args {
     #[command(flatten)]
     flags: Flags,

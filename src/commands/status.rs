@@ -36,7 +36,8 @@ pub struct Args {
     #[arg(long)]
     json: bool,
 
-    /// Redraw every 2 seconds until interrupted.
+    /// Redraw every 2 seconds, saying when it last did, until interrupted
+    /// or until the run being watched ends.
     #[arg(long, conflicts_with = "json")]
     watch: bool,
 
@@ -46,6 +47,9 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
+    // Whether this watch has seen a run running: once none is, nothing
+    // more will change, and the watch says so and ends.
+    let mut saw_running = false;
     loop {
         let mut journal = String::new();
         let report = gather(ctx, args.last, &mut journal)?;
@@ -55,7 +59,21 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         }
         let text = report.text();
         if args.watch {
-            ctx.out.data(&format!("\x1b[H\x1b[2J{text}"))?;
+            let running = report.runs.iter().any(|(_, alive, _)| *alive);
+            let clock = humantime::format_rfc3339_seconds(report.now).to_string();
+            let clock = clock.get(11..19).unwrap_or(&clock);
+            let head = if running {
+                format!("updated {clock} UTC, every 2s (Ctrl-C to stop)")
+            } else if saw_running {
+                format!("updated {clock} UTC: the run ended; nothing more will change")
+            } else {
+                format!("updated {clock} UTC, every 2s: no run is running (Ctrl-C to stop)")
+            };
+            ctx.out.data(&format!("\x1b[H\x1b[2J{head}\n{text}"))?;
+            if saw_running && !running {
+                return Ok(());
+            }
+            saw_running |= running;
             std::thread::sleep(Duration::from_secs(2));
         } else {
             ctx.out.data(&text)?;

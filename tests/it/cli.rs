@@ -455,49 +455,6 @@ fn help_has_examples() {
     }
 }
 
-/// Completions for every shell clap_complete knows, made from the command
-/// line itself; the bash one is valid bash and completes the subcommands
-/// and a subcommand's flags.
-#[test]
-fn completions_for_each_shell_name_the_commands() {
-    let env = Env::new();
-    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
-        let out = env.farm(["completions", shell]).run().success();
-        for word in ["reap", "locks", "--older-than", "--steer"] {
-            assert!(out.stdout.contains(word), "{shell}: no {word}");
-        }
-    }
-    let script = env.tmp.path().join("farm.bash");
-    std::fs::write(
-        &script,
-        env.farm(["completions", "bash"]).run().success().stdout,
-    )
-    .unwrap();
-    let check = std::process::Command::new("bash")
-        .arg("-n")
-        .arg(&script)
-        .output()
-        .unwrap();
-    assert!(check.status.success(), "{check:?}");
-    // Completing `farm re` in bash offers reap and release.
-    let probe = format!(
-        "source '{}'; COMP_WORDS=(farm re); COMP_CWORD=1; _farm farm re farm; echo \"${{COMPREPLY[*]}}\"",
-        script.display()
-    );
-    let out = std::process::Command::new("bash")
-        .arg("-c")
-        .arg(&probe)
-        .output()
-        .unwrap();
-    let offered = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        offered.contains("reap") && offered.contains("release"),
-        "{offered:?}"
-    );
-    let out = env.farm(["completions", "tcsh"]).run().code(2);
-    assert!(out.stderr.contains("possible values: bash"), "{out:#?}");
-}
-
 /// A manual page for farm and one per command.
 #[test]
 fn man_pages_for_farm_and_each_command() {
@@ -638,4 +595,52 @@ fn farm_prints_the_overnight_wrapper() {
     let env = Env::new();
     let out = env.farm(["loop-script"]).run().success();
     assert_eq!(out.stdout, include_str!("../../loop.sh"));
+}
+
+/// The exit codes the help texts give agree with docs/commands.md: `farm
+/// --help` left out 130, `farm run --help` gave none but 130, and `farm
+/// loop-script --help` left out 5 among the exits the wrapper stops on.
+#[test]
+fn help_texts_give_the_exit_codes_the_docs_give() {
+    let docs =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/commands.md")).unwrap();
+    let section = docs.split("## Exit codes").nth(1).unwrap();
+    let codes: Vec<&str> = section
+        .lines()
+        .filter_map(|l| l.strip_prefix("- ")?.split_whitespace().next())
+        .take_while(|c| c.parse::<u8>().is_ok())
+        .collect();
+    assert_eq!(codes, ["0", "1", "2", "3", "4", "5", "6", "130"]);
+    let env = Env::new();
+    let top = env.farm(["--help"]).run().success().stdout;
+    let line = top[top.find("Exit codes").unwrap()..].replace('\n', " ");
+    for code in &codes {
+        assert!(
+            line.contains(&format!(" {code} ")),
+            "`farm --help` lacks {code}: {line}"
+        );
+    }
+    let run = env.farm(["run", "--help"]).run().success().stdout;
+    for want in [
+        "0 every task done",
+        "5 settled",
+        "6 work left",
+        "130 stopped",
+        "1 an agent loop failed",
+    ] {
+        assert!(
+            run.contains(want),
+            "`farm run --help` lacks {want:?}: {run}"
+        );
+    }
+    let stop = env.farm(["stop", "--help"]).run().success().stdout;
+    assert!(stop.contains("exits 6, work left"), "{stop}");
+    assert!(!stop.contains("exits 0"), "{stop}");
+    let wrapper = env.farm(["loop-script", "--help"]).run().success().stdout;
+    for code in ["0", "5", "6", "130", "2"] {
+        assert!(
+            wrapper.contains(&format!("({code})")),
+            "`farm loop-script --help` lacks {code}: {wrapper}"
+        );
+    }
 }

@@ -27,7 +27,7 @@ Examples:
 
 The notes of earlier attempts stay under the new description.")]
 pub(super) struct EditArgs {
-    #[arg(value_parser = TaskId::parse)]
+    #[arg(value_parser = TaskId::parse, add = clap_complete::ArgValueCandidates::new(crate::commands::completions::task_ids))]
     id: TaskId,
 
     /// The new title (one line).
@@ -44,7 +44,13 @@ pub(super) struct EditArgs {
     priority: Option<i64>,
 
     /// The tasks that must be done first, instead of those it has.
-    #[arg(long, value_name = "ID", num_args = 1.., value_parser = TaskId::parse)]
+    #[arg(
+        long,
+        value_name = "ID",
+        num_args = 1..,
+        value_parser = TaskId::parse,
+        add = clap_complete::ArgValueCandidates::new(crate::commands::completions::task_ids)
+    )]
     after: Option<Vec<TaskId>>,
 
     /// Nothing needs to be done first any more.
@@ -73,7 +79,7 @@ Examples:
   farm task note parse-if -m \"The grammar is in docs/grammar.md; keep the AST types\"
   farm task note parse-if -m - < hints.md")]
 pub(super) struct NoteArgs {
-    #[arg(value_parser = TaskId::parse)]
+    #[arg(value_parser = TaskId::parse, add = clap_complete::ArgValueCandidates::new(crate::commands::completions::task_ids))]
     id: TaskId,
 
     /// The note (markdown; `-` reads it from stdin).

@@ -51,7 +51,7 @@ Examples:
   farm task show parse-if
   farm task show parse-if --json | jq .attempts")]
 struct ShowArgs {
-    #[arg(value_parser = TaskId::parse)]
+    #[arg(value_parser = TaskId::parse, add = clap_complete::ArgValueCandidates::new(crate::commands::completions::task_ids))]
     id: TaskId,
 
     /// Print JSON: {id, place, status, detail, file, title, labels, priority, after, attempts, max_attempts, body}.
@@ -69,7 +69,7 @@ struct ShowArgs {
 Examples:
   farm task retry parse-if")]
 struct OneArgs {
-    #[arg(value_parser = TaskId::parse)]
+    #[arg(value_parser = TaskId::parse, add = clap_complete::ArgValueCandidates::new(crate::commands::completions::task_ids))]
     id: TaskId,
 
     /// The branch whose board to edit (default: the hub's HEAD branch).
@@ -84,7 +84,7 @@ Examples:
   farm task rm parse-if
   farm task rm lexer --force     # even though other tasks come after it")]
 struct RmArgs {
-    #[arg(value_parser = TaskId::parse)]
+    #[arg(value_parser = TaskId::parse, add = clap_complete::ArgValueCandidates::new(crate::commands::completions::task_ids))]
     id: TaskId,
 
     /// Remove it even though pending tasks come after it (they become stuck).
@@ -133,7 +133,13 @@ struct AddArgs {
     title: Option<String>,
 
     /// Tasks that must be done first.
-    #[arg(long, value_name = "ID", num_args = 1.., value_parser = TaskId::parse)]
+    #[arg(
+        long,
+        value_name = "ID",
+        num_args = 1..,
+        value_parser = TaskId::parse,
+        add = clap_complete::ArgValueCandidates::new(crate::commands::completions::task_ids)
+    )]
     after: Vec<TaskId>,
 
     /// What kind of work it is (`test`, `docs`, …): roles pick tasks by label.
