@@ -287,7 +287,7 @@ impl<'a> Rider<'a> {
     /// two fetches, and every change in line of every farm looks.
     fn wait(&self, beat: &mut Heartbeat<'_>) -> Result<(), Halt> {
         let every = self.queue.look_every();
-        if !self.queue.shares_results() {
+        if !self.queue.elsewhere() {
             std::thread::sleep(every);
             return Ok(());
         }
@@ -320,7 +320,7 @@ impl<'a> Rider<'a> {
     /// a change whose farm died, no idle one is left to.
     fn tend(&self, beat: &mut Heartbeat<'_>) -> Result<(), Halt> {
         beat.check()?;
-        if self.queue.shares_results() && self.reaped.get().elapsed() >= REAP_EVERY {
+        if self.queue.elsewhere() && self.reaped.get().elapsed() >= REAP_EVERY {
             self.reaped.set(std::time::Instant::now());
             let _ = crate::run::turn::reap(self.turn.run, self.turn.name);
         }
@@ -490,7 +490,7 @@ impl<'a> Rider<'a> {
         let Some(commit) = &ahead.record.candidate else {
             return Ok(false);
         };
-        if !self.queue.shares_results() {
+        if !self.queue.elsewhere() {
             return Ok(true);
         }
         let Some(refname) = ahead.record.refs.iter().find(|r| !r.ends_with(RESULTS)) else {
@@ -503,7 +503,7 @@ impl<'a> Rider<'a> {
     /// `key`) passed with, on a hub elsewhere: a farm there keeps its own
     /// state, and without them would run the suite on this candidate again.
     fn share_results(&mut self, key: &str) -> Result<(), Halt> {
-        if !self.queue.shares_results() {
+        if !self.queue.elsewhere() {
             return Ok(());
         }
         let turn = self.turn;
@@ -533,7 +533,7 @@ impl<'a> Rider<'a> {
     /// The results the change ahead shared for `on`, its candidate (see
     /// [`Rider::share_results`]), kept here once read.
     fn shared_results(&self, on: &str) -> Result<Option<Results>, Halt> {
-        if !self.queue.shares_results() {
+        if !self.queue.elsewhere() {
             return Ok(None);
         }
         let turn = self.turn;
@@ -581,7 +581,7 @@ impl<'a> Rider<'a> {
         // ref the next reader of the line deletes. (A line elsewhere,
         // where each change of the line is a round trip, goes by the
         // place's prefix instead: see `queue::remote`.)
-        if !self.queue.shares_results() {
+        if !self.queue.elsewhere() {
             self.entry.update(Record {
                 candidate: None,
                 refs,

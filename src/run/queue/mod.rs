@@ -160,9 +160,10 @@ impl<'s> Queue<'s> {
         }
     }
 
-    /// Whether the changes behind must be given a candidate's test results
-    /// through the hub (a farm elsewhere keeps its own state).
-    pub fn shares_results(&self) -> bool {
+    /// Whether the line is kept on a hub elsewhere: what a farm there
+    /// cannot read where it is (a candidate's objects, its test results)
+    /// travels through the hub, and each look at the line is a round trip.
+    pub fn elsewhere(&self) -> bool {
         matches!(self, Queue::Remote(_))
     }
 }
