@@ -151,7 +151,6 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
         ))
     })?;
     let store = ctx.store_of(&spec, &settings)?;
-    crate::claims::protocol::join(&*store)?;
     let names = config.names.clone();
     let jobs = names.len();
     // What no session may see: the hub on this machine, the state directory.
@@ -165,6 +164,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     .collect();
     let (sandbox, said) =
         crate::run::sandbox::prepare(&config.sandbox, &config.argv, &private, &hub.url, &which)?;
+    // Last of the checks, and the first write: nothing is written for a
+    // run that was refused.
+    crate::claims::protocol::join(&*store)?;
     let mut run = Run::new(hub, store, config, state, ctx.out);
     run.sandbox = sandbox;
     let run = run;
