@@ -67,12 +67,10 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Halt> 
     let Turn {
         run,
         clone,
-        name,
         task,
         held,
         ..
     } = turn;
-    let id = task.id.as_str();
     let branch = &run.hub.branch;
     let mut onto = Onto {
         turn,
@@ -154,45 +152,70 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Halt> 
                 verdict => return Ok(Integrated::Gated(verdict)),
             }
         };
-        // The progress document goes in the same push, written over the
-        // branch's own (it comes off again if the push is rejected).
-        let before_progress = match &run.config.progress {
-            Some(path) => Some(progress_commit(turn, path, passed.as_ref())?),
-            None => None,
-        };
-        // Fencing: the store publishes only while the claim is still ours.
-        let pushing = Instant::now();
-        match publish_branch(run, clone, held, lock.as_ref())? {
-            Published::Pushed => {
-                run.detail(
-                    name,
-                    &format!(
-                        "`{id}`: pushed to `{branch}` in {} ms (round {})",
-                        pushing.elapsed().as_millis(),
-                        round + 1
-                    ),
-                );
-                clone.pushed();
-                return Ok(Integrated::Pushed);
-            }
-            Published::Lost(why) => {
-                run.say(name, &format!("`{id}`: not published: {why}"));
-                return Err(Interrupt::Lost(why).into());
-            }
-            Published::Rejected(_) => {
-                drop(lock);
-                if let Some(work) = &before_progress {
-                    clone.move_head(work)?;
-                }
-                run.say(
-                    name,
-                    &format!("`{id}`: push rejected ({branch} moved); integrating again"),
-                );
-                after_rejection(run, round);
-            }
+        if land(turn, passed.as_ref(), lock, round)? {
+            return Ok(Integrated::Pushed);
         }
     }
     Ok(Integrated::Busy)
+}
+
+/// Push the tested work (`passed`, with its progress document) as one
+/// commit: true once it is on the branch, false when the push was rejected
+/// (the branch moved: integrate again). `lock` is the hub's push lock, if
+/// held; it is let go before a rejected round goes on.
+fn land(
+    turn: Turn<'_>,
+    passed: Option<&Passed>,
+    lock: Option<std::fs::File>,
+    round: usize,
+) -> Result<bool, Halt> {
+    let Turn {
+        run,
+        clone,
+        name,
+        task,
+        held,
+        ..
+    } = turn;
+    let (id, branch) = (task.id.as_str(), &run.hub.branch);
+    // The progress document goes in the same push, written over the
+    // branch's own (it comes off again if the push is rejected).
+    let before_progress = match &run.config.progress {
+        Some(path) => Some(progress_commit(turn, path, passed)?),
+        None => None,
+    };
+    // Fencing: the store publishes only while the claim is still ours.
+    let pushing = Instant::now();
+    match publish_branch(run, clone, held, lock.as_ref())? {
+        Published::Pushed => {
+            run.detail(
+                name,
+                &format!(
+                    "`{id}`: pushed to `{branch}` in {} ms (round {})",
+                    pushing.elapsed().as_millis(),
+                    round + 1
+                ),
+            );
+            clone.pushed();
+            Ok(true)
+        }
+        Published::Lost(why) => {
+            run.say(name, &format!("`{id}`: not published: {why}"));
+            Err(Interrupt::Lost(why).into())
+        }
+        Published::Rejected(_) => {
+            drop(lock);
+            if let Some(work) = &before_progress {
+                clone.move_head(work)?;
+            }
+            run.say(
+                name,
+                &format!("`{id}`: push rejected ({branch} moved); integrating again"),
+            );
+            after_rejection(run, round);
+            Ok(false)
+        }
+    }
 }
 
 /// What the merge queue came to for the work, in one round.

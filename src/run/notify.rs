@@ -314,22 +314,7 @@ impl Notifier {
                 attempts,
                 why,
                 gave_up: true,
-            } => {
-                let tried = match (attempt, attempts) {
-                    (Some(a), _) | (None, Some(a)) => format!(
-                        " after {}",
-                        crate::output::count(*a as usize, "attempt", "attempts")
-                    ),
-                    (None, None) => String::new(),
-                };
-                Notice::new(
-                    Kind::TaskFailed,
-                    Some(task),
-                    agent,
-                    format!("`{task}` failed for good{tried} ({why}): moved to tasks/failed/"),
-                )
-                .with("why", json!(why))
-            }
+            } => failed_notice(agent, task, attempt.or(*attempts), why),
             Event::Trip { until, why } => {
                 let until_t = until_of(until)?;
                 if sent.breaker_until.is_some_and(|u| u > now) {
@@ -402,35 +387,7 @@ impl Notifier {
                 .with("answer_with", json!(format!("farm answer {task} TEXT")))
                 .with("work", json!(work))
             }
-            Event::RunEnd {
-                sessions,
-                done,
-                failed,
-                rescued,
-                cost_usd,
-                input_tokens,
-                output_tokens,
-            } => {
-                let cost = cost_usd.map_or(String::new(), |c| format!(", ${c:.2}"));
-                Notice::new(
-                    Kind::RunEnded,
-                    None,
-                    None,
-                    format!(
-                        "farm run ended: {}: {done} done, {}, {rescued} rescued{cost}",
-                        crate::output::count(*sessions, "session", "sessions"),
-                        crate::output::count(*failed, "failed attempt", "failed attempts"),
-                    ),
-                )
-                .with(
-                    "summary",
-                    json!({
-                        "sessions": sessions, "done": done, "failed": failed,
-                        "rescued": rescued, "cost_usd": cost_usd,
-                        "input_tokens": input_tokens, "output_tokens": output_tokens,
-                    }),
-                )
-            }
+            Event::RunEnd { .. } => run_end_notice(event)?,
             _ => return None,
         })
     }
@@ -592,6 +549,58 @@ impl Shared {
             None => code,
         })
     }
+}
+
+/// The notice of a task that failed for good after `attempt` attempts.
+fn failed_notice(agent: Option<&str>, task: &str, attempt: Option<u32>, why: &str) -> Notice {
+    let tried = attempt.map_or(String::new(), |a| {
+        format!(
+            " after {}",
+            crate::output::count(a as usize, "attempt", "attempts")
+        )
+    });
+    Notice::new(
+        Kind::TaskFailed,
+        Some(task),
+        agent,
+        format!("`{task}` failed for good{tried} ({why}): moved to tasks/failed/"),
+    )
+    .with("why", json!(why))
+}
+
+/// The notice of the run's end, with its summary.
+fn run_end_notice(event: &Event<'_>) -> Option<Notice> {
+    let Event::RunEnd {
+        sessions,
+        done,
+        failed,
+        rescued,
+        cost_usd,
+        input_tokens,
+        output_tokens,
+    } = event
+    else {
+        return None;
+    };
+    let cost = cost_usd.map_or(String::new(), |c| format!(", ${c:.2}"));
+    let notice = Notice::new(
+        Kind::RunEnded,
+        None,
+        None,
+        format!(
+            "farm run ended: {}: {done} done, {}, {rescued} rescued{cost}",
+            crate::output::count(*sessions, "session", "sessions"),
+            crate::output::count(*failed, "failed attempt", "failed attempts"),
+        ),
+    );
+    Some(notice.with(
+        "summary",
+        json!({
+            "sessions": sessions, "done": done, "failed": failed,
+            "rescued": rescued, "cost_usd": cost_usd,
+            "input_tokens": input_tokens, "output_tokens": output_tokens,
+        }),
+    ))
 }
 
 #[cfg(test)]

@@ -101,7 +101,7 @@ pub struct Spec<'a> {
     pub via: PromptVia,
     pub prompt_file: &'a Path,
     pub cwd: &'a Path,
-    pub env: &'a [(&'a str, String)],
+    pub env: &'a [(String, String)],
     /// Whether the session is sandboxed: `env` is then its whole
     /// environment, not what is added to farm's own, and `wrap` starts
     /// with bwrap.
@@ -155,7 +155,7 @@ fn header(spec: &Spec<'_>, argv: &[String]) -> String {
     let var = |k: &str| {
         spec.env
             .iter()
-            .find(|(name, _)| *name == k)
+            .find(|(name, _)| name == k)
             .map_or("-", |(_, v)| v.as_str())
     };
     // The prompt is in its own file; here only how long it is.
@@ -483,9 +483,9 @@ mod tests {
         let d = tmp.path();
         let files = Files::of(d);
         let env = [
-            ("FARM_TASK", "t1".to_owned()),
-            ("FARM_ATTEMPT", "2".to_owned()),
-            ("FARM_AGENT", "box".to_owned()),
+            ("FARM_TASK".to_owned(), "t1".to_owned()),
+            ("FARM_ATTEMPT".to_owned(), "2".to_owned()),
+            ("FARM_AGENT".to_owned(), "box".to_owned()),
         ];
         for (script, says, ends) in [
             ("echo hello", "hello\n", "[farm] ended: success after "),

@@ -298,44 +298,13 @@ pub(super) fn supervise(
     // Whatever the session does to the work tree, farm no longer knows it.
     turn.clone.dirty();
     let Turn {
-        run,
-        clone,
-        name,
-        held,
-        ..
+        run, clone, held, ..
     } = turn;
     if let Some(dir) = prompt_file.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
     }
-    let ask = crate::run::question_file::prepare(clone.dir(), &held.claim().task)?;
-    let mut env = vec![
-        ("FARM_ASK", ask.display().to_string()),
-        ("FARM_TASK", held.claim().task.to_string()),
-        ("FARM_AGENT", name.to_owned()),
-        ("FARM_HUB", run.hub.url.clone()),
-        ("FARM_CLAIM", run.store.claim_location(&held.claim().task)),
-        ("FARM_ATTEMPT", held.claim().attempt.to_string()),
-    ];
-    let mut config_dir = None;
-    if let Some(config) = &run.config.agent_config {
-        let dir = config.dir_for(&run.state, name)?;
-        env.push((config.var.as_str(), dir.display().to_string()));
-        config_dir = Some(dir);
-    }
-    let jail = run.sandbox.as_ref().map(|sandbox| {
-        let mut read = clone.borrowed_objects();
-        read.push(prompt_file.to_path_buf());
-        let (mut words, env) = sandbox.confine(clone.dir(), &read, config_dir.as_slice());
-        words.extend(run.config.wrap.iter().cloned());
-        (words, env)
-    });
-    if let Some((_, kept)) = &jail {
-        // farm's own variables last: a kept one of the same name loses.
-        let ours: Vec<(&str, String)> = std::mem::take(&mut env);
-        env.extend(kept.iter().map(|(k, v)| (k.as_str(), v.clone())));
-        env.extend(ours);
-    }
+    let (env, jail) = session_env(turn, prompt_file)?;
     run.stagger_start();
     let started = Instant::now();
     let spec = session::Spec {
@@ -408,6 +377,55 @@ pub(super) fn supervise(
         ran: started.elapsed(),
         retrying: refused.or(watch.retrying),
     })
+}
+
+/// The words that wrap a sandboxed session, and the variables of the
+/// user's environment the sandbox keeps.
+type Jail = (Vec<String>, Env);
+
+/// Environment variables, in the order they are set.
+type Env = Vec<(String, String)>;
+
+/// The environment `turn`'s session starts with and, with a sandbox, its
+/// jail. farm's own variables come last: a kept one of the same name loses.
+fn session_env(turn: Turn<'_>, prompt_file: &Path) -> Result<(Env, Option<Jail>), Error> {
+    let Turn {
+        run,
+        clone,
+        name,
+        held,
+        ..
+    } = turn;
+    let ask = crate::run::question_file::prepare(clone.dir(), &held.claim().task)?;
+    let mut env = vec![
+        ("FARM_ASK".to_owned(), ask.display().to_string()),
+        ("FARM_TASK".to_owned(), held.claim().task.to_string()),
+        ("FARM_AGENT".to_owned(), name.to_owned()),
+        ("FARM_HUB".to_owned(), run.hub.url.clone()),
+        (
+            "FARM_CLAIM".to_owned(),
+            run.store.claim_location(&held.claim().task),
+        ),
+        ("FARM_ATTEMPT".to_owned(), held.claim().attempt.to_string()),
+    ];
+    let mut config_dir = None;
+    if let Some(config) = &run.config.agent_config {
+        let dir = config.dir_for(&run.state, name)?;
+        env.push((config.var.clone(), dir.display().to_string()));
+        config_dir = Some(dir);
+    }
+    let jail = run.sandbox.as_ref().map(|sandbox| {
+        let mut read = clone.borrowed_objects();
+        read.push(prompt_file.to_path_buf());
+        let (mut words, env) = sandbox.confine(clone.dir(), &read, config_dir.as_slice());
+        words.extend(run.config.wrap.iter().cloned());
+        (words, env)
+    });
+    if let Some((_, kept)) = &jail {
+        let ours = std::mem::replace(&mut env, kept.clone());
+        env.extend(ours);
+    }
+    Ok((env, jail))
 }
 
 /// How a supervised session ended.
