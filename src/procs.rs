@@ -153,8 +153,8 @@ impl Tree {
     pub fn signal_tagged(&self, sig: i32, spare: &str) {
         let entry = format!("{TAG_VAR}={}", self.tag).into_bytes();
         for p in processes() {
-            let name = std::fs::read_to_string(format!("/proc/{}/comm", p.pid)).unwrap_or_default();
-            if name.trim_end() != spare && carries(p.pid, &entry) {
+            let name = read_proc(&format!("/proc/{}/comm", p.pid)).unwrap_or_default();
+            if name.trim_ascii_end() != spare.as_bytes() && carries(p.pid, &entry) {
                 // SAFETY: kill(2) with a pid just read; at worst it names a
                 // process that has exited, and the call fails.
                 unsafe { libc::kill(p.pid as i32, sig) };
@@ -176,7 +176,7 @@ impl Tree {
     pub fn kill(&self) {
         match self.kept_group() {
             Some(group) => {
-                sweep_group(None, None, Some(group));
+                sweep_group(None, None, Some(group), None);
             }
             None => self.signal(libc::SIGKILL),
         }
@@ -195,7 +195,13 @@ impl Tree {
         if group.is_none() {
             self.signal(libc::SIGKILL);
         }
-        let killed = sweep_group(Some(&self.tag), Some(&self.dir), group);
+        // Every process given the tag started after the keeper.
+        let since = self
+            .keeper
+            .as_ref()
+            .and_then(|k| live(k.process.id()))
+            .map(|k| k.start);
+        let killed = sweep_group(Some(&self.tag), Some(&self.dir), group, since);
         // Now the keeper, and with it whatever joined the group since.
         self.signal(libc::SIGKILL);
         drop(self.keeper.take());
@@ -219,7 +225,7 @@ struct Keeper {
 impl Keeper {
     fn start(tag: &str) -> Option<Keeper> {
         let (read, write) = std::io::pipe().ok()?;
-        let process = Command::new("sh")
+        let process = Command::new("/bin/sh")
             .args(["-c", KEEPER, "farm-keeper", &format!("{TAG_VAR}={tag}")])
             .env_remove(TAG_VAR)
             // Not in the tree's directory: a sweep by directory must not
@@ -278,12 +284,15 @@ struct Proc {
     pgrp: u32,
     /// It has a controlling terminal: a person's shell or editor, say.
     tty: bool,
+    /// When it started, in clock ticks since boot (field 22 of its stat).
+    start: u64,
 }
 
 /// State and parent of `pid`, from `/proc/<pid>/stat`; `None` when it is
 /// gone or has exited (a zombie writes nothing more).
 fn live(pid: u32) -> Option<Proc> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = read_proc(&format!("/proc/{pid}/stat"))?;
+    let stat = std::str::from_utf8(&stat).ok()?;
     // The command name may hold spaces and parentheses: count from the last `)`.
     let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
     if matches!(fields.next()?, "Z" | "X" | "x") {
@@ -293,12 +302,28 @@ fn live(pid: u32) -> Option<Proc> {
     let pgrp = fields.next()?.parse().ok()?;
     // After the group: the session, the terminal.
     let tty = fields.nth(1)?.parse::<i64>().ok()? != 0;
+    // Then fields 8 to 21, and the start time.
+    let start = fields.nth(22 - 8)?.parse().ok()?;
     Some(Proc {
         pid,
         ppid,
         pgrp,
         tty,
+        start,
     })
+}
+
+/// The whole of a file under `/proc`, read as such files are best read: no
+/// size asked first (they all say 0) and one read of a page where the
+/// contents fit, not a probe of 32 bytes doubling up (a sweep reads
+/// hundreds of them). `None` when it cannot be read.
+pub fn read_proc(path: &str) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = Vec::with_capacity(4096);
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut buf))
+        .ok()?;
+    Some(buf)
 }
 
 fn processes() -> Vec<Proc> {
@@ -312,8 +337,8 @@ fn processes() -> Vec<Proc> {
 }
 
 fn carries(pid: u32, entry: &[u8]) -> bool {
-    std::fs::read(format!("/proc/{pid}/environ"))
-        .is_ok_and(|env| env.split(|b| *b == 0).any(|e| e == entry))
+    read_proc(&format!("/proc/{pid}/environ"))
+        .is_some_and(|env| env.split(|b| *b == 0).any(|e| e == entry))
 }
 
 fn works_in(pid: u32, dir: &Path) -> bool {
@@ -321,9 +346,9 @@ fn works_in(pid: u32, dir: &Path) -> bool {
 }
 
 fn is_git(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| {
-        let c = c.trim_end();
-        c == "git" || c.starts_with("git-")
+    read_proc(&format!("/proc/{pid}/comm")).is_some_and(|c| {
+        let c = c.trim_ascii_end();
+        c == b"git" || c.starts_with(b"git-")
     })
 }
 
@@ -350,12 +375,19 @@ fn own_line() -> BTreeSet<u32> {
 /// until none is left alive (or [`SWEEP_FOR`] has passed). Returns how
 /// many were killed.
 pub fn sweep(tag: Option<&str>, dir: Option<&Path>) -> usize {
-    sweep_group(tag, dir, None)
+    sweep_group(tag, dir, None, None)
 }
 
 /// [`sweep`], and also every member of process group `group` but its
-/// leader.
-fn sweep_group(tag: Option<&str>, dir: Option<&Path>, group: Option<u32>) -> usize {
+/// leader. With `since` (a start time, as [`Proc::start`]), the tag is
+/// looked for only in processes started since: one that began before the
+/// tag was made cannot have been given it.
+fn sweep_group(
+    tag: Option<&str>,
+    dir: Option<&Path>,
+    group: Option<u32>,
+    since: Option<u64>,
+) -> usize {
     let entry = tag.map(|t| format!("{TAG_VAR}={t}").into_bytes());
     let dir = dir.map(|d| d.canonicalize().unwrap_or_else(|_| d.to_path_buf()));
     let me = std::process::id();
@@ -363,9 +395,10 @@ fn sweep_group(tag: Option<&str>, dir: Option<&Path>, group: Option<u32>) -> usi
     let mut killed = BTreeSet::new();
     let until = Instant::now() + SWEEP_FOR;
     loop {
+        // Not the kernel's own threads either: kthreadd and its children.
         let all: Vec<Proc> = processes()
             .into_iter()
-            .filter(|p| !spared.contains(&p.pid))
+            .filter(|p| !spared.contains(&p.pid) && p.pid != 2 && p.ppid != 2)
             .collect();
         // git's own helpers run under a shell it started (`sh -c
         // git-receive-pack …` for a push to a path): such a shell, left in a
@@ -404,7 +437,9 @@ fn sweep_group(tag: Option<&str>, dir: Option<&Path>, group: Option<u32>) -> usi
             .iter()
             .filter(|p| {
                 group.is_some_and(|g| p.pgrp == g && p.pid != g)
-                    || entry.as_deref().is_some_and(|e| carries(p.pid, e))
+                    || entry
+                        .as_deref()
+                        .is_some_and(|e| since.is_none_or(|s| p.start >= s) && carries(p.pid, e))
                     || dir.as_deref().is_some_and(|d| {
                         p.ppid != me
                             && !p.tty
@@ -597,5 +632,16 @@ mod tests {
             gone_soon(escapee),
             "the escapee ({escapee}) outlived its tree"
         );
+    }
+
+    /// A sweep looks for the tag only in processes started since the
+    /// keeper: the start time it reads must be the kernel's (field 22),
+    /// or a tagged escapee would be passed over.
+    #[test]
+    fn a_process_start_is_read_from_field_22() {
+        let me = std::process::id();
+        let start = live(me).unwrap().start;
+        assert_eq!(Some(start), crate::claims::host::process_start(me));
+        assert!(start > 0);
     }
 }

@@ -67,8 +67,8 @@ fn boot_id() -> String {
 ///
 /// The value is only compared with itself, never converted to a wall time.
 pub fn process_start(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_start_time(&stat)
+    let stat = crate::procs::read_proc(&format!("/proc/{pid}/stat"))?;
+    parse_start_time(std::str::from_utf8(&stat).ok()?)
 }
 
 /// This process's own start time.
