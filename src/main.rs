@@ -10,6 +10,7 @@ use farm::error::Error;
 use farm::output::{Style, paint};
 
 fn main() -> ExitCode {
+    farm::git::cache_trees();
     // Asked by the shell's completion script for the words at a TAB: answer and exit.
     clap_complete::CompleteEnv::with_factory(farm::cli::Cli::command)
         .var(farm::commands::completions::VAR)

@@ -13,3 +13,25 @@ pub mod scratch;
 pub mod tree_merge;
 pub mod watchdog;
 pub mod workdir;
+
+/// A tree libgit2 may keep parsed in memory: up to 2 MiB (its default is
+/// 4 KiB). `tasks/` and `tasks/done/` hold an entry a task, ~190 KB on a
+/// board of 5,000, and a task reads the same few versions of them again and
+/// again (staging, the done commit, the replay, the landing checks): above
+/// 4 KiB each read inflated and parsed the whole tree anew.
+const TREE_CACHE_LIMIT: usize = 2 << 20;
+
+/// What libgit2 keeps cached in all, across repositories (its default is
+/// 256 MiB): the supervisor of a night's agents stays small.
+const CACHE_MAX: isize = 32 << 20;
+
+/// Set libgit2's object cache for farm's work (see [`TREE_CACHE_LIMIT`]).
+/// Call it first thing in `main`, before any thread starts.
+pub fn cache_trees() {
+    // SAFETY: libgit2's global options, set before any thread exists (the
+    // only caller is `main`, first thing).
+    unsafe {
+        let _ = git2::opts::set_cache_object_limit(git2::ObjectType::Tree, TREE_CACHE_LIMIT);
+        let _ = git2::opts::set_cache_max_size(CACHE_MAX);
+    }
+}

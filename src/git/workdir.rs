@@ -126,6 +126,12 @@ impl Workdir {
         }))
     }
 
+    /// The repository, to read objects from: its cache of trees outlives
+    /// one read (see [`crate::git::cache_trees`]).
+    pub fn repo(&self) -> &Repository {
+        &self.repo
+    }
+
     /// Stage everything, as `git add --all`: new files (not ignored ones),
     /// changes and deletions. Returns the paths that now differ from HEAD.
     pub fn stage_all(&self) -> Result<Vec<String>, git2::Error> {

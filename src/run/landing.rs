@@ -166,8 +166,7 @@ pub(super) fn refused(
     head: &str,
     own: &TaskId,
 ) -> Result<Vec<Refused>, Error> {
-    let read = || -> Result<Vec<Refused>, git2::Error> {
-        let repo = git2::Repository::open(clone.dir())?;
+    let read = |repo: &git2::Repository| -> Result<Vec<Refused>, git2::Error> {
         let tree = |rev: &str| repo.find_commit(git2::Oid::from_str(rev)?)?.tree();
         let (from, to) = (tree(onto)?, tree(head)?);
         let diff = repo.diff_tree_to_tree(Some(&from), Some(&to), None)?;
@@ -188,7 +187,7 @@ pub(super) fn refused(
         let base = tree(base)?;
         let on_branch = |id: &str| Place::ALL.iter().any(|p| has(&from, &p.file(id)));
         let front = |tree: &git2::Tree<'_>, path: &str| -> Option<Task> {
-            let blob = tree.get_path(Path::new(path)).ok()?.to_object(&repo).ok()?;
+            let blob = tree.get_path(Path::new(path)).ok()?.to_object(repo).ok()?;
             let text = std::str::from_utf8(blob.as_blob()?.content()).ok()?;
             let mut task = board::parse(own.clone(), text).ok()?;
             task.body.clear();
@@ -203,7 +202,9 @@ pub(super) fn refused(
         };
         Ok(judge(&changes, own, on_branch, own_kept))
     };
-    read().map_err(|e| Error::failure(format!("cannot read what the work on `{own}` changes: {e}")))
+    clone
+        .reading(read)
+        .map_err(|e| Error::failure(format!("cannot read what the work on `{own}` changes: {e}")))
 }
 
 /// Where task `id` went on the branch at `onto` since `base`, when it is
@@ -214,8 +215,7 @@ pub(super) fn settled_elsewhere(
     onto: &str,
     id: &TaskId,
 ) -> Result<Option<Place>, Error> {
-    let read = || -> Result<Option<Place>, git2::Error> {
-        let repo = git2::Repository::open(clone.dir())?;
+    let read = |repo: &git2::Repository| -> Result<Option<Place>, git2::Error> {
         let tree = |rev: &str| repo.find_commit(git2::Oid::from_str(rev)?)?.tree();
         let (before, now) = (tree(base)?, tree(onto)?);
         Ok(elsewhere(
@@ -223,7 +223,9 @@ pub(super) fn settled_elsewhere(
             |p| has(&now, &p.file(id)),
         ))
     };
-    read().map_err(|e| Error::failure(format!("cannot read the board at `{onto}`: {e}")))
+    clone
+        .reading(read)
+        .map_err(|e| Error::failure(format!("cannot read the board at `{onto}`: {e}")))
 }
 
 /// The place a task has `now` (done, failed) that it had not `before`.
