@@ -97,12 +97,14 @@ struct Kept {
 }
 
 /// What this process knows of a repository it keeps packed.
-#[derive(Clone, Copy)]
+#[derive(Default)]
 struct Known {
     /// `None`: no upkeep there (turned off, or this git cannot).
     thresholds: Option<Thresholds>,
     /// What its last upkeep left.
     left: Count,
+    /// What its last count found (taken by the loop looking after it).
+    fans: maintain::Seen,
     /// A loop is looking after it now.
     busy: bool,
 }
@@ -123,37 +125,37 @@ fn keep(run: &Run, name: &str, kept: &Kept) {
             Some(k) if k.busy => return,
             Some(k) => {
                 k.busy = true;
-                Some(*k)
+                Some((k.thresholds, k.left, std::mem::take(&mut k.fans)))
             }
             None => {
                 all.insert(
                     key.clone(),
                     Known {
-                        thresholds: None,
-                        left: Count::default(),
                         busy: true,
+                        ..Known::default()
                     },
                 );
                 None
             }
         }
     };
-    let (thresholds, left) = match seen {
-        Some(k) => (k.thresholds, k.left),
+    let (thresholds, left, mut fans) = match seen {
+        Some(k) => k,
         None => match kept.repo.config_matching(maintain::SETTINGS) {
             Ok(settings) => (
                 Thresholds::from_config(kept.owner, &settings),
                 Count::default(),
+                maintain::Seen::default(),
             ),
             Err(e) => {
                 let what = kept.what;
                 run.detail(name, &format!("cannot read the git config of {what}: {e}"));
-                (None, Count::default())
+                (None, Count::default(), maintain::Seen::default())
             }
         },
     };
     let (thresholds, left) = match thresholds {
-        Some(t) => pack(run, name, kept, t, left),
+        Some(t) => pack(run, name, kept, t, left, &mut fans),
         None => (None, left),
     };
     known().insert(
@@ -161,21 +163,24 @@ fn keep(run: &Run, name: &str, kept: &Kept) {
         Known {
             thresholds,
             left,
+            fans,
             busy: false,
         },
     );
 }
 
-/// Pack `kept` if it is due at `t`, its last upkeep having left `left`:
-/// the thresholds from then on, and what it left this time.
+/// Pack `kept` if it is due at `t`, its last upkeep having left `left`
+/// and its last count `fans`: the thresholds from then on, and what it
+/// left this time.
 fn pack(
     run: &Run,
     name: &str,
     kept: &Kept,
     t: Thresholds,
     left: Count,
+    fans: &mut maintain::Seen,
 ) -> (Option<Thresholds>, Count) {
-    let now = maintain::count(&kept.objects, maintain::enough(t, left));
+    let now = maintain::count_since(&kept.objects, maintain::enough(t, left), fans);
     let due = maintain::due(t, now, left);
     if !due.any() {
         return (Some(t), left);
