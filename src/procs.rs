@@ -284,9 +284,14 @@ struct Proc {
     pgrp: u32,
     /// It has a controlling terminal: a person's shell or editor, say.
     tty: bool,
+    /// One of the kernel's own threads: no environment, no directory.
+    kernel: bool,
     /// When it started, in clock ticks since boot (field 22 of its stat).
     start: u64,
 }
+
+/// The flag of a kernel thread in field 9 of a process's stat.
+const PF_KTHREAD: u32 = 0x0020_0000;
 
 /// State and parent of `pid`, from `/proc/<pid>/stat`; `None` when it is
 /// gone or has exited (a zombie writes nothing more).
@@ -302,13 +307,15 @@ fn live(pid: u32) -> Option<Proc> {
     let pgrp = fields.next()?.parse().ok()?;
     // After the group: the session, the terminal.
     let tty = fields.nth(1)?.parse::<i64>().ok()? != 0;
-    // Then fields 8 to 21, and the start time.
-    let start = fields.nth(22 - 8)?.parse().ok()?;
+    // Then the terminal's group, the flags, fields 10 to 21, the start time.
+    let flags: u32 = fields.nth(1)?.parse().ok()?;
+    let start = fields.nth(22 - 10)?.parse().ok()?;
     Some(Proc {
         pid,
         ppid,
         pgrp,
         tty,
+        kernel: flags & PF_KTHREAD != 0,
         start,
     })
 }
@@ -395,10 +402,10 @@ fn sweep_group(
     let mut killed = BTreeSet::new();
     let until = Instant::now() + SWEEP_FOR;
     loop {
-        // Not the kernel's own threads either: kthreadd and its children.
+        // Not the kernel's own threads either.
         let all: Vec<Proc> = processes()
             .into_iter()
-            .filter(|p| !spared.contains(&p.pid) && p.pid != 2 && p.ppid != 2)
+            .filter(|p| !spared.contains(&p.pid) && !p.kernel)
             .collect();
         // git's own helpers run under a shell it started (`sh -c
         // git-receive-pack …` for a push to a path): such a shell, left in a
@@ -635,13 +642,19 @@ mod tests {
     }
 
     /// A sweep looks for the tag only in processes started since the
-    /// keeper: the start time it reads must be the kernel's (field 22),
-    /// or a tagged escapee would be passed over.
+    /// keeper, and passes over the kernel's threads: the start time and the
+    /// flags it reads must be the kernel's (fields 22 and 9), or a tagged
+    /// escapee would be passed over.
     #[test]
-    fn a_process_start_is_read_from_field_22() {
+    fn a_process_start_and_kind_are_read_from_its_stat() {
         let me = std::process::id();
         let start = live(me).unwrap().start;
         assert_eq!(Some(start), crate::claims::host::process_start(me));
         assert!(start > 0);
+        assert!(!live(me).unwrap().kernel);
+        // kthreadd, where this /proc shows the kernel's threads.
+        if let Some(p) = live(2).filter(|p| p.ppid == 0) {
+            assert!(p.kernel, "pid 2 with no parent is kthreadd");
+        }
     }
 }
