@@ -159,54 +159,20 @@ pub struct Count {
 /// (counting stops at `enough`) and its packs outside the multi-pack-index.
 /// A directory that cannot be read counts none.
 pub fn count(objects: &Path, enough: usize) -> Count {
-    count_since(objects, enough, &mut Seen::default())
-}
-
-/// What a count found in each of an object directory's 256 fan-out
-/// directories, with the directory's modification time then.
-///
-/// After every integration the hub and the clone are counted: 256
-/// directories each, read whole, where a task adds a handful of objects to
-/// a handful of them. A directory whose modification time is what it was
-/// is taken at its last count, at the cost of one `stat`. An object written
-/// into it in the same tick of the file system's clock, just after it was
-/// read, is counted at its next change: a threshold reached a few objects
-/// late, never an object lost (nothing is deleted by a count).
-#[derive(Debug, Clone, Default)]
-pub struct Seen {
-    fans: Vec<Option<(std::time::SystemTime, usize)>>,
-}
-
-/// [`count`], reading again only the fan-out directories that changed
-/// since `seen` was taken, and keeping what it read in `seen`.
-pub fn count_since(objects: &Path, enough: usize, seen: &mut Seen) -> Count {
-    seen.fans.resize(256, None);
     let mut loose = 0;
-    for fan in 0..=255u8 {
-        if loose >= enough {
-            break;
-        }
-        let dir = objects.join(format!("{fan:02x}"));
-        let at = std::fs::metadata(&dir).and_then(|m| m.modified()).ok();
-        let known = &mut seen.fans[usize::from(fan)];
-        let Some(at) = at else {
-            *known = None;
+    'dirs: for fan in 0..=255u8 {
+        let Ok(dir) = std::fs::read_dir(objects.join(format!("{fan:02x}"))) else {
             continue;
         };
-        let here = match *known {
-            Some((then, n)) if then == at => n,
-            _ => {
-                let n = std::fs::read_dir(&dir).map_or(0, |d| {
-                    // Not `tmp_obj_*`, an object being written.
-                    d.flatten()
-                        .filter(|e| e.file_name().to_str().is_some_and(is_object_name))
-                        .count()
-                });
-                *known = Some((at, n));
-                n
+        for entry in dir.flatten() {
+            // Not `tmp_obj_*`, an object being written.
+            if entry.file_name().to_str().is_some_and(is_object_name) {
+                loose += 1;
+                if loose >= enough {
+                    break 'dirs;
+                }
             }
-        };
-        loose += here;
+        }
     }
     let pack_dir = objects.join("pack");
     let packs = std::fs::read_dir(&pack_dir)
@@ -217,7 +183,7 @@ pub fn count_since(objects: &Path, enough: usize, seen: &mut Seen) -> Count {
         })
         .unwrap_or(0);
     Count {
-        loose: loose.min(enough),
+        loose,
         packs: packs.saturating_sub(midx_packs(&pack_dir.join("multi-pack-index"))),
     }
 }
@@ -421,62 +387,6 @@ mod tests {
         list.iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect()
-    }
-
-    #[test]
-    fn a_count_reads_again_only_the_directories_that_changed() {
-        let tmp = tempfile::tempdir().unwrap();
-        let objects = tmp.path();
-        let put = |fan: &str, n: usize| {
-            let dir = objects.join(fan);
-            std::fs::create_dir_all(&dir).unwrap();
-            for i in 0..n {
-                std::fs::write(dir.join(format!("{i:038x}")), "x").unwrap();
-            }
-            // Not an object: one being written.
-            std::fs::write(dir.join("tmp_obj_123"), "x").unwrap();
-        };
-        // A later tick of the file system's clock, for the directory `fan`.
-        let touch = |fan: &str, secs: u64| {
-            let at = std::time::SystemTime::now() + std::time::Duration::from_secs(secs);
-            std::fs::File::open(objects.join(fan))
-                .unwrap()
-                .set_modified(at)
-                .unwrap();
-        };
-        put("ab", 3);
-        put("cd", 2);
-        let mut seen = Seen::default();
-        assert_eq!(count_since(objects, usize::MAX, &mut seen).loose, 5);
-        // Unchanged since: taken as counted, not read (a file removed behind
-        // the directory's back, its time put back, is not seen).
-        let at = std::fs::metadata(objects.join("cd"))
-            .unwrap()
-            .modified()
-            .unwrap();
-        std::fs::remove_file(objects.join("cd").join(format!("{:038x}", 0))).unwrap();
-        std::fs::File::open(objects.join("cd"))
-            .unwrap()
-            .set_modified(at)
-            .unwrap();
-        assert_eq!(count_since(objects, usize::MAX, &mut seen).loose, 5);
-        assert_eq!(
-            count(objects, usize::MAX).loose,
-            4,
-            "a fresh count reads it"
-        );
-        // Changed: read again.
-        put("ab", 7);
-        touch("ab", 10);
-        touch("cd", 10);
-        assert_eq!(count_since(objects, usize::MAX, &mut seen).loose, 8);
-        std::fs::remove_dir_all(objects.join("ab")).unwrap();
-        assert_eq!(count_since(objects, usize::MAX, &mut seen).loose, 1);
-        assert_eq!(
-            count_since(objects, 1, &mut seen).loose,
-            1,
-            "stops at enough"
-        );
     }
 
     #[test]

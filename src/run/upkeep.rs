@@ -97,14 +97,12 @@ struct Kept {
 }
 
 /// What this process knows of a repository it keeps packed.
-#[derive(Default)]
+#[derive(Clone, Copy)]
 struct Known {
     /// `None`: no upkeep there (turned off, or this git cannot).
     thresholds: Option<Thresholds>,
     /// What its last upkeep left.
     left: Count,
-    /// What its last count found (taken by the loop looking after it).
-    fans: maintain::Seen,
     /// A loop is looking after it now.
     busy: bool,
 }
@@ -125,37 +123,37 @@ fn keep(run: &Run, name: &str, kept: &Kept) {
             Some(k) if k.busy => return,
             Some(k) => {
                 k.busy = true;
-                Some((k.thresholds, k.left, std::mem::take(&mut k.fans)))
+                Some(*k)
             }
             None => {
                 all.insert(
                     key.clone(),
                     Known {
+                        thresholds: None,
+                        left: Count::default(),
                         busy: true,
-                        ..Known::default()
                     },
                 );
                 None
             }
         }
     };
-    let (thresholds, left, mut fans) = match seen {
-        Some(k) => k,
+    let (thresholds, left) = match seen {
+        Some(k) => (k.thresholds, k.left),
         None => match kept.repo.config_matching(maintain::SETTINGS) {
             Ok(settings) => (
                 Thresholds::from_config(kept.owner, &settings),
                 Count::default(),
-                maintain::Seen::default(),
             ),
             Err(e) => {
                 let what = kept.what;
                 run.detail(name, &format!("cannot read the git config of {what}: {e}"));
-                (None, Count::default(), maintain::Seen::default())
+                (None, Count::default())
             }
         },
     };
     let (thresholds, left) = match thresholds {
-        Some(t) => pack(run, name, kept, t, left, &mut fans),
+        Some(t) => pack(run, name, kept, t, left),
         None => (None, left),
     };
     known().insert(
@@ -163,24 +161,21 @@ fn keep(run: &Run, name: &str, kept: &Kept) {
         Known {
             thresholds,
             left,
-            fans,
             busy: false,
         },
     );
 }
 
-/// Pack `kept` if it is due at `t`, its last upkeep having left `left`
-/// and its last count `fans`: the thresholds from then on, and what it
-/// left this time.
+/// Pack `kept` if it is due at `t`, its last upkeep having left `left`:
+/// the thresholds from then on, and what it left this time.
 fn pack(
     run: &Run,
     name: &str,
     kept: &Kept,
     t: Thresholds,
     left: Count,
-    fans: &mut maintain::Seen,
 ) -> (Option<Thresholds>, Count) {
-    let now = maintain::count_since(&kept.objects, maintain::enough(t, left), fans);
+    let now = maintain::count(&kept.objects, maintain::enough(t, left));
     let due = maintain::due(t, now, left);
     if !due.any() {
         return (Some(t), left);
