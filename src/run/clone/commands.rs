@@ -34,6 +34,19 @@ impl PrivateClone {
         }
     }
 
+    /// Read from the clone's repository with `read`: through the open one
+    /// where the clone has it, whose cache keeps the board's large trees
+    /// parsed from one read to the next; else one opened for it.
+    pub fn reading<T>(
+        &self,
+        read: impl FnOnce(&git2::Repository) -> Result<T, git2::Error>,
+    ) -> Result<T, git2::Error> {
+        match &self.work {
+            Some(work) => read(work.repo()),
+            None => read(&git2::Repository::open(self.dir())?),
+        }
+    }
+
     /// The `-v` line for an in-process step that failed with `e`.
     pub(super) fn fallback_note(&self, step: &str, e: &git2::Error) -> String {
         format!(

@@ -7,23 +7,9 @@ use crate::error::Error;
 use crate::git::workdir::Workdir;
 
 impl PrivateClone {
-    /// Read from the clone's repository with `read`: through the open one
-    /// where the clone has it, whose cache keeps the board's large trees
-    /// parsed from one read to the next; else one opened for it.
-    pub fn reading<T>(
-        &self,
-        read: impl FnOnce(&git2::Repository) -> Result<T, git2::Error>,
-    ) -> Result<T, git2::Error> {
-        match &self.work {
-            Some(work) => read(work.repo()),
-            None => read(&git2::Repository::open(self.dir())?),
-        }
-    }
-
     /// The text of the top-level file `path` at HEAD (`None`: not there).
     pub fn file_at_head(&self, path: &str) -> Result<Option<String>, Error> {
-        let read = || -> Result<Option<String>, git2::Error> {
-            let repo = git2::Repository::open(self.dir())?;
+        let read = |repo: &git2::Repository| -> Result<Option<String>, git2::Error> {
             let tree = repo.head()?.peel_to_tree()?;
             let Some(entry) = tree.get_name(path) else {
                 return Ok(None);
@@ -31,7 +17,8 @@ impl PrivateClone {
             let blob = repo.find_blob(entry.id())?;
             Ok(Some(String::from_utf8_lossy(blob.content()).into_owned()))
         };
-        read().map_err(|e| Error::failure(format!("cannot read `{path}` at HEAD: {e}")))
+        self.reading(read)
+            .map_err(|e| Error::failure(format!("cannot read `{path}` at HEAD: {e}")))
     }
 
     /// Commit `text` as the top-level file `path` on top of HEAD, without
