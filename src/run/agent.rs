@@ -234,6 +234,16 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             }
         }
         let run = self.run;
+        if !self.inbox.is_empty() {
+            run.say(
+                self.name,
+                &format!(
+                    "holds {} message(s) taken while idle and read by no session yet; \
+                     its next run in this state dir puts them in its first prompt",
+                    self.inbox.len()
+                ),
+            );
+        }
         if let Some(max) = run.config.max_sessions.filter(|_| !run.sessions_left()) {
             run.say(
                 self.name,
@@ -493,6 +503,10 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
                             ),
                         );
                     }
+                    // An idle agent reads its inbox before it waits: a
+                    // message said now wakes it (the hub changed), and the
+                    // look after that takes it, held for its next session.
+                    self.inbox.take(run, name)?;
                     run.wait_for_change(seen);
                     return Ok(Step::Idle);
                 }

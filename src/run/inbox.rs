@@ -2,8 +2,11 @@
 //! next session starts — its claim won, its prompt not yet written — and
 //! put in that prompt. A message said before the agent scans the board is
 //! so in the prompt of the session the scan leads to (or said later, while
-//! the claim was made); an agent that starts no more sessions takes none,
-//! and a message it never took stays unread on the hub for a later run.
+//! the claim was made). An idle agent, waiting for the hub to change,
+//! takes them too, each time before it waits: a message wakes it and is
+//! read within a look at the hub, then held here for its next session.
+//! An agent that is neither waiting nor starting a session takes none, and
+//! a message it never took stays unread on the hub for a later run.
 //!
 //! Taking a message leaves its receipt on the hub (see
 //! [`crate::claims::message`]): of any number of processes taking one
@@ -56,6 +59,11 @@ impl Inbox {
     /// Are messages waiting for the next session?
     pub fn is_empty(&self) -> bool {
         self.held.is_empty()
+    }
+
+    /// How many messages wait for the next session.
+    pub fn len(&self) -> usize {
+        self.held.len()
     }
 
     /// Take the messages on the hub that reach the agent `name` and that it

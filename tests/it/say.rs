@@ -202,6 +202,63 @@ fn a_message_to_an_agent_and_one_to_a_role_reach_each_once_in_the_next_prompt() 
     assert!(files.is_empty(), "{files:?}");
 }
 
+/// An idle agent (`--watch`, nothing left to claim) reads a message said
+/// to it at once, without a task to wake it: the journal has it taken
+/// while the board is still empty, and the prompt of the session a task
+/// added later leads to holds it.
+#[test]
+fn an_idle_agent_reads_a_message_at_once_and_its_next_prompt_holds_it() {
+    let env = Env::new();
+    hub(&env, &["a"]);
+    let logs = env.tmp.path().join("logs");
+    let agent = agent(env.tmp.path(), &logs, "0");
+    let run = farm(&env, ["run", "--agent", &agent, "--name", "box", "--watch"]).spawn();
+    let start = Instant::now();
+    while !done(&env, "a") {
+        assert!(start.elapsed() < Duration::from_secs(60), "`a` never done");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    farm(&env, ["say", "--to", "box", "the API changed"])
+        .run()
+        .success();
+    let journal = env.hub.join(".farm/journal.jsonl");
+    let taken = || {
+        std::fs::read_to_string(&journal)
+            .unwrap_or_default()
+            .contains("\"event\":\"message\"")
+    };
+    let start = Instant::now();
+    while !taken() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the idle agent never took the message: {}",
+            std::fs::read_to_string(&journal).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        prompts(&logs).len(),
+        1,
+        "no session ran between the message and its taking"
+    );
+    farm(&env, ["task", "add", "b", "--title", "Task b"])
+        .run()
+        .success();
+    let start = Instant::now();
+    while !done(&env, "b") {
+        assert!(start.elapsed() < Duration::from_secs(60), "`b` never done");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    crate::stop::signal(run.id(), libc::SIGTERM);
+    let out = Farm::wait_within(run, Duration::from_secs(60));
+    let all = prompts(&logs);
+    let (_, b) = &all[&("box".to_owned(), "b".to_owned())];
+    assert!(b.contains("the API changed"), "{b}\n{out:#?}");
+    let (_, a) = &all[&("box".to_owned(), "a".to_owned())];
+    assert!(!a.contains("the API changed"), "{a}");
+    assert!(out.stderr.contains("took message `"), "{out:#?}");
+}
+
 /// Unknown or ambiguous names, too much text, nothing to say: refused with
 /// a clear error, and nothing written beside the claims.
 #[test]
