@@ -197,6 +197,22 @@ pub fn note(worktree: &Path, id: &TaskId, note: &str) -> io::Result<Option<Place
     Ok(None)
 }
 
+/// Append `note` to task `id`'s description wherever it is on the board
+/// (done too: a note on what became of it after); where, `None` when it is
+/// nowhere or its file does not parse (nothing written).
+pub fn note_anywhere(worktree: &Path, id: &TaskId, note: &str) -> io::Result<Option<Place>> {
+    let Some(place) = paths::find(worktree, id) else {
+        return Ok(None);
+    };
+    let path = worktree.join(place.file(id));
+    let Ok(mut task) = parse(id.clone(), &fs::read_to_string(&path)?) else {
+        return Ok(None);
+    };
+    append(&mut task, note);
+    fs::write(&path, task.render())?;
+    Ok(Some(place))
+}
+
 /// Remove task `id`'s file, wherever it is on the board; where it was
 /// (`None`: nowhere, nothing removed).
 pub fn remove(worktree: &Path, id: &TaskId) -> io::Result<Option<Place>> {

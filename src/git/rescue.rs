@@ -235,6 +235,25 @@ impl View {
         Ok(out.trim().parse().unwrap_or(0))
     }
 
+    /// Whether `commit` has work the branch lacks: a commit that is on it
+    /// neither by ancestry nor by patch (`git cherry`: a commit rebased
+    /// onto the branch is there already).
+    pub fn has_work(&self, commit: &str) -> Result<bool, Error> {
+        let out = self
+            .repo
+            .run(["cherry", &format!("refs/heads/{}", self.branch), commit])
+            .map_err(failed)?;
+        Ok(out.lines().any(|l| l.starts_with('+')))
+    }
+
+    /// The branch's commit, as the view read it.
+    pub fn tip(&self) -> Result<String, Error> {
+        self.repo
+            .run(["rev-parse", &format!("refs/heads/{}", self.branch)])
+            .map(|s| s.trim().to_owned())
+            .map_err(failed)
+    }
+
     /// What `commit` changed since it left the branch (`git diff --stat`
     /// from their merge base).
     pub fn diffstat(&self, commit: &str) -> Result<String, Error> {

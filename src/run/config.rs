@@ -223,7 +223,8 @@ pub struct World<'a> {
 /// store — is [`crate::run::state::Run`]'s.)
 #[derive(Debug, Clone)]
 pub struct RunConfig {
-    /// The agent's command line, split into words; never empty.
+    /// The agent's command line, split into words; never empty for a run
+    /// (empty for a landing by hand, which runs no session: see [`landing`]).
     pub argv: Vec<String>,
     pub via: PromptVia,
     pub timeout: Duration,
@@ -357,7 +358,7 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
         }
     });
     let agent_config = agent_config(flags.config_per_agent.as_deref(), preset.as_ref())?;
-    let gate = gate(flags, settings, world)?;
+    let gate = gate(flags.no_gate, settings, world)?;
     let progress = progress_name(settings)?;
     let notify = crate::run::notify::resolve(settings.notify.as_ref(), world.runnable)?;
     Ok(RunConfig {
@@ -385,6 +386,55 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
         gate,
         progress,
         notify,
+    })
+}
+
+/// The configuration of a landing by hand (`farm rescue apply --land`),
+/// which runs no session: the hub's settings for what integrating reads —
+/// the test gate, the progress document, the claims' liveness — and agent
+/// `name`'s alone; no agent command (`argv` is empty: there is no session
+/// to run, and a conflict goes to no merge session).
+pub fn landing(
+    settings: &Settings,
+    world: &World,
+    name: &str,
+    branch: Option<String>,
+    net_timeout: Duration,
+) -> Result<RunConfig, Error> {
+    let stale_after = parse_duration(settings.stale_after.as_deref().unwrap_or(STALE_AFTER))
+        .map_err(|e| Error::usage(format!("farm.toml `stale_after`: {e}")).caused_by(e))?;
+    Ok(RunConfig {
+        argv: Vec::new(),
+        via: PromptVia::Arg,
+        timeout: Duration::from_secs(60 * 60),
+        stale_after,
+        heartbeat: heartbeat(None, stale_after, world.claims)?,
+        net_timeout,
+        names: vec![name.to_owned()],
+        roles: BTreeMap::new(),
+        branch: branch.or(settings.branch.clone()),
+        max_sessions: Some(0),
+        once: true,
+        watch: false,
+        wrap: Vec::new(),
+        sandbox: crate::run::sandbox::Plan {
+            mode: crate::run::sandbox::Mode::Off,
+            why: "a landing runs no session",
+            binds: Vec::new(),
+            network: false,
+            env: Vec::new(),
+            home: Vec::new(),
+        },
+        until: None,
+        max_cost: None,
+        trip_after: 0,
+        trip_pause: Duration::ZERO,
+        stagger: Duration::ZERO,
+        agent_config: None,
+        patterns: classify::Patterns::default(),
+        gate: gate(false, settings, world)?,
+        progress: progress_name(settings)?,
+        notify: None,
     })
 }
 
@@ -557,7 +607,7 @@ fn agent_config(flag: Option<&str>, preset: Option<&Preset>) -> Result<Option<Ag
 
 /// The test gate: `[tests]` in farm.toml, unless `--no-gate`.
 fn gate(
-    flags: &Flags,
+    no_gate: bool,
     settings: &Settings,
     world: &World,
 ) -> Result<Option<crate::suite::Suite>, Error> {
@@ -566,7 +616,7 @@ fn gate(
             Error::usage(format!("invalid [tests] in farm.toml: {e}"))
                 .hint("see farm tests --help; or run without the gate: --no-gate")
         })?
-        .filter(|_| !flags.no_gate)
+        .filter(|_| !no_gate)
         .map(|suite| suite.for_gate());
     // A program named without a path must be on PATH now; one with a path
     // may be a script of the branch's, found only in the clone.

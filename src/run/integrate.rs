@@ -61,9 +61,34 @@ pub(super) enum Integrated {
     Refused(Vec<Refused>),
 }
 
-/// Bring the work (already committed, task moved to done) onto the hub's
-/// branch and push it. `base` is the commit the session started from.
-pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Halt> {
+/// Whose work is being brought onto the branch, and so what integrating
+/// it may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Work {
+    /// A session's, its task moved to done: a conflict goes to a merge
+    /// session, and a task settled elsewhere meanwhile is not landed again.
+    Session,
+    /// A rescue branch a person lands (`farm rescue apply --land`, see
+    /// [`crate::run::land`]): a conflict ends it — no agent is asked to
+    /// resolve what a person chose to land as it is — and the task counts
+    /// as settled elsewhere only when this work moves it to done (`done`).
+    Rescue { done: bool },
+}
+
+impl Work {
+    fn merge_sessions(self) -> bool {
+        self == Work::Session
+    }
+
+    fn moves_task(self) -> bool {
+        matches!(self, Work::Session | Work::Rescue { done: true })
+    }
+}
+
+/// Bring the work (already committed; for a session, its task moved to
+/// done) onto the hub's branch and push it. `base` is the commit the work
+/// started from.
+pub(super) fn integrate(turn: Turn<'_>, base: &str, work: Work) -> Result<Integrated, Halt> {
     let Turn {
         run,
         clone,
@@ -116,7 +141,9 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Halt> 
         // was done by someone else (its claim forced away while its push was
         // in flight, say). A conflict on its done file is that too: no merge
         // session can make landing it again right.
-        if let Some(place) = landing::settled_elsewhere(clone, base, &onto.at, &task.id)? {
+        if work.moves_task()
+            && let Some(place) = landing::settled_elsewhere(clone, base, &onto.at, &task.id)?
+        {
             return Ok(Integrated::Elsewhere(place));
         }
         if let Some(files) = conflict {
@@ -124,6 +151,10 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Halt> 
             // (and the queue go on without this work until it is merged).
             drop(lock);
             rider = None;
+            if !work.merge_sessions() {
+                clone.abort_merge()?;
+                return Ok(Integrated::Conflict(files));
+            }
             match resolve(turn, &files)? {
                 Merge::Resolved => continue, // catch up with what moved meanwhile, then push
                 Merge::Unresolved => return Ok(Integrated::Conflict(files)),

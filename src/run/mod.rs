@@ -15,6 +15,7 @@
 //! - [`integrate`], [`speculate`], [`gate`], [`landing`], [`progress`]:
 //!   bringing the work onto the branch, tested (in the merge queue),
 //!   within what a session may change;
+//! - [`land`]: a rescue branch landed by hand, through that integration;
 //! - [`queue`]: the merge queue's line on the hub: one locked file a change
 //!   on a hub of this machine, one file beside the claims elsewhere;
 //! - [`turn`], [`slot`], [`interrupt`]: one claimed task's session, the
@@ -48,6 +49,7 @@ pub mod inbox;
 pub mod integrate;
 pub mod interrupt;
 pub mod journal;
+pub mod land;
 pub mod landing;
 pub mod limits;
 pub mod notify;

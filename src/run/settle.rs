@@ -18,7 +18,7 @@ use crate::error::Error;
 use crate::run::attempts::{Attempted, Recorded, last_line, record_attempt};
 use crate::run::classify::Class;
 use crate::run::gate::Verdict;
-use crate::run::integrate::{Integrated, integrate, push_rounds};
+use crate::run::integrate::{Integrated, Work, integrate, push_rounds};
 use crate::run::interrupt::{Halt, Interrupt};
 use crate::run::landing;
 use crate::run::session::Outcome;
@@ -393,7 +393,7 @@ impl Settling<'_> {
         let id = self.turn.task.id.as_str();
         Ok(match step {
             Step::Integrate => {
-                let result = match integrate(self.turn, &self.base) {
+                let result = match integrate(self.turn, &self.base, Work::Session) {
                     Ok(integrated) => Ok(integrated),
                     Err(Halt::Interrupted(cut)) => Err(cut),
                     Err(Halt::Failed(e)) => return Err(e),

@@ -500,6 +500,11 @@ fn help_of_task_schedule_rescue_and_demo_has_examples() {
             .stdout_has("Examples:")
             .stdout_has(example);
     }
+    env.farm(["rescue", "apply", "--help"])
+        .run()
+        .success()
+        .stdout_has("farm rescue apply parse-if --land")
+        .stdout_has("--land --done");
 }
 
 /// Regression: `farm-task.1` referred to `farm-task-add(1)`, and no such

@@ -48,6 +48,31 @@ impl PrivateClone {
         Ok(())
     }
 
+    /// Put task `id`'s board files (pending, done, failed) back as they are
+    /// at `base`, in a commit of farm's own, where HEAD's commits changed
+    /// them: work landed by hand leaves its task where the branch has it.
+    /// Whether there was anything to put back.
+    pub fn keep_task_as_at(&self, base: &str, id: &crate::names::TaskId) -> Result<bool, Error> {
+        let files = board::paths::Place::ALL.map(|p| p.file(id));
+        let head = self.head()?;
+        let mut args = vec!["diff", "--name-only", "--no-renames", base, &head, "--"];
+        args.extend(files.iter().map(String::as_str));
+        let changed = self.repo()?.run(args).map_err(Error::from)?;
+        let changed: Vec<&str> = changed.lines().filter(|l| !l.is_empty()).collect();
+        if changed.is_empty() {
+            return Ok(false);
+        }
+        for file in &changed {
+            self.git(["rm", "--quiet", "--cached", "--ignore-unmatch", "--", file])?;
+            let _ = std::fs::remove_file(self.dir().join(file));
+            if self.check(["cat-file", "-e", &format!("{base}:{file}")])? {
+                self.git(["checkout", base, "--", file])?;
+            }
+        }
+        self.commit_all(&format!("farm: `{id}` left where the branch has it"))?;
+        Ok(true)
+    }
+
     /// The task as it is on the hub's branch now, with the clone reset to
     /// it — a clean slate for the session; `None` when it is not ready
     /// there: no longer pending, waiting for a task that is not done on the
@@ -115,15 +140,22 @@ impl PrivateClone {
         attempt: u32,
         log: &Path,
     ) -> Result<(), Error> {
-        self.remove_stale_locks();
-        let id = task.id.as_str();
         let result = format!(
             "Done by {name}@{} on attempt {attempt}, {}. Session log: {}",
             Here::current().host,
             timestamp(SystemTime::now()),
             log.display()
         );
-        let task_files = board::edit::done(self.dir(), task, &result).map_err(io_error)?;
+        self.mark_done_saying(task, name, &result)
+    }
+
+    /// Move `tasks/<id>.md` to `tasks/done/<id>.md` with `result` under
+    /// `## Result`, as [`Self::mark_done`] does after a session; with what
+    /// is left uncommitted (by `name`) in the same commit.
+    pub fn mark_done_saying(&self, task: &Task, name: &str, result: &str) -> Result<(), Error> {
+        self.remove_stale_locks();
+        let id = task.id.as_str();
+        let task_files = board::edit::done(self.dir(), task, result).map_err(io_error)?;
         let leftovers: Vec<String> = self
             .stage_all()?
             .into_iter()

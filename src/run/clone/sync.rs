@@ -95,6 +95,29 @@ impl PrivateClone {
         Ok(target)
     }
 
+    /// Reset to the tip of the hub's branch `rescue` (a rescue branch, which
+    /// a landing by hand starts from), fetched into `origin/<rescue>`; the
+    /// commit where it left the hub's branch (their merge base), the commit
+    /// its work started from.
+    pub fn start_from(&self, hub: &Hub, rescue: &str) -> Result<String, Error> {
+        let upstream = self.sync(hub)?;
+        self.fetch(rescue)?;
+        let tip = self.git(["rev-parse", &format!("refs/remotes/origin/{rescue}")])?;
+        let base = self.git(["merge-base", &tip, &upstream]).map_err(|e| {
+            Error::failure(format!(
+                "`{rescue}` shares no history with `{}`: {e}",
+                hub.branch
+            ))
+        })?;
+        self.files_stale()?;
+        self.reset_to(&tip)?;
+        self.behind.set(false);
+        self.clean.set(true);
+        self.tracked.set(true);
+        self.files_current()?;
+        Ok(base)
+    }
+
     /// Mark the files as not the agent's work, until [`Self::files_current`]
     /// (see [`STALE_FILES`]).
     pub(super) fn files_stale(&self) -> Result<(), Error> {

@@ -3,9 +3,13 @@
 //! a clone) — what each holds and why it is there, handing one to a task's
 //! next session, and dropping one with a record to bring it back from.
 //!
+//! Landing one on the branch by hand (`apply --land`) is [`land`]'s.
+//!
 //! Why a branch is there comes from where farm said it: the journal of the
 //! runs in this state dir (when, which agent, why), else the attempt note
 //! on the board that names the branch, else only its commit's date.
+
+mod land;
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -30,6 +34,7 @@ Examples:
   farm rescue list                         what was kept, when, by whom, why
   farm rescue show parse-if                its commits and what they change
   farm rescue apply parse-if               the task's next session starts from it
+  farm rescue apply parse-if --land        land it on the branch now (tested)
   farm rescue drop parse-if/0c1d2e3f       done with it (a record keeps it)
 
 A rescue is named by its branch (farm/rescue/TASK/NONCE), by TASK/NONCE or a
@@ -88,28 +93,55 @@ struct ShowArgs {
 }
 
 /// Hand a rescue to a task's next session: a note on the task says where
-/// the work is, and the session's prompt offers it to start from.
+/// the work is, and the session's prompt offers it to start from. With
+/// --land, land it on the branch now instead.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
   farm rescue apply parse-if
   farm rescue apply orphan/box-2-0c1d2e3f4a5b --task parse-if
+  farm rescue apply parse-if --land                 # on the branch now
+  farm rescue apply parse-if --land --done          # and the task is done
+  farm rescue apply parse-if --land --json | jq -r .commit
 
-The work does not land by itself: the session starts from it (merging it
-into its clone), finishes the task, and farm integrates the result as any
-session's — rebased or merged onto the branch, through the test gate when
-one is configured, pushed under the task's claim.")]
+Without --land the work does not land by itself: the session starts from
+it (merging it into its clone), finishes the task, and farm integrates the
+result as any session's — rebased or merged onto the branch, through the
+test gate when one is configured, pushed under the task's claim.
+
+--land integrates the rescue itself that way, now, holding the task's claim
+(no session of it runs meanwhile; a task a live agent holds is refused,
+exit 3). A conflict with the branch, or tests it turns red, land nothing
+and keep the rescue (exit 1): give it to a session then. Once landed, the
+rescue is dropped (as `farm rescue drop` does) and the task gets a note
+naming the commit; it moves to done only with --done. Landing a rescue
+that is on the branch already says so and exits 0.")]
 struct ApplyArgs {
     /// The rescue: its branch, TASK/NONCE (a prefix will do), or its task.
     name: String,
 
-    /// The task whose next session starts from it (default: the rescue's own).
+    /// The task whose next session starts from it, or with --land the task
+    /// it lands for (default: the rescue's own).
     #[arg(long, value_parser = TaskId::parse, add = clap_complete::ArgValueCandidates::new(crate::commands::completions::task_ids))]
     task: Option<TaskId>,
 
     /// The branch whose board to edit (default: the hub's HEAD branch).
     #[arg(long)]
     branch: Option<String>,
+
+    /// Land the work on the branch now, as a session's is integrated
+    /// (rebase or merge, the test gate, the push), under the task's claim.
+    #[arg(long)]
+    land: bool,
+
+    /// With --land: the task moves to done with the work.
+    #[arg(long, requires = "land")]
+    done: bool,
+
+    /// With --land, print JSON: {rescue, branch, task, landed, already,
+    /// commit, done, dropped, why, errors, files}.
+    #[arg(long, requires = "land")]
+    json: bool,
 }
 
 /// Drop a rescue branch, keeping a record (refs/farm/dropped/…) to bring
@@ -447,25 +479,31 @@ fn show(ctx: &Ctx, args: &ShowArgs) -> Result<(), Error> {
     Ok(())
 }
 
-fn apply(ctx: &Ctx, args: &ApplyArgs) -> Result<(), Error> {
-    let (hub, _, rescues) = open(ctx, args.branch.as_deref(), false)?;
-    let r = resolve(&rescues, &args.name)?;
-    let id = match (&args.task, &r.task) {
-        (Some(id), _) => id.clone(),
+/// The task rescue `r` is applied to: `--task`, else its own.
+fn task_of(r: &Rescue, task: Option<&TaskId>, land: &str) -> Result<TaskId, Error> {
+    match (task, &r.task) {
+        (Some(id), _) => Ok(id.clone()),
         (None, Some(task)) => TaskId::parse(task).map_err(|e| {
             Error::usage(format!("`{}` names no task farm knows: {e}", r.branch)).hint(format!(
-                "name the task: farm rescue apply {} --task ID",
+                "name the task: farm rescue apply {}{land} --task ID",
                 r.name
             ))
-        })?,
-        (None, None) => {
-            return Err(Error::usage(format!(
-                "`{}` is not one task's work: name the task whose next session starts from it",
-                r.branch
-            ))
-            .hint(format!("farm rescue apply {} --task ID", r.name)));
-        }
-    };
+        }),
+        (None, None) => Err(Error::usage(format!(
+            "`{}` is not one task's work: name the task it is for",
+            r.branch
+        ))
+        .hint(format!("farm rescue apply {}{land} --task ID", r.name))),
+    }
+}
+
+fn apply(ctx: &Ctx, args: &ApplyArgs) -> Result<(), Error> {
+    if args.land {
+        return land::land(ctx, args);
+    }
+    let (hub, _, rescues) = open(ctx, args.branch.as_deref(), false)?;
+    let r = resolve(&rescues, &args.name)?;
+    let id = task_of(&r, args.task.as_ref(), "")?;
     if r.ahead == 0 {
         return Err(Error::usage(format!(
             "`{}` has no commit that `{}` lacks: there is nothing to start from",
@@ -556,6 +594,59 @@ fn apply(ctx: &Ctx, args: &ApplyArgs) -> Result<(), Error> {
 fn drop(ctx: &Ctx, args: &DropArgs) -> Result<(), Error> {
     let (hub, view, rescues) = open(ctx, args.branch.as_deref(), true)?;
     let r = resolve(&rescues, &args.name)?;
+    let dropped = drop_branch(&hub, &view, &r)?;
+    dropped.say(ctx, &r)
+}
+
+/// What dropping a rescue branch came to; its record is pushed in any case.
+enum Dropped {
+    /// Deleted from the hub.
+    Deleted { record: String, back: String },
+    /// Gone from the hub before.
+    Already { back: String },
+    /// The hub refuses deletes by push: the branch stays, farm lists it no
+    /// more; `remove` is the command that removes it on the hub's machine.
+    Kept { record: String, remove: String },
+}
+
+impl Dropped {
+    /// For `--json`: how the branch went.
+    fn word(&self) -> &'static str {
+        match self {
+            Dropped::Deleted { .. } => "deleted",
+            Dropped::Already { .. } => "already",
+            Dropped::Kept { .. } => "recorded",
+        }
+    }
+
+    fn say(&self, ctx: &Ctx, r: &Rescue) -> Result<(), Error> {
+        match self {
+            Dropped::Deleted { record, back } => ctx.out.say(&format!(
+                "dropped `{}`; its commits are kept under {record} (bring it back: {back})",
+                r.branch
+            ))?,
+            Dropped::Already { back } => ctx.out.say(&format!(
+                "`{}` was dropped already; bring it back: {back}",
+                r.name
+            ))?,
+            Dropped::Kept { record, remove } => {
+                ctx.out.say(&format!(
+                    "dropped `{}`: farm lists and offers it no more; its commits are kept under {record}",
+                    r.branch
+                ))?;
+                ctx.out.warn(&format!(
+                    "the branch itself stays: the hub refuses deletes by push (receive.denyDeletes, \
+                     which farm init sets so that no agent's push can delete a branch). To remove it: {remove}"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Drop rescue `r`: its record pushed (refs/farm/dropped/…), then its
+/// branch deleted where the hub allows it.
+fn drop_branch(hub: &Hub, view: &View, r: &Rescue) -> Result<Dropped, Error> {
     let record = rescue::dropped_ref(&r.branch);
     let push = |specs: &[String]| {
         view.repo()
@@ -578,25 +669,11 @@ fn drop(ctx: &Ctx, args: &DropArgs) -> Result<(), Error> {
         ),
     };
     if !r.on_hub {
-        ctx.out.say(&format!(
-            "`{}` was dropped already; bring it back: {back}",
-            r.name
-        ))?;
-        return Ok(());
+        return Ok(Dropped::Already { back });
     }
     match push(&[format!(":refs/heads/{}", r.branch)])? {
-        Pushed::Ok => {
-            ctx.out.say(&format!(
-                "dropped `{}`; its commits are kept under {record} (bring it back: {back})",
-                r.branch
-            ))?;
-            Ok(())
-        }
+        Pushed::Ok => Ok(Dropped::Deleted { record, back }),
         Pushed::Rejected(why) if why.iter().any(|(_, w)| w.contains("deletion prohibited")) => {
-            ctx.out.say(&format!(
-                "dropped `{}`: farm lists and offers it no more; its commits are kept under {record}",
-                r.branch
-            ))?;
             let remove = match &local {
                 Some(dir) => format!(
                     "git -C {dir} update-ref -d refs/heads/{} {}",
@@ -607,11 +684,7 @@ fn drop(ctx: &Ctx, args: &DropArgs) -> Result<(), Error> {
                     r.branch, r.commit
                 ),
             };
-            ctx.out.warn(&format!(
-                "the branch itself stays: the hub refuses deletes by push (receive.denyDeletes, \
-                 which farm init sets so that no agent's push can delete a branch). To remove it: {remove}"
-            ));
-            Ok(())
+            Ok(Dropped::Kept { record, remove })
         }
         Pushed::Rejected(why) => Err(Error::new(
             Code::Failure,
