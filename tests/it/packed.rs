@@ -192,10 +192,26 @@ fn the_claims_cache_is_packed_too() {
     );
     let cache = env.tmp.path().join("state/claims.git");
     let (loose, packs) = objects(&env, &cache);
+    // Packed after integrations only: what claims, heartbeats and releases
+    // wrote after the last one is loose, and how much that is depends on
+    // the machine's load (36 seen under a load average of 20). Most of
+    // the cache is packed, whatever the load.
+    let in_pack = in_pack(&env, &cache);
     assert!(
-        packs >= 1 && loose < 10 + 20,
-        "the claims cache: {loose} loose objects, {packs} packs"
+        packs >= 1 && in_pack > 2 * loose,
+        "the claims cache: {loose} loose objects, {in_pack} in {packs} packs"
     );
+}
+
+/// The objects in the packs of `git_dir` (`git count-objects -v`'s
+/// `in-pack`).
+fn in_pack(env: &Env, git_dir: &Path) -> usize {
+    let (ok, out, err) = crate::common::git_in(git_dir, env.tmp.path(), ["count-objects", "-v"]);
+    assert!(ok, "git count-objects in {}: {err}", git_dir.display());
+    out.lines()
+        .find_map(|l| l.strip_prefix("in-pack: "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no in-pack in {out}"))
 }
 
 /// The hub's own git runs a gc after a push (`receive.autogc`) when it
