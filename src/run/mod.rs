@@ -56,6 +56,7 @@ pub mod progress;
 pub mod prompt;
 pub mod question_file;
 pub mod queue;
+pub mod review;
 pub mod roles;
 pub mod sandbox;
 pub mod session;
