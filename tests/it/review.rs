@@ -172,6 +172,17 @@ fn a_change_waits_for_review_and_lands_once_approved() {
         "{text:#?}"
     );
 
+    // TAB offers the tasks that wait for review, and only those.
+    let script = env.tmp.path().join("farm.bash");
+    let completions = farm(&env, ["completions", "bash"]).run().success();
+    std::fs::write(&script, &completions.stdout).unwrap();
+    if let Some(ids) =
+        crate::completion::offered(&env, "bash", &script, &["farm", "approve", ""], true)
+    {
+        let tasks: Vec<&String> = ids.iter().filter(|w| !w.starts_with('-')).collect();
+        assert_eq!(tasks, ["r"], "farm approve <TAB>: {ids:?}");
+    }
+
     // Bad input: refused, exit 2, nothing written.
     let before = main_rev(&env);
     for (args, said) in [
