@@ -272,6 +272,9 @@ fn run_show(ctx: &Ctx, args: &ShowArgs) -> Result<(), Error> {
         text.push_str(&format!("priority: {}\n", task.priority));
     }
     match (&task.change, task.approved) {
+        (Some(change), Some(_)) if place != Place::Pending => {
+            text.push_str(&format!("review:   approved; landed from `{change}`\n"));
+        }
         (Some(change), None) => text.push_str(&format!(
             "review:   its change waits on `{change}`: farm approve {id} / farm reject {id} -m WHY\n",
             id = task.id
