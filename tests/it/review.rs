@@ -473,3 +473,82 @@ fn a_change_made_on_one_machine_is_approved_from_another_and_landed_on_a_third()
         &["rev-parse", "--verify", &format!("refs/heads/{change}")],
     );
 }
+
+/// Approved is not landed whatever the tests say: an approved change that
+/// turns a green test red is kept off the branch by the gate, a failed
+/// attempt (here the last: to `tasks/failed/`), the change kept.
+#[test]
+fn an_approved_change_the_gate_finds_red_does_not_land() {
+    use crate::run::{add_task, board, farm_run, show};
+    let env = crate::steer::checked_project("");
+    add_task(
+        &env,
+        &["breaks", "--review", "--max-attempts", "1", "-m", "Break a"],
+    );
+    let agent = env.agent_script(
+        "breaker.sh",
+        "echo 9 > src/a && git add -A && git commit -qm 'work on breaks'\n",
+    );
+    let out = farm_run(&env, &agent, &[]).code(6);
+    assert!(out.stderr.contains("farm approve breaks"), "{out:#?}");
+    env.farm_git(["approve", "breaks"]).run().success();
+    let out = farm_run(&env, &agent, &[]).code(5);
+    assert!(
+        out.stderr.contains("landing its approved change"),
+        "{out:#?}"
+    );
+    assert_eq!(board(&env, "tasks/failed"), ["breaks".to_owned()].into());
+    assert_eq!(
+        show(&env, "main:src/a").as_deref(),
+        Some("1\n"),
+        "not landed"
+    );
+    let note = show(&env, "main:tasks/failed/breaks.md").unwrap();
+    assert!(
+        note.contains("the tests:") && !note.contains("\nchange ="),
+        "{note}"
+    );
+    let kept = env.git([
+        "for-each-ref",
+        "--format=%(refname:short)",
+        "refs/heads/farm/review/breaks/",
+    ]);
+    assert_eq!(
+        show(&env, &format!("{}:src/a", kept.trim())).as_deref(),
+        Some("9\n"),
+        "the change is kept"
+    );
+}
+
+/// `--watch` does not end on a board of changes waiting for review: it
+/// waits, and an approval given meanwhile brings the task back to an agent,
+/// which lands it.
+#[test]
+fn a_watching_run_lands_a_change_approved_meanwhile() {
+    let env = Env::new();
+    let notices = env.tmp.path().join("notices.jsonl");
+    review_hub(&env, &notices);
+    let logs = env.tmp.path().join("logs");
+    let agent = agent(&env, &logs);
+    let run = farm(&env, ["run", "--agent", &agent, "--watch"]).spawn();
+    let start = std::time::Instant::now();
+    while !file_on_main(&env, "tasks/r.md").contains("\nchange =") {
+        assert!(start.elapsed() < Duration::from_secs(60), "never waited");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    farm(&env, ["approve", "r"]).run().success();
+    while !(done(&env, "r") && done(&env, "after-r")) {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "never landed after the approval"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    crate::stop::signal(run.id(), libc::SIGTERM);
+    let out = Farm::wait_within(run, Duration::from_secs(60));
+    assert!(
+        out.stderr.contains("landing its approved change"),
+        "{out:#?}"
+    );
+    assert_eq!(landings(&env, "r"), 1);
+}
