@@ -18,7 +18,7 @@ Examples:
   farm tasks
   farm tasks --json | jq -r '.tasks[] | select(.status == \"ready\") | .id'")]
 pub struct Args {
-    /// Print JSON: {branch, counts, tasks: [{id, title, status, detail, priority, after, attempts, max_attempts}], invalid: [...]}.
+    /// Print JSON: {branch, counts, tasks: [{id, title, status, detail, priority, after, attempts, max_attempts, review, change}], invalid: [...]}.
     #[arg(long)]
     json: bool,
 

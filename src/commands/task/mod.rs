@@ -54,7 +54,7 @@ struct ShowArgs {
     #[arg(value_parser = TaskId::parse, add = clap_complete::ArgValueCandidates::new(crate::commands::completions::task_ids))]
     id: TaskId,
 
-    /// Print JSON: {id, place, status, detail, file, title, labels, priority, after, attempts, max_attempts, body}.
+    /// Print JSON: {id, place, status, detail, file, title, labels, priority, after, attempts, max_attempts, review, change, body}.
     #[arg(long)]
     json: bool,
 
