@@ -124,6 +124,12 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str) -> Result<Integrated, Halt> 
             // (and the queue go on without this work until it is merged).
             drop(lock);
             rider = None;
+            // An approved change lands as it was reviewed: a merge
+            // session's resolution would land unreviewed. A failed
+            // attempt instead, whose new session's change is reviewed.
+            if task.approved.is_some() {
+                return Ok(Integrated::Conflict(files));
+            }
             match resolve(turn, &files)? {
                 Merge::Resolved => continue, // catch up with what moved meanwhile, then push
                 Merge::Unresolved => return Ok(Integrated::Conflict(files)),

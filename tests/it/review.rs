@@ -552,3 +552,36 @@ fn a_watching_run_lands_a_change_approved_meanwhile() {
     );
     assert_eq!(landings(&env, "r"), 1);
 }
+
+/// An approved change that no longer applies onto the branch as it is
+/// then is not resolved by a merge session (that would land unreviewed
+/// work): a failed attempt, the review over, and a new session whose
+/// change waits for review in turn.
+#[test]
+fn an_approved_change_that_conflicts_is_done_again_and_reviewed_again() {
+    let env = Env::new();
+    let notices = env.tmp.path().join("notices.jsonl");
+    review_hub(&env, &notices);
+    let logs = env.tmp.path().join("logs");
+    let agent = agent(&env, &logs);
+    let out = farm(&env, ["run", "--agent", &agent]).run_within(Duration::from_secs(90));
+    assert_eq!(out.code, Some(6), "{out:#?}");
+    std::fs::write(env.hub.join("r.txt"), "theirs\n").unwrap();
+    env.git(["add", "r.txt"]);
+    env.git(["commit", "-qm", "theirs"]);
+    farm(&env, ["approve", "r"]).run().success();
+    let out = farm(&env, ["run", "--agent", &agent]).run_within(Duration::from_secs(90));
+    assert_eq!(out.code, Some(6), "reviewed again: {out:#?}");
+    let r = file_on_main(&env, "tasks/r.md");
+    assert!(
+        r.contains("attempts = 1") && r.contains("no longer applies onto `main`"),
+        "{r}"
+    );
+    assert!(
+        r.contains("change = \"farm/review/r/") && !r.contains("approved ="),
+        "{r}"
+    );
+    assert!(logs.join("r.1.md").exists(), "a new session");
+    assert_eq!(file_on_main(&env, "r.txt"), "theirs\n", "nothing landed");
+    assert_eq!(review_branches(&env, "r").len(), 2, "both changes kept");
+}
