@@ -5,9 +5,9 @@
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    agents, answer, ask, claim, completions, demo, demo_agent, doctor, fire, init, locks, logs,
-    loop_script, messages, pause, reap, release, report, rescue, resume, run, say, schedule,
-    schedules, status, stop, task, tasks, tests,
+    agents, answer, approve, ask, claim, completions, demo, demo_agent, doctor, fire, init, locks,
+    logs, loop_script, messages, pause, reap, reject, release, report, rescue, resume, run, say,
+    schedule, schedules, status, stop, task, tasks, tests,
 };
 use crate::config::GlobalArgs;
 
@@ -26,6 +26,7 @@ Examples:
   farm pause --agent box-2               box-2 claims nothing new until farm resume
   farm say --to box-2 'skip the parser'  a word in box-2's next prompt
   farm answer parse-if 'yes'             answer the question a task waits on
+  farm approve parse-if                  land the change a task waits with
   farm doctor --agent claude             is everything in place for a night
   farm demo                              the whole cycle on a scratch hub
 
@@ -72,6 +73,8 @@ pub enum Command {
     Messages(messages::Args),
     Answer(answer::Args),
     Ask(ask::Args),
+    Approve(approve::Args),
+    Reject(reject::Args),
     Agents(agents::Args),
     LoopScript(loop_script::Args),
     Completions(completions::Args),

@@ -120,6 +120,11 @@ pub fn record_attempt(
 ) -> io::Result<Option<Edited>> {
     edit_pending(worktree, id, |t| {
         t.attempts = t.attempts.max(attempt);
+        // A failed attempt (a rejected or approved change that did not
+        // land among them) ends any review: the next session starts over,
+        // its change reviewed afresh.
+        t.change = None;
+        t.approved = None;
         append(t, note);
     })
 }
@@ -225,7 +230,7 @@ pub fn remove(worktree: &Path, id: &TaskId) -> io::Result<Option<Place>> {
 
 /// Edit task `id`'s pending file with `edit`; to `tasks/failed/` when its
 /// attempts are used up after it.
-fn edit_pending(
+pub(super) fn edit_pending(
     worktree: &Path,
     id: &TaskId,
     edit: impl FnOnce(&mut Task),
@@ -249,7 +254,7 @@ fn edit_pending(
     Ok(Some(Edited { task, failed }))
 }
 
-fn append(task: &mut Task, note: &str) {
+pub(super) fn append(task: &mut Task, note: &str) {
     task.body = format!("{}{note}", ensure_newline(&task.body));
 }
 

@@ -37,6 +37,12 @@ pub enum Status {
     Waiting {
         question: String,
     },
+    /// Pending, and a session's change waits on the hub's branch `change`
+    /// for a person's review (`farm approve`, `farm reject`). Approved, it
+    /// is ready again: ready to be landed.
+    Review {
+        change: String,
+    },
 }
 
 impl Status {
@@ -50,6 +56,7 @@ impl Status {
             Status::Failed => "failed",
             Status::Stuck { .. } => "stuck",
             Status::Waiting { .. } => "waiting",
+            Status::Review { .. } => "review",
         }
     }
 }
@@ -67,6 +74,7 @@ impl fmt::Display for Status {
                 let first = question.lines().next().unwrap_or_default();
                 write!(f, "waiting for an answer: {first}")
             }
+            Status::Review { change } => write!(f, "waiting for review: `{change}`"),
             other => f.write_str(other.label()),
         }
     }
@@ -191,6 +199,13 @@ impl<'a> Graph<'a> {
             return Status::Waiting {
                 question: super::question::last_question(&t.body)
                     .unwrap_or_else(|| "(the question is not in the task file)".into()),
+            };
+        }
+        // So does a change waiting for review; once approved, the task is
+        // judged as any other (ready: to be landed).
+        if let (Some(change), None) = (&t.change, t.approved) {
+            return Status::Review {
+                change: change.clone(),
             };
         }
         if let Some(why) = self.defect(t) {
@@ -479,8 +494,11 @@ pub struct Counts {
     pub failed: usize,
     pub stuck: usize,
     pub invalid: usize,
-    /// Waiting for an answer (`farm answer`).
+    /// Waiting for a person: for an answer (`farm answer`), or with a
+    /// change to review (`farm approve`); `review` counts the latter.
     pub waiting: usize,
+    /// Waiting with a change to review (`farm approve`, `farm reject`).
+    pub review: usize,
 }
 
 pub fn counts(s: &Snapshot) -> Counts {
@@ -497,6 +515,10 @@ pub fn counts(s: &Snapshot) -> Counts {
             Status::Failed => &mut c.failed,
             Status::Stuck { .. } => &mut c.stuck,
             Status::Waiting { .. } => &mut c.waiting,
+            Status::Review { .. } => {
+                c.review += 1;
+                &mut c.waiting
+            }
         } += 1;
     }
     c
@@ -781,8 +803,24 @@ mod tests {
                 stuck: 1,
                 invalid: 1,
                 waiting: 0,
+                review: 0,
             }
         );
+    }
+
+    #[test]
+    fn a_change_waits_for_review_until_approved_then_is_ready_to_land() {
+        let change = "farm/review/r/0123456789abcdef0123456789abcdef".to_owned();
+        let mut s = board(&[("r", &[]), ("after-r", &["r"])], &[], &[]);
+        s.pending[0].change = Some(change.clone());
+        assert_eq!(status_of(&s, "r"), Status::Review { change });
+        assert!(matches!(status_of(&s, "after-r"), Status::Blocked { .. }));
+        assert!(settled(&s), "only a person can move it on");
+        let c = counts(&s);
+        assert_eq!((c.waiting, c.review, c.ready), (1, 1, 0));
+        s.pending[0].approved = Some(at(1));
+        assert_eq!(status_of(&s, "r"), Status::Ready);
+        assert!(!settled(&s));
     }
 
     #[test]
@@ -898,6 +936,7 @@ mod tests {
                         prop_assert!(!on.is_empty());
                     }
                     Status::Waiting { .. } => prop_assert!(task.unwrap().asked.is_some()),
+                    Status::Review { .. } => prop_assert!(task.unwrap().change.is_some()),
                     Status::Stuck { why } => {
                         prop_assert!(!can.contains(i), "{} is stuck ({}) but can finish", i, why);
                     }

@@ -11,6 +11,7 @@
 //!   since the last read ([`Cache`]), for the loop that reads it every turn;
 //! - [`paths`]: where a task's file is (`tasks/`, `tasks/done/`, `tasks/failed/`);
 //! - [`question`]: a question a task waits to have answered, and its answer;
+//! - [`review`]: a change a task waits to have reviewed, approved or rejected;
 //! - [`edit`]: every edit of a task file (add, done, an attempt, failed) and
 //!   [`edit::transact`], the one shape of an edit that is committed and pushed;
 //! - [`graph`]: the dependency graph and every task's state ([`statuses`],
@@ -24,6 +25,7 @@ pub mod graph;
 pub mod load;
 pub mod paths;
 pub mod question;
+pub mod review;
 pub mod task;
 #[cfg(test)]
 mod testing;

@@ -24,17 +24,23 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 const FENCE: &str = "+++";
 
 /// Every key the front matter may hold, in the order [`Task::render`] writes them.
-const KEYS: [&str; 9] = [
+const KEYS: [&str; 12] = [
     "title",
     "after",
     "labels",
     "priority",
     "max_attempts",
     "timeout",
+    "review",
     "attempts",
     "created",
     "asked",
+    "change",
+    "approved",
 ];
+
+/// Where a change waiting for review is kept on the hub: `farm/review/<id>/<nonce>`.
+pub const REVIEW_PREFIX: &str = "farm/review/";
 
 /// One task, as its file describes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,6 +66,14 @@ pub struct Task {
     /// (`farm answer`); the question is the body's last `## Question`
     /// section. Maintained by farm.
     pub asked: Option<SystemTime>,
+    /// `review = true`: a change lands only after `farm approve`.
+    pub review: bool,
+    /// The branch on the hub (`farm/review/<id>/<nonce>`) holding the
+    /// change that waits for review; maintained by farm.
+    pub change: Option<String>,
+    /// When `farm approve` approved [`Task::change`]: the task is ready
+    /// again, to be landed without a session. Maintained by farm.
+    pub approved: Option<SystemTime>,
     /// Everything after the closing `+++` line, verbatim (line endings included).
     pub body: String,
 }
@@ -111,6 +125,19 @@ pub fn parse(id: TaskId, text: &str) -> Result<Task, String> {
     };
     let created = table.get("created").map(created).transpose()?;
     let asked = table.get("asked").map(asked).transpose()?;
+    let review = match table.get("review") {
+        None => false,
+        Some(toml::Value::Boolean(b)) => *b,
+        Some(v) => return Err(format!("`review` must be true or false, not {}", a(v))),
+    };
+    let change = table.get("change").map(|v| change(&id, v)).transpose()?;
+    let approved = table
+        .get("approved")
+        .map(|v| time("approved", v))
+        .transpose()?;
+    if approved.is_some() && change.is_none() {
+        return Err("`approved` without a `change`: nothing was approved".into());
+    }
     Ok(Task {
         id,
         title: title.to_owned(),
@@ -122,6 +149,9 @@ pub fn parse(id: TaskId, text: &str) -> Result<Task, String> {
         attempts,
         created,
         asked,
+        review,
+        change,
+        approved,
         body: body.to_owned(),
     })
 }
@@ -318,16 +348,46 @@ fn created(v: &toml::Value) -> Result<SystemTime, String> {
 }
 
 fn asked(v: &toml::Value) -> Result<SystemTime, String> {
+    time("asked", v)
+}
+
+fn time(key: &str, v: &toml::Value) -> Result<SystemTime, String> {
     let s = match v {
         toml::Value::Datetime(d) => d.to_string(),
-        v => string("asked", v)?.to_owned(),
+        v => string(key, v)?.to_owned(),
     };
     humantime::parse_rfc3339(&s).map_err(|e| {
         format!(
-            "`asked` `{}` is not an RFC 3339 UTC time like 2026-11-30T01:12:42.123Z: {e}",
+            "`{key}` `{}` is not an RFC 3339 UTC time like 2026-11-30T01:12:42.123Z: {e}",
             shown(&s)
         )
     })
+}
+
+/// `change`: a branch `farm/review/<id>/<nonce>`, nothing git could read as
+/// an option or a path outside `refs/heads/`.
+fn change(id: &TaskId, v: &toml::Value) -> Result<String, String> {
+    let s = string("change", v)?;
+    let nonce = s
+        .strip_prefix(REVIEW_PREFIX)
+        .and_then(|rest| rest.strip_prefix(id.as_str()))
+        .and_then(|rest| rest.strip_prefix('/'));
+    match nonce {
+        Some(n)
+            if !n.is_empty() && n.len() <= 64 && n.bytes().all(|b| b.is_ascii_alphanumeric()) =>
+        {
+            Ok(s.to_owned())
+        }
+        _ => Err(format!(
+            "`change` `{}` is not a review branch `{REVIEW_PREFIX}{id}/<nonce>`",
+            shown(s)
+        )),
+    }
+}
+
+/// The review branch of task `id` for the claim `nonce`.
+pub fn review_branch(id: &TaskId, nonce: &str) -> String {
+    format!("{REVIEW_PREFIX}{id}/{nonce}")
 }
 
 /// The front matter as [`Task::render`] writes it: title always, the rest
@@ -346,11 +406,17 @@ struct Front<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     timeout: Option<String>,
     #[serde(skip_serializing_if = "is_zero")]
+    review: bool,
+    #[serde(skip_serializing_if = "is_zero")]
     attempts: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     created: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     asked: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    change: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    approved: Option<String>,
 }
 
 fn is_zero<T: Default + PartialEq>(v: &T) -> bool {
@@ -373,9 +439,12 @@ impl Task {
             timeout: self
                 .timeout
                 .map(|d| humantime::format_duration(d).to_string()),
+            review: self.review,
             attempts: self.attempts,
             created: self.created.map(rfc3339),
             asked: self.asked.map(rfc3339),
+            change: self.change.as_deref(),
+            approved: self.approved.map(rfc3339),
         };
         let front = toml::to_string(&front).expect("a task's front matter always serializes");
         format!("{FENCE}\n{front}{FENCE}\n{}", self.body)
@@ -429,6 +498,9 @@ pub fn new_task(
         attempts: 0,
         created: Some(UNIX_EPOCH + Duration::from_millis(millis)),
         asked: None,
+        review: false,
+        change: None,
+        approved: None,
         body,
     }
 }
@@ -469,6 +541,9 @@ Description in markdown…
             attempts: 1,
             created: Some(at(T0_MS)),
             asked: None,
+            review: false,
+            change: None,
+            approved: None,
             body: "Description in markdown…\n".into(),
         }
     }
@@ -736,6 +811,9 @@ Description in markdown…
                         attempts,
                         created: created.map(|(s, n)| UNIX_EPOCH + Duration::new(s, n)),
                         asked: created.map(|(s, _)| UNIX_EPOCH + Duration::from_secs(s)),
+                        review: attempts % 2 == 1,
+                        change: None,
+                        approved: None,
                         body,
                     }
                 },

@@ -27,6 +27,9 @@ pub(super) fn minimal(name: &str) -> Task {
         attempts: 0,
         created: None,
         asked: None,
+        review: false,
+        change: None,
+        approved: None,
         body: String::new(),
     }
 }

@@ -136,6 +136,34 @@ pub fn task_ids() -> Vec<CompletionCandidate> {
     out
 }
 
+/// The ids of the tasks whose change waits for review (`farm approve`,
+/// `farm reject`), each with its change's branch.
+pub fn review_ids() -> Vec<CompletionCandidate> {
+    let Some(ctx) = completing() else {
+        return Vec::new();
+    };
+    let Ok(dir) = ctx.hub() else {
+        return Vec::new();
+    };
+    let Ok(hub) = Hub::open(&HubSpec::Local(dir), None) else {
+        return Vec::new();
+    };
+    let Ok(snapshot) = super::tasks::read_board(&hub) else {
+        return Vec::new();
+    };
+    snapshot
+        .pending
+        .iter()
+        .filter_map(|t| match (&t.change, t.approved) {
+            (Some(change), None) => Some(
+                CompletionCandidate::new(t.id.as_str())
+                    .help(Some(format!("{} (on {change})", t.title).into())),
+            ),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The agents that have session logs, then the tasks that have.
 pub fn log_names() -> Vec<CompletionCandidate> {
     let (agents, tasks) = logged();

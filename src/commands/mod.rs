@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod answer;
+pub mod approve;
 pub mod ask;
 pub mod branch;
 pub mod claim;
@@ -21,6 +22,7 @@ pub mod needs;
 pub mod pause;
 pub mod reap;
 pub mod recipients;
+pub mod reject;
 pub mod release;
 pub mod report;
 pub mod rescue;
@@ -73,6 +75,8 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<(), Error> {
         Command::Say(args) => say::run(ctx, args),
         Command::Messages(args) => messages::run(ctx, args),
         Command::Answer(args) => answer::run(ctx, args),
+        Command::Approve(args) => approve::run(ctx, args),
+        Command::Reject(args) => reject::run(ctx, args),
         Command::Ask(args) => ask::run(ctx, args),
         Command::Status(args) => status::run(ctx, args),
         Command::Task(args) => task::run(ctx, args),

@@ -80,6 +80,11 @@ pub fn gather(
                         why: question.lines().next().unwrap_or_default().to_owned(),
                         look: format!("farm answer {id} TEXT"),
                     }),
+                    Status::Review { change } => needs.review.push(Need {
+                        task: id.to_string(),
+                        why: format!("its change waits on `{change}`"),
+                        look: format!("farm approve {id} / farm reject {id} -m WHY"),
+                    }),
                     _ => {}
                 }
             }

@@ -492,13 +492,25 @@ fn left_on_the_board(run: &Run) -> Result<(), Error> {
 /// listed with the command that answers it (exit 6: work is left).
 fn waiting_for_answers(run: &Run, snapshot: &board::Snapshot) -> Result<(), Error> {
     let counts = board::counts(snapshot);
-    run.out.note_styled(
-        Some(Style::Warn),
-        &format!(
-            "farm run: {} waiting for an answer, nothing else to do (exit 6; answer, then run again):",
-            crate::output::count(counts.waiting, "task is", "tasks are")
+    let asked = counts.waiting - counts.review;
+    let what = match (asked, counts.review) {
+        (_, 0) => format!(
+            "{} waiting for an answer, nothing else to do (exit 6; answer, then run again)",
+            crate::output::count(asked, "task is", "tasks are")
         ),
-    );
+        (0, n) => format!(
+            "{} waiting for review, nothing else to do (exit 6; approve or reject, then run again)",
+            crate::output::count(n, "change is", "changes are")
+        ),
+        (a, n) => format!(
+            "{} waiting for an answer and {} for review, nothing else to do (exit 6; answer, \
+             approve or reject, then run again)",
+            crate::output::count(a, "task is", "tasks are"),
+            crate::output::count(n, "change", "changes")
+        ),
+    };
+    run.out
+        .note_styled(Some(Style::Warn), &format!("farm run: {what}:"));
     for (id, status) in board::statuses(snapshot) {
         match status {
             Status::Waiting { question } => {
@@ -507,6 +519,13 @@ fn waiting_for_answers(run: &Run, snapshot: &board::Snapshot) -> Result<(), Erro
                     run.out.note(&format!("    {line}"));
                 }
                 run.out.note(&format!("    farm answer {id} 'YOUR ANSWER'"));
+            }
+            Status::Review { change } => {
+                run.out
+                    .note(&format!("  `{id}` waits for review of `{change}`:"));
+                run.out.note(&format!(
+                    "    farm approve {id}    or    farm reject {id} -m 'WHY'"
+                ));
             }
             Status::Failed => run
                 .out

@@ -143,6 +143,8 @@ struct Report<'j> {
     board: Option<board::Counts>,
     /// The tasks waiting for an answer, with their questions.
     waiting: Vec<(String, String)>,
+    /// The tasks whose change waits for review, with its branch.
+    review: Vec<(String, String)>,
     /// Task, holder (`agent@host`), state, age.
     claims: Vec<(String, String, &'static str, Duration)>,
     /// Hosts whose clocks seem off this one's, by seconds (ahead positive).
@@ -442,12 +444,15 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
     );
     let hub = opened.ok();
     let mut waiting = Vec::new();
+    let mut review = Vec::new();
     let board = hub.as_ref().and_then(|hub| {
         let mut snapshot = super::tasks::read_board(hub).ok()?;
         snapshot.claimed = holders;
         for (id, status) in board::statuses(&snapshot) {
-            if let board::Status::Waiting { question } = status {
-                waiting.push((id.to_string(), question));
+            match status {
+                board::Status::Waiting { question } => waiting.push((id.to_string(), question)),
+                board::Status::Review { change } => review.push((id.to_string(), change)),
+                _ => {}
             }
         }
         Some(board::counts(&snapshot))
@@ -525,6 +530,7 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
         roles,
         board,
         waiting,
+        review,
         claims,
         clocks_off,
         sessions,
@@ -812,6 +818,12 @@ impl Report<'_> {
                 question.lines().next().unwrap_or_default()
             ));
         }
+        for (task, change) in &self.review {
+            line(format!(
+                "waiting for review: `{task}`'s change on `{change}`; \
+                 farm approve {task}, or farm reject {task} -m WHY"
+            ));
+        }
         for n in &self.paused {
             line(format!(
                 "paused: {}, {}: farm resume{}",
@@ -1051,6 +1063,11 @@ impl Report<'_> {
             "board": self.board.as_ref().map(|c| json!(c)),
             "waiting": self.waiting.iter().map(|(task, question)| json!({
                 "task": task, "question": question,
+            })).collect::<Vec<_>>(),
+            "review": self.review.iter().map(|(task, change)| json!({
+                "task": task, "change": change,
+                "approve_with": format!("farm approve {task}"),
+                "reject_with": format!("farm reject {task} -m WHY"),
             })).collect::<Vec<_>>(),
             "claims": self.claims.iter().map(|(task, who, state, age)| json!({
                 "task": task, "held_by": who, "state": state, "age_secs": age.as_secs(),

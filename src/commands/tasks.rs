@@ -18,7 +18,7 @@ Examples:
   farm tasks
   farm tasks --json | jq -r '.tasks[] | select(.status == \"ready\") | .id'")]
 pub struct Args {
-    /// Print JSON: {branch, counts, tasks: [{id, title, status, detail, priority, after, attempts, max_attempts}], invalid: [...]}.
+    /// Print JSON: {branch, counts, tasks: [{id, title, status, detail, priority, after, attempts, max_attempts, review, change}], invalid: [...]}.
     #[arg(long)]
     json: bool,
 
@@ -142,7 +142,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
             .map(|(id, status)| {
                 let t = find(id);
                 let f = finished.get(id);
-                let (name, detail) = describe(status);
+                let (name, detail) = describe_task(status, find(id));
                 json!({
                     "id": id.as_str(),
                     "status": name,
@@ -151,6 +151,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
                     "priority": t.map(|t| t.priority),
                     "after": t.map(|t| t.after.iter().map(TaskId::as_str).collect::<Vec<_>>()),
                     "labels": t.map(|t| &t.labels),
+                    "review": t.map(|t| t.review),
+                    "change": t.and_then(|t| t.change.as_deref()),
                     "attempts": t.map(|t| t.attempts).or(f.map(|f| f.attempts)),
                     "max_attempts": t.map(|t| t.max_attempts).or(f.map(|f| f.max_attempts)),
                     "last_reason": t.and_then(|t| last_reason(&t.body)).or(f.and_then(|f| f.last.clone())),
@@ -181,12 +183,13 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     let mut rows: Vec<_> = statuses
         .iter()
         .map(|(id, status)| {
-            let (name, detail) = describe(status);
+            let (name, detail) = describe_task(status, find(id));
             let style = match status {
                 Status::Ready => Style::Good,
-                Status::Claimed { .. } | Status::Blocked { .. } | Status::Waiting { .. } => {
-                    Style::Warn
-                }
+                Status::Claimed { .. }
+                | Status::Blocked { .. }
+                | Status::Waiting { .. }
+                | Status::Review { .. } => Style::Warn,
                 Status::Done => Style::Dim,
                 Status::Failed | Status::Stuck { .. } => Style::Bad,
             };
@@ -228,6 +231,21 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     Ok(())
 }
 
+/// [`describe`], and a pending task's approved change, which lands next.
+fn describe_task(status: &Status, task: Option<&board::Task>) -> (&'static str, String) {
+    match task {
+        Some(board::Task {
+            change: Some(change),
+            approved: Some(_),
+            ..
+        }) => (
+            status.label(),
+            format!("approved: its change on `{change}` lands next"),
+        ),
+        _ => describe(status),
+    }
+}
+
 pub(crate) fn describe(status: &Status) -> (&'static str, String) {
     let detail = match status {
         Status::Blocked { on } => {
@@ -239,6 +257,9 @@ pub(crate) fn describe(status: &Status) -> (&'static str, String) {
         Status::Waiting { question } => {
             let first = question.lines().next().unwrap_or_default();
             format!("asked: {first}")
+        }
+        Status::Review { change } => {
+            format!("change on `{change}`: farm approve / farm reject")
         }
         Status::Ready | Status::Done | Status::Failed => String::new(),
     };

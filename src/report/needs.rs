@@ -49,6 +49,8 @@ impl Left {
 pub struct NeedsYou {
     /// Tasks waiting for the answer to a question a session asked.
     pub asked: Vec<Need>,
+    /// Tasks whose change waits for review (`farm approve`).
+    pub review: Vec<Need>,
     pub failed: Vec<Need>,
     pub stuck: Vec<Need>,
     pub rescued: Vec<Rescued>,
@@ -67,6 +69,7 @@ impl NeedsYou {
     /// Nothing a person must act on.
     pub fn nothing(&self) -> bool {
         self.asked.is_empty()
+            && self.review.is_empty()
             && self.failed.is_empty()
             && self.stuck.is_empty()
             && self.rescued.is_empty()
@@ -113,6 +116,9 @@ impl NeedsYou {
         }];
         for n in &self.asked {
             out.push(format!("  asks     `{}`: {}  ({})", n.task, n.why, n.look));
+        }
+        for n in &self.review {
+            out.push(format!("  review   `{}`: {}  ({})", n.task, n.why, n.look));
         }
         for n in &self.failed {
             out.push(format!("  failed   `{}`: {}  ({})", n.task, n.why, n.look));
@@ -164,6 +170,9 @@ impl NeedsYou {
             for n in &self.asked {
                 item("asks", &n.task, &n.why, &n.look);
             }
+            for n in &self.review {
+                item("review", &n.task, &n.why, &n.look);
+            }
             for n in &self.failed {
                 item("failed", &n.task, &n.why, &n.look);
             }
@@ -203,6 +212,11 @@ mod tests {
                 why: "Tabs or spaces?".into(),
                 look: "farm answer q TEXT".into(),
             }],
+            review: vec![Need {
+                task: "r".into(),
+                why: "its change waits on `farm/review/r/n1`".into(),
+                look: "farm approve r / farm reject r -m WHY".into(),
+            }],
             failed: vec![Need {
                 task: "doomed".into(),
                 why: "failed with exit code 1".into(),
@@ -237,6 +251,7 @@ mod tests {
             [
                 "NEEDS YOU",
                 "  asks     `q`: Tabs or spaces?  (farm answer q TEXT)",
+                "  review   `r`: its change waits on `farm/review/r/n1`  (farm approve r / farm reject r -m WHY)",
                 "  failed   `doomed`: failed with exit code 1  (farm task show doomed)",
                 "  stuck    `after<doomed>`: waits for `doomed`, which failed  (farm task show after-doomed)",
                 "  rescued  `farm/rescue/r1/ab12`: `r1`: the run was stopped  (git -C /hub log -p main..farm/rescue/r1/ab12)",
@@ -247,7 +262,7 @@ mod tests {
         let h = needs().html();
         assert!(h.starts_with("<section id=\"needs-you\">"), "{h}");
         assert!(h.contains("<code>after&lt;doomed&gt;</code>"), "{h}");
-        assert_eq!(h.matches("<li class=\"need ").count(), 4, "{h}");
+        assert_eq!(h.matches("<li class=\"need ").count(), 5, "{h}");
         assert!(h.contains("3 tasks left: 1 ready, 0 claimed, 2 blocked; cost: $1.20"));
     }
 

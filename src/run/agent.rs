@@ -317,6 +317,12 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             self.retire(&task, held)?;
             return Ok(Step::Retired);
         }
+        // Approved after review: the change lands, no session runs.
+        if task.change.is_some() && task.approved.is_some() {
+            run.unreserve_session();
+            self.land(&task, held)?;
+            return Ok(Step::Landed);
+        }
         if !self.run_session(task, held)? {
             return Ok(Step::OnHold);
         }
@@ -600,6 +606,28 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
         retired?;
         run.wake_all();
         Ok(())
+    }
+
+    /// Land the approved change of `task` under `held`, here, without a
+    /// session (see [`crate::run::review`]); release the claim and count
+    /// how it ended.
+    fn land(&mut self, task: &Task, held: Held) -> Result<(), Error> {
+        let (run, name) = (self.run, self.name);
+        let turn = self.turn(task, &held);
+        let worked = match crate::run::review::prepare(turn) {
+            Ok(crate::run::review::Prepared::Ran(ran)) => work(turn, Ok(ran)),
+            Ok(crate::run::review::Prepared::Failed { why, log }) => {
+                crate::run::review::failed(turn, &why, &log).map(|recorded| match recorded {
+                    crate::run::attempts::Recorded::Lost => End::Lost { rescued: false },
+                    _ => End::Failed { rescued: false },
+                })
+            }
+            Err(e) => Err(e),
+        };
+        let end = release(run, held, worked);
+        run.wake_all();
+        self.tally
+            .count(run, name, &task.id, end?, &mut self.summary)
     }
 
     /// Run one session on `task` under `held`. A session that did its task

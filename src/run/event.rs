@@ -351,6 +351,15 @@ pub enum Event<'a> {
         #[serde(default, borrow)]
         work: Option<Cow<'a, str>>,
     },
+    /// `task`'s session finished with a change that waits for review
+    /// (`review = true`): it is on the hub's branch `change`, the task
+    /// waits on the board for `farm approve` or `farm reject`.
+    Review {
+        #[serde(default, borrow)]
+        task: Cow<'a, str>,
+        #[serde(default, borrow)]
+        change: Cow<'a, str>,
+    },
     /// A line of a kind this farm does not write (a newer farm's).
     #[serde(other)]
     Unknown,
@@ -445,6 +454,10 @@ impl Event<'_> {
             Event::Message { id, by } => {
                 format!("took message `{id}` from {by}: its next session's prompt holds it")
             }
+            Event::Review { task, change } => format!(
+                "`{task}`: its change waits for review on `{change}` \
+                 (farm approve {task}, or farm reject {task} -m WHY)"
+            ),
             Event::GitKilled { error } => format!("{error}; reopening its clone and going on"),
             Event::ScheduleFire { tasks } => format!("schedules made {}", tasks.join(", ")),
             Event::ScheduleError { error } => {
@@ -472,6 +485,7 @@ impl Event<'_> {
             },
             Event::Rescue { .. }
             | Event::Asked { .. }
+            | Event::Review { .. }
             | Event::LostRace { .. }
             | Event::Reap { .. }
             | Event::Flaky { .. } => Some(Style::Warn),

@@ -151,8 +151,15 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str, work: Work) -> Result<Integr
             // (and the queue go on without this work until it is merged).
             drop(lock);
             rider = None;
+            // A rescue a person lands goes on no further (see `Work`).
             if !work.merge_sessions() {
                 clone.abort_merge()?;
+                return Ok(Integrated::Conflict(files));
+            }
+            // An approved change lands as it was reviewed: a merge
+            // session's resolution would land unreviewed. A failed
+            // attempt instead, whose new session's change is reviewed.
+            if task.approved.is_some() {
                 return Ok(Integrated::Conflict(files));
             }
             match resolve(turn, &files)? {

@@ -386,6 +386,10 @@ mod tests {
                 question: "Tabs or spaces?".into(),
                 work: Some("farm/rescue/t7/n1".into()),
             },
+            Event::Review {
+                task: "t8".into(),
+                change: "farm/review/t8/n2".into(),
+            },
             Event::Standing {
                 task: "lint-1".into(),
                 role: "linter".into(),
@@ -479,6 +483,7 @@ mod tests {
             Event::Wait { .. } => 31,
             Event::Message { .. } => 32,
             Event::Asked { .. } => 33,
+            Event::Review { .. } => 34,
             Event::Unknown => 28,
         }
     }
@@ -487,7 +492,7 @@ mod tests {
     fn every_kind_of_event_reads_back_as_it_was_recorded() {
         let events = every_kind();
         let kinds: std::collections::BTreeSet<usize> = events.iter().map(kind).collect();
-        assert_eq!(kinds, (0..=33).collect(), "a kind without a sample");
+        assert_eq!(kinds, (0..=34).collect(), "a kind without a sample");
         let tmp = tempfile::tempdir().unwrap();
         let j = Journal::open(tmp.path());
         for (i, e) in events.iter().enumerate() {

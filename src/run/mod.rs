@@ -9,9 +9,10 @@
 //!   decisions;
 //! - [`tally`], [`standing`]: counting what a task came to (the breaker),
 //!   and a role's standing task;
-//! - [`settle`], [`attempts`], [`asking`]: what a session's end means,
-//!   decided then done; a failed attempt noted on the board; a question
-//!   asked, the task waiting for its answer;
+//! - [`settle`], [`attempts`], [`asking`], [`review`]: what a session's end
+//!   means, decided then done; a failed attempt noted on the board; a
+//!   question asked, the task waiting for its answer; a change waiting for
+//!   review, and landed once approved;
 //! - [`integrate`], [`speculate`], [`gate`], [`landing`], [`progress`]:
 //!   bringing the work onto the branch, tested (in the merge queue),
 //!   within what a session may change;
@@ -58,6 +59,7 @@ pub mod progress;
 pub mod prompt;
 pub mod question_file;
 pub mod queue;
+pub mod review;
 pub mod roles;
 pub mod sandbox;
 pub mod session;

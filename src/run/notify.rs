@@ -387,6 +387,15 @@ impl Notifier {
                 .with("answer_with", json!(format!("farm answer {task} TEXT")))
                 .with("work", json!(work))
             }
+            Event::Review { task, change } => Notice::new(
+                Kind::ReviewWaiting,
+                Some(task),
+                agent,
+                format!("`{task}`'s change waits for review on `{change}` (farm approve {task})"),
+            )
+            .with("change", json!(change))
+            .with("approve_with", json!(format!("farm approve {task}")))
+            .with("reject_with", json!(format!("farm reject {task} -m WHY"))),
             Event::RunEnd { .. } => run_end_notice(event)?,
             _ => return None,
         })
@@ -734,6 +743,15 @@ mod tests {
             "Tabs or spaces?\nThe guide is silent."
         );
         assert_eq!(notice.more["work"], "farm/rescue/q/n1");
+        let review = Event::Review {
+            task: "r".into(),
+            change: "farm/review/r/n2".into(),
+        };
+        let notice = n.notice_of("a", &review, at(0)).unwrap();
+        assert_eq!(notice.event, Kind::ReviewWaiting);
+        assert_eq!(notice.task.as_deref(), Some("r"));
+        assert_eq!(notice.more["change"], "farm/review/r/n2");
+        assert_eq!(notice.more["approve_with"], "farm approve r");
         // Everything else says nothing.
         assert_eq!(
             n.notice_of("a", &Event::Done { task: "t".into() }, at(0)),

@@ -36,6 +36,8 @@ pub(super) enum End {
     Rescued {
         rescued: bool,
     },
+    /// The change waits for review on its branch: no attempt counted.
+    Review,
     /// The claim was taken over by another holder: work rescued (if any),
     /// no attempt counted, not released. (A claim removed with nobody
     /// holding the task after is a failed attempt: see [`claim`].)
@@ -138,7 +140,10 @@ pub(super) fn finish(turn: Turn<'_>, ran: Ran) -> Result<End, Error> {
     let asked = crate::run::question_file::read(clone.dir(), &task.id);
     // What the agent left uncommitted is committed: with the move to done
     // when it succeeded (one commit), on its own otherwise (to be rescued).
-    if ran.class == Class::Success && !ran.lost && descends && asked.is_none() {
+    // A change that waits for review is kept as the session left it: done
+    // only once approved, landed on the branch as it is then.
+    let review = task.review && task.approved.is_none();
+    if ran.class == Class::Success && !ran.lost && descends && asked.is_none() && !review {
         clone.mark_done(task, name, ran.attempt, &ran.log)?;
     } else {
         clone.commit_leftovers(name, task.id.as_str())?;
@@ -167,6 +172,7 @@ pub(super) fn finish(turn: Turn<'_>, ran: Ran) -> Result<End, Error> {
         descends,
         said: &said,
         asked: asked.as_deref(),
+        review,
     });
     Settling {
         turn,
@@ -199,6 +205,8 @@ pub(super) struct Facts<'a> {
     pub(super) said: &'a str,
     /// The question it asked (`FARM_ASK`), if it asked one.
     pub(super) asked: Option<&'a str>,
+    /// Its task lands only once a person approved the change.
+    pub(super) review: bool,
 }
 
 /// What comes after a session, or after integrating its work.
@@ -237,6 +245,10 @@ pub(super) enum Step {
     /// The session asked this question: rescue the work, put the question
     /// on the board (the task waits for an answer), count nothing.
     Ask(String),
+    /// The work would be integrated, but its task wants a review: push it
+    /// to a review branch and put that on the board (the task waits for
+    /// `farm approve`), count nothing.
+    Review,
 }
 
 impl Step {
@@ -289,7 +301,10 @@ pub(super) fn decide(f: &Facts<'_>) -> Step {
             ),
         );
     }
-    next_step(f.outcome, f.class.clone())
+    match next_step(f.outcome, f.class.clone()) {
+        Step::Integrate if f.review => Step::Review,
+        step => step,
+    }
 }
 
 /// What comes after integrating a session's work, by how it ended; `rounds`
@@ -487,6 +502,20 @@ impl Settling<'_> {
                     Recorded::Lost => End::Lost { rescued },
                 }
             }
+            Step::Review => {
+                let Turn { clone, task, .. } = self.turn;
+                // The change goes to the hub before the board says it
+                // waits: a farm killed in between loses nothing.
+                let change = crate::board::task::review_branch(&task.id, self.nonce.as_str());
+                clone.push_ref(&clone.head()?, &change)?;
+                match crate::run::review::record(self.turn, &change, &self.log)? {
+                    Recorded::Pushed => End::Review,
+                    // Settled by someone else meanwhile: the change stays
+                    // on its branch.
+                    Recorded::Gone => End::Rescued { rescued: true },
+                    Recorded::Lost => End::Lost { rescued: true },
+                }
+            }
             Step::Fail {
                 rescue,
                 note,
@@ -609,7 +638,30 @@ mod tests {
             descends: true,
             said: "",
             asked: None,
+            review: false,
         }
+    }
+
+    #[test]
+    fn a_change_for_review_waits_instead_of_landing_and_nothing_else_does() {
+        let outcome = Outcome::Success;
+        let f = Facts {
+            review: true,
+            ..facts(&outcome)
+        };
+        assert_eq!(decide(&f), Step::Review);
+        let failed = Outcome::Failed { code: 1 };
+        let f = Facts {
+            review: true,
+            ..facts(&failed)
+        };
+        assert!(matches!(decide(&f), Step::Fail { .. }));
+        let f = Facts {
+            review: true,
+            asked: Some("Tabs?"),
+            ..facts(&outcome)
+        };
+        assert_eq!(decide(&f), Step::Ask("Tabs?".into()));
     }
 
     #[test]

@@ -32,6 +32,8 @@ pub(super) enum Step {
     Armed,
     /// A session ran on the task.
     Ran,
+    /// An approved change was landed (or failed to), without a session.
+    Landed,
 }
 
 /// Why an agent's loop ends.

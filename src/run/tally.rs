@@ -101,6 +101,10 @@ impl Tally {
                 summary.rescued += usize::from(rescued);
                 Counted::Nothing
             }
+            End::Review => {
+                self.breaker.done();
+                Counted::Nothing
+            }
             End::Lost { rescued } => {
                 summary.rescued += usize::from(rescued);
                 // Taken over once is the protocol at work (a reaper judged

@@ -447,7 +447,7 @@ fn help_has_examples() {
     let out = env.farm(["--help"]).run().success();
     out.stdout_has("farm claim parse-if -- make test")
         .stdout_has("Exit codes");
-    for sub in ["claim", "release", "locks", "reap"] {
+    for sub in ["claim", "release", "locks", "reap", "approve", "reject"] {
         env.farm([sub, "--help"])
             .run()
             .success()
@@ -466,7 +466,14 @@ fn man_pages_for_farm_and_each_command() {
     env.farm(["man", "--dir", dir.to_str().unwrap()])
         .run()
         .success();
-    for page in ["farm.1", "farm-run.1", "farm-reap.1", "farm-tests.1"] {
+    for page in [
+        "farm.1",
+        "farm-run.1",
+        "farm-reap.1",
+        "farm-tests.1",
+        "farm-approve.1",
+        "farm-reject.1",
+    ] {
         let text = std::fs::read_to_string(dir.join(page)).unwrap();
         assert!(text.contains(".SH NAME"), "{page}");
     }

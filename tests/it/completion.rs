@@ -45,7 +45,7 @@ fn shell(env: &Env, name: &str, args: &[&str], hub_in_env: bool) -> Option<Strin
 
 /// The words a shell offers after `line` (the words typed, the last one
 /// being completed), one a line.
-fn offered(
+pub(crate) fn offered(
     env: &Env,
     name: &str,
     script: &Path,

@@ -28,6 +28,7 @@ mod recovery;
 mod remote;
 mod report;
 mod rescue;
+mod review;
 mod run;
 mod sandbox;
 mod say;

@@ -257,7 +257,7 @@ fn check_table(extra: &str) -> String {
 }
 
 /// A hub with [`CHECK`] and tests `a`, `b` (passing) and `c` (failing).
-fn checked_project(extra: &str) -> Env {
+pub(crate) fn checked_project(extra: &str) -> Env {
     hub_with_tests(
         &check_table(extra),
         &[

@@ -61,6 +61,10 @@ pub(super) struct EditArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     max_attempts: Option<u32>,
 
+    /// Whether its change lands only once approved (`farm approve`).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    review: Option<bool>,
+
     /// Edit it even while an agent holds it: the session running keeps the
     /// text it was given; the edit reaches the next one.
     #[arg(long)]
@@ -126,10 +130,11 @@ pub(super) fn run_edit(ctx: &Ctx, args: &EditArgs) -> Result<(), Error> {
         && args.priority.is_none()
         && args.after.is_none()
         && !args.no_after
-        && args.max_attempts.is_none();
+        && args.max_attempts.is_none()
+        && args.review.is_none();
     if nothing {
         return Err(Error::usage(format!("nothing to change of `{id}`")).hint(format!(
-            "say what: farm task edit {id} --title TEXT | -m TEXT | --priority N | --after ID... | --no-after | --max-attempts N"
+            "say what: farm task edit {id} --title TEXT | -m TEXT | --priority N | --after ID... | --no-after | --max-attempts N | --review BOOL"
         )));
     }
     if let Some(title) = &args.title {
@@ -186,6 +191,9 @@ pub(super) fn run_edit(ctx: &Ctx, args: &EditArgs) -> Result<(), Error> {
         }
         if let Some(n) = args.max_attempts {
             t.max_attempts = n;
+        }
+        if let Some(review) = args.review {
+            t.review = review;
         }
     };
     let mut branch = HubBranch::new(&hub, format!("`{id}`"));

@@ -40,6 +40,8 @@ struct Entry {
     priority: i64,
     max_attempts: Option<i64>,
     timeout: Option<String>,
+    #[serde(default)]
+    review: bool,
 }
 
 /// The tasks `text` (read from `name`) describes, each checked as
@@ -51,7 +53,7 @@ fn parse(name: &str, text: &str) -> Result<Vec<Task>, Error> {
             "`{name}` is not a task file: {}",
             crate::error::toml_message(text, &e)
         ))
-        .hint("write one [[task]] table per task, with keys id, title, description, after, labels, priority, max_attempts, timeout (farm task add --help)")
+        .hint("write one [[task]] table per task, with keys id, title, description, after, labels, priority, max_attempts, timeout, review (farm task add --help)")
     })?;
     if file.task.is_empty() {
         return Err(Error::usage(format!("`{name}` holds no [[task]] table"))
@@ -95,6 +97,7 @@ fn parse(name: &str, text: &str) -> Result<Vec<Task>, Error> {
                 priority: entry.priority,
                 max_attempts,
                 timeout,
+                review: entry.review,
             },
             &what,
         )

@@ -54,7 +54,7 @@ struct ShowArgs {
     #[arg(value_parser = TaskId::parse, add = clap_complete::ArgValueCandidates::new(crate::commands::completions::task_ids))]
     id: TaskId,
 
-    /// Print JSON: {id, place, status, detail, file, title, labels, priority, after, attempts, max_attempts, body}.
+    /// Print JSON: {id, place, status, detail, file, title, labels, priority, after, attempts, max_attempts, review, change, body}.
     #[arg(long)]
     json: bool,
 
@@ -104,6 +104,7 @@ Examples:
   farm task add lexer -m \"Write the lexer for the C subset in src/lex.c\"
   farm task add parse-if --after lexer --priority 2 -m \"Parse if/else\"
   farm task add doc-cli --label docs -m \"Document every flag\"
+  farm task add schema --review -m \"Migrate the schema\"   # lands after farm approve
   git log -1 --format=%B | farm task add follow-up -m -
   farm task add --from backlog.toml     # [[task]] tables: id, title, description, after, …
 
@@ -116,7 +117,7 @@ The --from file is TOML, one [[task]] table per task:
   title = \"Parse if/else\"
   after = [\"lexer\"]
   priority = 2
-Keys: id (required), title, description, after, labels, priority, max_attempts, timeout.
+Keys: id (required), title, description, after, labels, priority, max_attempts, timeout, review.
 Every task is checked first: one bad task adds none.")]
 struct AddArgs {
     /// The task id (a name: letters, digits, `.`, `_`, `-`).
@@ -158,12 +159,17 @@ struct AddArgs {
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     timeout: Option<Duration>,
 
+    /// Its change lands only once a person approves it (`farm approve`):
+    /// finished, it waits for review on a branch `farm/review/ID/NONCE`.
+    #[arg(long)]
+    review: bool,
+
     /// Add every task of this TOML file (`-`: stdin) in one commit; the
     /// format is below.
     #[arg(
         long,
         value_name = "FILE",
-        conflicts_with_all = ["id", "message", "title", "after", "labels", "timeout"]
+        conflicts_with_all = ["id", "message", "title", "after", "labels", "timeout", "review"]
     )]
     from: Option<std::path::PathBuf>,
 
@@ -238,6 +244,8 @@ fn run_show(ctx: &Ctx, args: &ShowArgs) -> Result<(), Error> {
             "after": task.after.iter().map(TaskId::as_str).collect::<Vec<_>>(),
             "attempts": task.attempts,
             "max_attempts": task.max_attempts,
+            "review": task.review,
+            "change": task.change,
             "body": task.body,
         });
         ctx.out.data(&format!("{doc:#}\n"))?;
@@ -262,6 +270,22 @@ fn run_show(ctx: &Ctx, args: &ShowArgs) -> Result<(), Error> {
     }
     if task.priority != 0 {
         text.push_str(&format!("priority: {}\n", task.priority));
+    }
+    match (&task.change, task.approved) {
+        (Some(change), Some(_)) if place != Place::Pending => {
+            text.push_str(&format!("review:   approved; landed from `{change}`\n"));
+        }
+        (Some(change), None) => text.push_str(&format!(
+            "review:   its change waits on `{change}`: farm approve {id} / farm reject {id} -m WHY\n",
+            id = task.id
+        )),
+        (Some(change), Some(_)) => text.push_str(&format!(
+            "review:   approved; its change on `{change}` lands next\n"
+        )),
+        (None, _) if task.review => {
+            text.push_str("review:   its change lands only once approved (farm approve)\n");
+        }
+        (None, _) => {}
     }
     text.push_str(&format!("file:     {file} on `{}`\n", hub.branch));
     if !task.body.trim().is_empty() {
@@ -409,6 +433,7 @@ struct NewTask<'a> {
     priority: i64,
     max_attempts: u32,
     timeout: Option<Duration>,
+    review: bool,
 }
 
 /// A new task, checked: a reserved id, or one that would not read back as
@@ -423,6 +448,7 @@ fn new_task(given: NewTask<'_>, what: &str) -> Result<Task, Error> {
         priority,
         max_attempts,
         timeout,
+        review,
     } = given;
     if id.is_reserved() {
         return Err(Error::usage(format!(
@@ -435,6 +461,7 @@ fn new_task(given: NewTask<'_>, what: &str) -> Result<Task, Error> {
     let mut task = board::new_task(id, &title, body, after, priority, SystemTime::now());
     task.max_attempts = max_attempts;
     task.timeout = timeout;
+    task.review = review;
     for label in labels {
         if !task.labels.contains(label) {
             task.labels.push(label.clone());
@@ -503,6 +530,7 @@ fn run_add(ctx: &Ctx, args: &AddArgs) -> Result<(), Error> {
             priority: args.priority,
             max_attempts: args.max_attempts,
             timeout: args.timeout,
+            review: args.review,
         },
         "",
     )?;

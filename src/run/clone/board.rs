@@ -87,7 +87,9 @@ impl PrivateClone {
             return Ok(None);
         };
         // A question asked meanwhile (`farm answer` not given yet) holds it.
+        // So does a change waiting for review (`farm approve` not given yet).
         let ready = task.asked.is_none()
+            && (task.change.is_none() || task.approved.is_some())
             && task
                 .after
                 .iter()

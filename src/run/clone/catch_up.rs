@@ -45,6 +45,13 @@ impl PrivateClone {
         Ok(false)
     }
 
+    /// Bring the work tree up to HEAD, which a rebase in memory left it
+    /// behind: for work that commits what the files hold (a task moved to
+    /// done on top of a change brought onto the branch).
+    pub fn files_to_head(&self) -> Result<(), Error> {
+        self.catch_up_worktree()
+    }
+
     /// Bring the index and the work tree up to HEAD after an in-memory
     /// rebase or a test run, for the `git` commands that work in them.
     fn catch_up_worktree(&self) -> Result<(), Error> {
