@@ -118,8 +118,17 @@ use crate::daemon::{Daemon, Transport};
 
 /// Tasks per board.
 const TASKS: usize = 30;
-/// How long a round may take before its agents count as wedged.
+/// How long a round's kills may go on, and how long a round may take
+/// before its agents count as wedged if they stopped making progress.
 const ROUND_LIMIT: Duration = Duration::from_secs(180);
+/// Slow is not wedged: past [`ROUND_LIMIT`], a round waits on while farm
+/// and its agents still do something new (a line of farm's output, a
+/// session's ledger line) at least this often. A round over ssh, beside
+/// two other suites at a load average of 23, was still landing tasks when
+/// it was called wedged at 180 s.
+const STALL_LIMIT: Duration = Duration::from_secs(60);
+/// The most a round may take, progress or not.
+const ROUND_MAX: Duration = Duration::from_secs(480);
 /// How long to wait for a chosen moment before giving up on it.
 const MOMENT_WAIT: Duration = Duration::from_secs(25);
 /// Farm exits the test did not cause, restarted by hand, before the round
@@ -1121,6 +1130,17 @@ exit 0
         }
     }
 
+    /// How long since farm or an agent last did something new: farm's
+    /// output or the agents' ledger last grew.
+    fn quiet_for(&self) -> Duration {
+        let last = ["farm.out", "ledger"]
+            .iter()
+            .filter_map(|f| std::fs::metadata(self.c().join(f)).ok()?.modified().ok())
+            .max();
+        last.and_then(|t| SystemTime::now().duration_since(t).ok())
+            .unwrap_or(Duration::MAX)
+    }
+
     /// Whether farm's last lines name the `main.lock` the test left.
     fn names_lock(&self) -> bool {
         let text = std::fs::read_to_string(self.c().join("farm.out")).unwrap_or_default();
@@ -1633,10 +1653,18 @@ exit 0
                 }
             }
         }
-        // Let the board settle.
-        while self.running_farm(deadline).is_some() {
-            if Instant::now() > deadline {
-                break;
+        // Let the board settle: until the round's limit, and past it while
+        // the agents still make progress.
+        let hard = deadline - ROUND_LIMIT + ROUND_MAX;
+        let mut settle_by = deadline;
+        while self.running_farm(settle_by).is_some() {
+            let now = Instant::now();
+            if now > settle_by {
+                let quiet = self.quiet_for();
+                if quiet >= STALL_LIMIT || now >= hard {
+                    break;
+                }
+                settle_by = now + (STALL_LIMIT - quiet);
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -1653,7 +1681,13 @@ exit 0
             let why = if self.gave_up {
                 format!("farm exited by itself {GIVE_UP_AFTER_EXITS} times")
             } else {
-                format!("the board did not settle within {ROUND_LIMIT:?}")
+                format!(
+                    "the board did not settle: nothing new from farm or its agents for {:?}, \
+                     {:?} into the round (the bound: {STALL_LIMIT:?} without progress past \
+                     {ROUND_LIMIT:?}, {ROUND_MAX:?} in all)",
+                    self.quiet_for(),
+                    Instant::now() + ROUND_LIMIT - deadline
+                )
             };
             self.violation("wedged", format!("{why}; farm's output ends:\n{tail}"));
             kill_tagged(&format!("FARM_CHAOS_TAG={}", self.tag));
