@@ -28,11 +28,13 @@ pub fn rescues_of(entries: &[&Entry<'_>]) -> BTreeMap<String, (Option<String>, S
         .collect()
 }
 
-/// What needs a person on `hub` (`None`: it could not be opened, `why`),
-/// with the claims `listed` judged stale past `stale_after`, the journal's
-/// `rescues` and the cost so far.
+/// What needs a person on `hub` (`Err`: it could not be opened, why),
+/// whose board at its branch the caller read (`board`, its claimed tasks
+/// the claims `listed`; `Err`: why it could not), with the claims judged
+/// stale past `stale_after`, the journal's `rescues` and the cost so far.
 pub fn gather(
     hub: Result<&Hub, String>,
+    board: Result<&board::Snapshot, String>,
     listed: &[Listed],
     stale_after: Duration,
     rescues: &BTreeMap<String, (Option<String>, String)>,
@@ -49,22 +51,21 @@ pub fn gather(
             return needs;
         }
     };
-    match super::tasks::read_board(hub) {
-        Ok(mut snapshot) => {
-            snapshot.claimed = crate::claims::holders(listed);
-            let finished = super::tasks::finished(hub, &snapshot);
-            let counts = board::counts(&snapshot);
+    match board {
+        Ok(snapshot) => {
+            let failed = super::tasks::failed(hub, snapshot);
+            let counts = board::counts(snapshot);
             needs.left = Some(Left {
                 ready: counts.ready,
                 claimed: counts.claimed,
                 blocked: counts.blocked,
             });
-            for (id, status) in board::statuses(&snapshot) {
+            for (id, status) in board::statuses(snapshot) {
                 let look = format!("farm task show {id}");
                 match status {
                     Status::Failed => needs.failed.push(Need {
                         task: id.to_string(),
-                        why: finished
+                        why: failed
                             .get(&id)
                             .and_then(|f| f.last.clone())
                             .unwrap_or_else(|| "its attempts are used up".to_owned()),
@@ -89,7 +90,7 @@ pub fn gather(
                 }
             }
         }
-        Err(e) => needs.board_error = Some(e.message),
+        Err(why) => needs.board_error = Some(why),
     }
     // Claims whose holder is silent past the threshold, or dead: the work
     // waits for a reap (the next `farm run` does it).

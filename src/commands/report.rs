@@ -274,19 +274,23 @@ fn needs_and_outcomes(
         .and_then(|s| crate::run::config::stale_after(&s))
         .unwrap_or(std::time::Duration::from_secs(30 * 60));
     let rescues = super::needs::rescues_of(lines);
+    // The board, read once for what needs you and for each task's outcome.
+    let snapshot = hub.as_ref().map_err(Clone::clone).and_then(|hub| {
+        let mut snapshot = super::tasks::read_board(hub).map_err(|e| e.message)?;
+        snapshot.claimed = crate::claims::holders(&listed);
+        Ok(snapshot)
+    });
     let needs = super::needs::gather(
         hub.as_ref().map_err(Clone::clone),
+        snapshot.as_ref().map_err(Clone::clone),
         &listed,
         stale_after,
         &rescues,
         night.total.cost_usd,
     );
     let mut outcomes = BTreeMap::new();
-    if let Ok(hub) = &hub
-        && let Ok(mut snapshot) = super::tasks::read_board(hub)
-    {
-        snapshot.claimed = crate::claims::holders(&listed);
-        for (id, status) in crate::board::statuses(&snapshot) {
+    if let Ok(snapshot) = &snapshot {
+        for (id, status) in crate::board::statuses(snapshot) {
             outcomes.insert(id.to_string(), status.label().to_owned());
         }
     }

@@ -435,8 +435,15 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
         .filter(|n| n.kind == Kind::Pause || began.is_some_and(|b| n.at >= b))
         .partition(|n| n.kind == Kind::Pause);
     let opened = Hub::open(&spec, None).map_err(|e| format!("cannot open the hub: {}", e.message));
+    // The board, read once for what needs you and for the counts.
+    let snapshot = opened.as_ref().map_err(Clone::clone).and_then(|hub| {
+        let mut snapshot = super::tasks::read_board(hub).map_err(|e| e.message)?;
+        snapshot.claimed = holders;
+        Ok(snapshot)
+    });
     let needs = super::needs::gather(
         opened.as_ref().map_err(Clone::clone),
+        snapshot.as_ref().map_err(Clone::clone),
         &listed,
         stale_after,
         &super::needs::rescues_of(&in_scope),
@@ -445,9 +452,7 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
     let hub = opened.ok();
     let mut waiting = Vec::new();
     let mut review = Vec::new();
-    let board = hub.as_ref().and_then(|hub| {
-        let mut snapshot = super::tasks::read_board(hub).ok()?;
-        snapshot.claimed = holders;
+    let board = snapshot.ok().map(|snapshot| {
         for (id, status) in board::statuses(&snapshot) {
             match status {
                 board::Status::Waiting { question } => waiting.push((id.to_string(), question)),
@@ -455,7 +460,7 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
                 _ => {}
             }
         }
-        Some(board::counts(&snapshot))
+        board::counts(&snapshot)
     });
     // The merge queue: in a directory of a hub on this machine, else
     // beside the claims that were just read.

@@ -1,6 +1,6 @@
 //! `farm tasks`: the board — ready, blocked, claimed, done, failed, stuck, invalid.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::json;
 
@@ -49,6 +49,24 @@ fn last_reason(body: &str) -> Option<String> {
 /// The done and failed tasks of the board at the hub's branch, read from
 /// their files (the board's states need only their ids, so it does not).
 pub(crate) fn finished(hub: &Hub, snapshot: &board::Snapshot) -> BTreeMap<TaskId, Finished> {
+    read_finished(
+        hub,
+        &[
+            (board::paths::DONE, &snapshot.done),
+            (board::paths::FAILED, &snapshot.failed),
+        ],
+    )
+}
+
+/// The failed tasks of the board at the hub's branch, read from their
+/// files: what "needs you" asks of them (their last reason), without
+/// reading every done task too.
+pub(crate) fn failed(hub: &Hub, snapshot: &board::Snapshot) -> BTreeMap<TaskId, Finished> {
+    read_finished(hub, &[(board::paths::FAILED, &snapshot.failed)])
+}
+
+/// The tasks `ids` of each directory of `dirs`, read from their files.
+fn read_finished(hub: &Hub, dirs: &[(&str, &BTreeSet<TaskId>)]) -> BTreeMap<TaskId, Finished> {
     let mut out = BTreeMap::new();
     let mut read = |id: &TaskId, text: &str| {
         if let Ok(t) = board::parse(id.clone(), text) {
@@ -65,10 +83,6 @@ pub(crate) fn finished(hub: &Hub, snapshot: &board::Snapshot) -> BTreeMap<TaskId
             );
         }
     };
-    let dirs = [
-        (board::paths::DONE, &snapshot.done),
-        (board::paths::FAILED, &snapshot.failed),
-    ];
     match (hub.git_dir(), hub.branch_rev()) {
         (Some(git_dir), Some(rev)) => {
             // Each directory's tree is read once and its entries walked: a
@@ -80,7 +94,7 @@ pub(crate) fn finished(hub: &Hub, snapshot: &board::Snapshot) -> BTreeMap<TaskId
             let Ok(root) = repo.revparse_single(&rev).and_then(|c| c.peel_to_tree()) else {
                 return out;
             };
-            for (dir, ids) in dirs {
+            for &(dir, ids) in dirs {
                 let Some(tree) = root
                     .get_path(std::path::Path::new(dir))
                     .ok()
@@ -111,7 +125,7 @@ pub(crate) fn finished(hub: &Hub, snapshot: &board::Snapshot) -> BTreeMap<TaskId
             let Ok(board_dir) = hub.extract_board(tmp.path()) else {
                 return out;
             };
-            for (dir, ids) in dirs {
+            for &(dir, ids) in dirs {
                 for id in ids {
                     let path = board_dir.join(dir).join(format!("{id}.md"));
                     if let Ok(text) = std::fs::read_to_string(path) {
