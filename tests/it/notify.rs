@@ -7,6 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::{Env, running, wait_for};
+use crate::daemon::{Daemon, Running};
 use crate::run::{add_task, board, farm_run};
 
 /// A few lines of Python: an HTTP server on a free loopback port that
@@ -271,4 +272,100 @@ fn a_hanging_notifier_is_cut_off_and_the_run_goes_on() {
     for pid in pids {
         assert!(!running(pid), "the notifier's process {pid} outlived it");
     }
+}
+
+/// Across two machines, through a `git daemon` hub (the git store): each
+/// event is posted once, by the farm that saw it — a task failed for good
+/// and a question asked on whichever machine ran them, and each farm's own
+/// end — with that machine's host in the body.
+#[test]
+fn across_two_machines_each_event_is_posted_once_by_the_farm_that_saw_it() {
+    if Command::new("curl").arg("--version").output().is_err() {
+        eprintln!("skipped: no curl on PATH");
+        return;
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let bodies = scratch.path().join("bodies.jsonl");
+    let Some(receiver) = Receiver::start(scratch.path(), &bodies) else {
+        eprintln!("skipped: no python3 on PATH");
+        return;
+    };
+    let toml = format!(
+        "[notify]\ncommand = \"curl -fsS -H 'Content-Type: application/json' \
+         --data-binary @- http://127.0.0.1:{}/hook\"\n",
+        receiver.port
+    );
+    let mut files = vec![
+        ("farm.toml".to_owned(), toml),
+        (
+            "tasks/doomed.md".to_owned(),
+            "+++\ntitle = \"Doomed\"\nmax_attempts = 1\npriority = 9\n+++\nfail\n".to_owned(),
+        ),
+        (
+            "tasks/asker.md".to_owned(),
+            "+++\ntitle = \"Asker\"\npriority = 9\n+++\nask\n".to_owned(),
+        ),
+    ];
+    for t in ["t1", "t2", "t3", "t4"] {
+        files.push((
+            format!("tasks/{t}.md"),
+            format!("+++\ntitle = \"Task {t}\"\n+++\ndo it\n"),
+        ));
+    }
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let daemon = Daemon::with_hub(&files);
+    let agent = daemon.base.path().join("agent.sh");
+    std::fs::write(
+        &agent,
+        "case \"$FARM_TASK\" in\n\
+         doomed) echo 'I cannot do this'; exit 1;;\n\
+         asker) echo 'Tabs or spaces?' > \"$FARM_ASK\"; exit 0;;\n\
+         esac\n\
+         sleep 0.3\necho x > \"$FARM_TASK.txt\" && git add . && git commit -q -m \"$FARM_TASK\"\n",
+    )
+    .unwrap();
+    let agent = format!("sh '{}'", agent.display());
+    let machines = [daemon.machine("east"), daemon.machine("west")];
+    let runs: Vec<Running> = machines
+        .iter()
+        .map(|m| Running::spawn(m.farm(["run", "--agent", &agent, "--name", &m.host])))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let outs: Vec<_> = runs.into_iter().map(|r| r.finish_by(deadline)).collect();
+    for out in &outs {
+        // A question waits: work is left (exit 6).
+        assert_eq!(out.code, Some(6), "{out:#?}");
+    }
+    let posts: Vec<serde_json::Value> = std::fs::read_to_string(&bodies)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["body"].clone())
+        .collect();
+    let of = |kind: &str| -> Vec<&serde_json::Value> {
+        posts.iter().filter(|p| p["event"] == kind).collect()
+    };
+    let failed = of("task_failed");
+    assert_eq!(failed.len(), 1, "{posts:#?}\n{outs:#?}");
+    assert_eq!(failed[0]["task"], "doomed");
+    let asked = of("question_asked");
+    assert_eq!(asked.len(), 1, "{posts:#?}\n{outs:#?}");
+    assert_eq!(asked[0]["task"], "asker");
+    // Posted by the machine whose agent saw it.
+    for p in failed.iter().chain(&asked) {
+        let host = p["host"].as_str().unwrap();
+        assert!(
+            ["east", "west"].contains(&host) && p["agent"].as_str().unwrap().starts_with(host),
+            "{p}"
+        );
+    }
+    let mut ended: Vec<&str> = of("run_ended")
+        .iter()
+        .map(|p| p["host"].as_str().unwrap())
+        .collect();
+    ended.sort_unstable();
+    assert_eq!(ended, ["east", "west"], "{posts:#?}");
+    assert_eq!(posts.len(), 4, "{posts:#?}");
 }
