@@ -512,7 +512,17 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
                     // An idle agent reads its inbox before it waits: a
                     // message said now wakes it (the hub changed), and the
                     // look after that takes it, held for its next session.
-                    self.inbox.take(run, name)?;
+                    // One it cannot take now (the hub did not answer) stays
+                    // unread on the hub for a later look: no reason to end.
+                    if let Err(e) = self.inbox.take(run, name) {
+                        run.say(
+                            name,
+                            &format!(
+                                "cannot take messages now ({}); looking again later",
+                                e.message
+                            ),
+                        );
+                    }
                     run.wait_for_change(seen);
                     return Ok(Step::Idle);
                 }
