@@ -61,7 +61,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
             format!(
                 "\n## Attempt {attempt} — rejected in review by {who}\n\n- at: {at}\n\
                  {}{change}`\n\n~~~~text\n{}\n~~~~\n",
-                crate::run::review::REVIEWED,
+                crate::run::rejected::REVIEWED,
                 why.trim_end().replace("~~~~", "~ ~ ~ ~")
             )
         };

@@ -12,7 +12,8 @@
 //! - [`settle`], [`attempts`], [`asking`], [`review`]: what a session's end
 //!   means, decided then done; a failed attempt noted on the board; a
 //!   question asked, the task waiting for its answer; a change waiting for
-//!   review, and landed once approved;
+//!   review, and landed once approved ([`rejected`]: a rejected one offered
+//!   to the next session);
 //! - [`integrate`], [`speculate`], [`gate`], [`landing`], [`progress`]:
 //!   bringing the work onto the branch, tested (in the merge queue),
 //!   within what a session may change;
@@ -59,6 +60,7 @@ pub mod progress;
 pub mod prompt;
 pub mod question_file;
 pub mod queue;
+pub mod rejected;
 pub mod review;
 pub mod roles;
 pub mod sandbox;

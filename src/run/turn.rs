@@ -249,7 +249,7 @@ fn render_prompt(turn: Turn<'_>, attempt: u32, earlier: &[Earlier], messages: &s
     // In `notes`, not a placeholder of its own: a repository's own older
     // template shows it too.
     notes.push_str(&prompt::earlier_work(earlier, &run.hub.branch));
-    notes.push_str(&crate::run::review::rejected_work(clone, &task.body));
+    notes.push_str(&crate::run::rejected::rejected_work(clone, &task.body));
     let progress = match &run.config.progress {
         Some(path) if clone.dir().join(path).is_file() => format!(
             "\nRead `{path}` first: the tests on `{}`, the latest `ERROR:` lines, and \
