@@ -552,14 +552,17 @@ fn a_restarted_farm_rescues_work_left_in_the_agents_second_clone() {
     hub(&env, &["one", "two"]);
     let l = env.tmp.path();
     // The hub holds the second push (task `two`, integrated in clone @2)
-    // until the test kills the hook: that push never lands.
+    // until the test kills the hook: that push never lands. (Its pid file
+    // appears whole, by a rename: the test read one created and not yet
+    // written, and failed parsing "".)
     let hook = env.hub.join(".git/hooks/pre-receive");
     std::fs::write(
         &hook,
         format!(
             "#!/bin/sh\ncat > /dev/null\nn=$(cat '{l}/pushes' 2>/dev/null || echo 0)\n\
              echo $((n + 1)) > '{l}/pushes'\n\
-             if [ \"$n\" = 1 ]; then echo $$ > '{l}/hook.pid'; sleep 60; exit 1; fi\n",
+             if [ \"$n\" = 1 ]; then echo $$ > '{l}/hook.pid.tmp'; mv '{l}/hook.pid.tmp' '{l}/hook.pid'; \
+             sleep 60; exit 1; fi\n",
             l = l.display()
         ),
     )
