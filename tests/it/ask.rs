@@ -36,11 +36,13 @@ fn agent(env: &Env, logs: &Path) -> String {
     )
 }
 
-fn main_rev(env: &Env) -> String {
+/// The hub's `main`, as a commit id.
+pub(crate) fn main_rev(env: &Env) -> String {
     git(&env.hub, &["rev-parse", "main"]).trim().to_owned()
 }
 
-fn file_on_main(env: &Env, path: &str) -> String {
+/// A file as `main` on the hub has it.
+pub(crate) fn file_on_main(env: &Env, path: &str) -> String {
     git(&env.hub, &["show", &format!("main:{path}")])
 }
 

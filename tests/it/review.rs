@@ -10,6 +10,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::ask::{file_on_main, main_rev};
 use crate::common::{Env, Farm};
 use crate::stop::{done, farm, git, hub};
 
@@ -30,14 +31,6 @@ fn agent(env: &Env, logs: &Path) -> String {
             l = logs.display()
         ),
     )
-}
-
-fn main_rev(env: &Env) -> String {
-    git(&env.hub, &["rev-parse", "main"]).trim().to_owned()
-}
-
-fn file_on_main(env: &Env, path: &str) -> String {
-    git(&env.hub, &["show", &format!("main:{path}")])
 }
 
 /// The hub's review branches of `task`.
