@@ -71,6 +71,7 @@ use crate::claims::{Held, Listed, StoreError};
 use crate::error::Error;
 use crate::git::killed::{LOOP_RESTARTS, killed};
 use crate::names::TaskId;
+use crate::run::asking;
 use crate::run::attempts::retire;
 use crate::run::clone::PrivateClone;
 use crate::run::inbox::Inbox;
@@ -222,11 +223,6 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
 
     /// Step until the loop ends.
     fn turns(&mut self) -> Result<(), Error> {
-        // A question a killed farm's session asked goes on the board
-        // before anything is claimed.
-        for clone in self.clones.all() {
-            crate::run::asking::recover(self.run, self.name, clone, self.slot)?;
-        }
         loop {
             if let Step::End(why) = self.step()? {
                 self.say_end(&why);
@@ -241,6 +237,21 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
                     "holds {} message(s) taken while idle and read by no session yet; \
                      its next run in this state dir puts them in its first prompt",
                     self.inbox.len()
+                ),
+            );
+        }
+        let kept: Vec<String> = (self.clones.all())
+            .flat_map(|c| crate::run::question_file::leftovers(c.dir()))
+            .map(|(id, _)| format!("`{id}`"))
+            .collect();
+        if !kept.is_empty() {
+            run.say_tone(
+                self.name,
+                Style::Warn,
+                &format!(
+                    "keeps the question(s) on {} its clone holds and the board does not have \
+                     yet; its next run in this state dir puts them there",
+                    kept.join(", ")
                 ),
             );
         }
@@ -278,6 +289,7 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
         if self.beside.as_ref().is_some_and(|b| b.handle.is_finished()) {
             self.join_beside()?;
         }
+        self.put_kept_questions()?;
         let claims = reap(run, name)?;
         let seen = run.hub.fingerprint();
         self.source =
@@ -310,6 +322,14 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
         let Some((task, held)) = self.fresh(task, held, &seen)? else {
             return Ok(Step::NotReady);
         };
+        // A question on it waits in a clone (another agent held the task
+        // when the step began): it goes on the board, no session runs.
+        if self.clones.all().any(|c| asking::keeps(c, &task.id)) {
+            run.unreserve_session();
+            run.store.release_held(held)?;
+            self.put_kept_questions()?;
+            return Ok(Step::Asked);
+        }
         // Out of attempts already (its front matter edited by hand, say):
         // no session is an "attempt 6 of 3"; the task goes to tasks/failed/.
         if task.attempts >= task.max_attempts {
@@ -330,6 +350,17 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             true => Step::End(Ending::Once),
             false => Step::Ran,
         })
+    }
+
+    /// Put on the board the questions the clones keep, the board not
+    /// having them yet (see [`asking::recover`]): a killed farm's, or one
+    /// whose claim was gone before the board had it. Before anything is
+    /// claimed; a look at an empty directory when there are none.
+    fn put_kept_questions(&self) -> Result<(), Error> {
+        for clone in self.clones.all() {
+            asking::recover(self.run, self.name, clone, self.slot)?;
+        }
+        Ok(())
     }
 
     /// Is the agent held by a `farm pause` (as the hub has it now, when

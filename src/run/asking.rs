@@ -19,10 +19,11 @@ use crate::board::question;
 use crate::claims::host::Here;
 use crate::claims::record::timestamp;
 use crate::error::Error;
+use crate::names::TaskId;
 use crate::run::attempts::{Recorded, edit_task};
 use crate::run::clone::PrivateClone;
 use crate::run::event::Event;
-use crate::run::question_file::{forget, leftovers};
+use crate::run::question_file::{forget, kept_work, leftovers, read};
 use crate::run::slot::Slot;
 use crate::run::state::Run;
 use crate::run::turn::{Turn, claim, reap};
@@ -80,12 +81,14 @@ pub(super) fn record(
     Ok(recorded)
 }
 
-/// Put on the board the questions a farm killed between its session's
-/// question and the board's edit left in `clone` ([`leftovers`]): the task
-/// is claimed again (the dead farm's claim reaped first) and waits, as if
-/// that farm had lived; its work is the branch the clone's recovery
-/// rescued, if any. A task settled or claimed by another meanwhile keeps
-/// its course: the question is dropped, said.
+/// Put on the board the questions `clone` keeps ([`leftovers`]): a farm
+/// killed between its session's question and the board's edit left them,
+/// or the claim was gone before the board had one (a publish cut between
+/// its refs, the task claimed by another meanwhile). Each task is claimed
+/// again (dead claims reaped first) and waits, its work the branch the
+/// clone's recovery rescued, if any. A task held by another keeps its
+/// question here, for a later step; one no longer pending (done, failed)
+/// has no use for it: dropped, said.
 pub(super) fn recover(
     run: &Run,
     name: &str,
@@ -94,22 +97,28 @@ pub(super) fn recover(
 ) -> Result<(), Error> {
     for (id, question) in leftovers(clone.dir()) {
         reap(run, name)?;
-        let Some(task) = clone.fresh_task(&run.hub, &id)? else {
-            forget(clone.dir(), &id);
-            continue;
-        };
-        let Some(held) = claim(run, name, &id, task.attempts + 1)? else {
+        let Some(task) = clone.pending_task(&run.hub, &id)? else {
             run.say(
                 name,
                 &format!(
-                    "`{id}`: a killed farm left a question its board never got, but another \
-                     agent holds the task now: the question is dropped"
+                    "`{id}`: a question its board never got is dropped: the task is \
+                     not pending any more"
                 ),
             );
             forget(clone.dir(), &id);
             continue;
         };
-        let work = clone.rescued().first().cloned();
+        let Some(held) = claim(run, name, &id, task.attempts + 1)? else {
+            run.detail(
+                name,
+                &format!(
+                    "`{id}`: its question waits in the clone until the task can be \
+                     claimed again (another agent holds it)"
+                ),
+            );
+            continue;
+        };
+        let work = kept_work(clone.dir(), &id).or_else(|| clone.rescued().first().cloned());
         let turn = Turn {
             run,
             clone,
@@ -128,4 +137,10 @@ pub(super) fn recover(
         run.wake_all();
     }
     Ok(())
+}
+
+/// Whether `clone` keeps a question on task `id` the board does not have
+/// yet (see [`recover`]).
+pub(super) fn keeps(clone: &PrivateClone, id: &TaskId) -> bool {
+    read(clone.dir(), id).is_some()
 }

@@ -23,14 +23,15 @@ pub fn ask_file(clone: &Path, id: &TaskId) -> PathBuf {
     ask_dir(clone).join(format!("{id}.md"))
 }
 
-/// Make way for a session's question on `id`: no earlier one left (those a
-/// killed farm left were put on the board when the agent began:
-/// [`leftovers`]), the directory there.
+/// Make way for a session's question on `id`: the directory there, no
+/// earlier question on `id` left (the loop puts one on the board before it
+/// runs a session of its task: [`leftovers`]). Other tasks' questions the
+/// board could not take yet stay.
 pub fn prepare(clone: &Path, id: &TaskId) -> Result<PathBuf, Error> {
     let dir = ask_dir(clone);
-    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)
         .map_err(|e| Error::failure(format!("cannot create `{}`: {e}", dir.display())))?;
+    forget(clone, id);
     Ok(ask_file(clone, id))
 }
 
@@ -70,9 +71,31 @@ pub fn read(clone: &Path, id: &TaskId) -> Option<String> {
     Some(text[..end].to_owned())
 }
 
-/// The question is on the board now (or never will be): the file goes.
+/// The question is on the board now (or never will be): the file goes,
+/// with the name of its work ([`keep_work`]).
 pub fn forget(clone: &Path, id: &TaskId) {
     let _ = std::fs::remove_file(ask_file(clone, id));
+    let _ = std::fs::remove_file(work_file(clone, id));
+}
+
+/// Where the name of the branch holding the work of the session that asked
+/// on `id` is kept beside its question, while the board does not have it.
+fn work_file(clone: &Path, id: &TaskId) -> PathBuf {
+    ask_dir(clone).join(format!("{id}.work"))
+}
+
+/// Keep, beside the question on `id` the board could not take yet, the
+/// branch its session's work went to, for the note that puts it there
+/// later. Best effort: without it the note names no branch (the branch is
+/// on the hub all the same: `farm rescue list`).
+pub fn keep_work(clone: &Path, id: &TaskId, branch: &str) {
+    let _ = std::fs::write(work_file(clone, id), branch);
+}
+
+/// The branch [`keep_work`] kept for the question on `id`.
+pub fn kept_work(clone: &Path, id: &TaskId) -> Option<String> {
+    let branch = std::fs::read_to_string(work_file(clone, id)).ok()?;
+    Some(branch.trim().to_owned()).filter(|b| !b.is_empty())
 }
 
 /// The prompt's paragraph on the work of the session that asked `task`'s
@@ -110,6 +133,11 @@ mod tests {
         std::fs::create_dir(dir.path().join(".git")).unwrap();
         let (a, b) = (TaskId::parse("a").unwrap(), TaskId::parse("b").unwrap());
         let file = prepare(dir.path(), &a).unwrap();
+        keep_work(dir.path(), &a, "farm/rescue/a/1");
+        assert_eq!(
+            kept_work(dir.path(), &a).as_deref(),
+            Some("farm/rescue/a/1")
+        );
         assert_eq!(read(dir.path(), &a), None);
         std::fs::write(&file, "  \n").unwrap();
         assert_eq!(read(dir.path(), &a), None);
@@ -123,6 +151,8 @@ mod tests {
         std::fs::write(&file, "é".repeat(MAX_TEXT)).unwrap();
         assert_eq!(read(dir.path(), &a).unwrap().len(), MAX_TEXT);
         let other = prepare(dir.path(), &b).unwrap();
-        assert!(!file.exists() && !other.exists());
+        assert!(file.exists() && !other.exists(), "`a`'s question stays");
+        forget(dir.path(), &a);
+        assert!(!file.exists() && kept_work(dir.path(), &a).is_none());
     }
 }

@@ -21,6 +21,7 @@ use crate::run::gate::Verdict;
 use crate::run::integrate::{Integrated, Work, integrate, push_rounds};
 use crate::run::interrupt::{Halt, Interrupt};
 use crate::run::landing;
+use crate::run::question_file::keep_work;
 use crate::run::session::Outcome;
 use crate::run::state::{Run, Unstarted};
 use crate::run::turn::{Ran, Turn, claim};
@@ -488,20 +489,7 @@ impl Settling<'_> {
                     rescued: self.rescue(&format!("{what} elsewhere"))?,
                 }
             }
-            Step::Ask(question) => {
-                let rescued = self.rescue("the session asked a question")?;
-                let work = format!("farm/rescue/{id}/{}", self.nonce);
-                let recorded = crate::run::asking::record(
-                    self.turn,
-                    &question,
-                    rescued.then_some(work.as_str()),
-                    Some(&self.log),
-                )?;
-                match recorded {
-                    Recorded::Pushed | Recorded::Gone => End::Rescued { rescued },
-                    Recorded::Lost => End::Lost { rescued },
-                }
-            }
+            Step::Ask(question) => return self.ask(&question),
             Step::Review => {
                 let Turn { clone, task, .. } = self.turn;
                 // The change goes to the hub before the board says it
@@ -528,6 +516,44 @@ impl Settling<'_> {
                 return self.lost_claim(&format!("{note}; the claim was gone"), rescued);
             }
         })
+    }
+
+    /// The session asked `question` instead of finishing: its work to a
+    /// rescue branch, the question to the board, the task waiting. When
+    /// the claim was gone before the board had it, the clone keeps it (the
+    /// file `FARM_ASK` named) for the loop to put there: see
+    /// [`asking::recover`](crate::run::asking::recover).
+    fn ask(&self, question: &str) -> Result<End, Error> {
+        let Turn {
+            run,
+            clone,
+            name,
+            task,
+            ..
+        } = self.turn;
+        let id = task.id.as_str();
+        let rescued = self.rescue("the session asked a question")?;
+        let work = format!("farm/rescue/{id}/{}", self.nonce);
+        let work = rescued.then_some(work.as_str());
+        Ok(
+            match crate::run::asking::record(self.turn, question, work, Some(&self.log))? {
+                Recorded::Pushed | Recorded::Gone => End::Rescued { rescued },
+                Recorded::Lost => {
+                    if let Some(work) = work {
+                        keep_work(clone.dir(), &task.id, work);
+                    }
+                    run.say_tone(
+                        name,
+                        Style::Warn,
+                        &format!(
+                            "`{id}`: the claim was gone before the board had the question; \
+                             the clone keeps it, for the board once the task can be claimed again"
+                        ),
+                    );
+                    End::Lost { rescued }
+                }
+            },
+        )
     }
 
     /// Push the work to its rescue branch (saying `why`), unless there is

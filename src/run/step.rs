@@ -34,6 +34,9 @@ pub(super) enum Step {
     Ran,
     /// An approved change was landed (or failed to), without a session.
     Landed,
+    /// A question a clone kept went on the board (see
+    /// [`asking::recover`](crate::run::asking::recover)), without a session.
+    Asked,
 }
 
 /// Why an agent's loop ends.

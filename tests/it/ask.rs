@@ -311,6 +311,74 @@ fn a_farm_killed_after_the_board_has_the_question_leaves_the_task_waiting() {
     waits_after_restart(&env, &agent, &logs, &killed);
 }
 
+/// Chaos moment: the publish that puts the question on the board is cut
+/// between its refs (the claim released, `main` put back), and before
+/// farm tries again a person claims the task (`farm claim … -- sleep`:
+/// another agent would, the task being free and ready). The question was
+/// lost: farm found its claim gone and dropped it; the next session, no
+/// attempt counted, asked afresh. Now the clone keeps the question and
+/// farm puts it on the board once it can claim the task again: one
+/// session, its question waiting.
+#[test]
+fn a_question_whose_publish_is_cut_between_its_refs_still_reaches_the_board() {
+    let env = Env::git_hub(&[]);
+    crate::run::add_task(&env, &["q", "-m", "Indent the code"]);
+    let bare = env.tmp.path().join("hub.git");
+    env.git(["clone", "--quiet", "--bare", ".", bare.to_str().unwrap()]);
+    let go = env.tmp.path().join("go");
+    let mark = crate::contract::cut_between_refs_once(
+        env.tmp.path(),
+        &format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display()),
+    );
+    let sessions = env.tmp.path().join("sessions");
+    let agent = env.agent_script(
+        "asks.sh",
+        &format!(
+            "n=$(cat '{s}' 2>/dev/null || echo 0); echo $((n + 1)) > '{s}'\n\
+             for last; do :; done\n\
+             if ! printf '%s' \"$last\" | grep -q '### Answer'; then\n\
+               echo half > half.txt; git add -A; git commit -qm 'half of q'\n\
+               echo \"Tabs or spaces? (session $n)\" > \"$FARM_ASK\"\n\
+               exit 0\n\
+             fi\n\
+             echo q > q.txt; git add -A; git commit -qm 'q'\n",
+            s = sessions.display()
+        ),
+    );
+    let hub = ["--hub", bare.to_str().unwrap(), "--claims", "git"];
+    let farm = env
+        .farm_git(crate::run::run_args(&env, &agent, &hub))
+        .spawn();
+    // The cut made, the person claims the task for a few seconds; then the
+    // hook lets the hub's end of the push die.
+    crate::common::wait_for(&mark);
+    let mut claim = vec!["claim", "q", "--agent", "person"];
+    claim.extend(hub);
+    claim.extend(["--", "sh", "-c"]);
+    let hold = format!("touch '{}'; sleep 4", go.display());
+    claim.push(&hold);
+    let person = env.farm_git(claim).run_within(crate::run::LIMIT);
+    assert_eq!(person.code, Some(0), "{person:#?}");
+    let out = Farm::wait_within(farm, crate::run::LIMIT);
+    assert_eq!(out.code, Some(6), "only a waiting task is left: {out:#?}");
+    let task = crate::common::git_command()
+        .arg("-C")
+        .arg(&bare)
+        .args(["show", "main:tasks/q.md"])
+        .output()
+        .unwrap();
+    let task = String::from_utf8(task.stdout).unwrap();
+    assert!(
+        task.contains("Tabs or spaces? (session 0)"),
+        "the first session's question is on the board: {task}\n{out:#?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&sessions).unwrap().trim(),
+        "1",
+        "no second session: {task}\n{out:#?}"
+    );
+}
+
 /// `farm ask` writes the question where `FARM_ASK` says; outside a
 /// session it says how to answer instead.
 #[test]

@@ -655,6 +655,10 @@ fn work_repo(dir: &Path) -> farm::git::command::Repo {
     work
 }
 
+/// The lock of `main` a receive-pack killed between the refs of an
+/// atomic push leaves behind (see [`cut_between_refs_once`]).
+pub(crate) const LEAVE_LOCK: &str = ": > refs/heads/main.lock";
+
 /// git's files backend commits the refs of an atomic push one after
 /// another (the claims branch before `main`). A `receive-pack` killed
 /// between the two left the claim released ("work published") and `main`
@@ -662,8 +666,9 @@ fn work_repo(dir: &Path) -> farm::git::command::Repo {
 /// as proof that the work had landed too, said the task was done and reset
 /// the clone, so the work was on no hub ref. This hook plays that cut: once
 /// both refs are committed it puts `main` back, leaves its lock, and kills
-/// receive-pack before it reports.
-pub(crate) fn cut_between_refs_once(dir: &Path) -> std::path::PathBuf {
+/// receive-pack before it reports. `then`, a shell line, runs before the
+/// kill (in the hub): [`LEAVE_LOCK`] plays the cut as git leaves it.
+pub(crate) fn cut_between_refs_once(dir: &Path, then: &str) -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let mark = dir.join("cut");
     let hook = dir.join("hub.git/hooks/reference-transaction");
@@ -685,9 +690,9 @@ pub(crate) fn cut_between_refs_once(dir: &Path) -> std::path::PathBuf {
              else\n\
                git update-ref refs/heads/main \"$old\" \"$main\"\n\
              fi\n\
-             : > refs/heads/main.lock\n\
+             {then}\n\
              kill -9 $PPID\n",
-            mark = mark.display()
+            mark = mark.display(),
         ),
     )
     .unwrap();
@@ -706,7 +711,7 @@ pub fn a_publish_cut_between_its_refs_is_not_pushed(hub: &Hub) {
     let work = work_repo(tmp.path());
     hub.client(work.dir());
     let held = won(store.try_claim(claim("t", "alice", me()), false).unwrap());
-    let mark = cut_between_refs_once(hub.dir());
+    let mark = cut_between_refs_once(hub.dir(), LEAVE_LOCK);
     let published = store.publish(
         &held,
         &work,

@@ -1082,7 +1082,7 @@ fn a_publish_cut_between_its_refs_loses_nothing_and_names_the_lock() {
         String::from_utf8(out.stdout).unwrap()
     };
     // The bare hub is `TMP/hub.git`, as the contract suite's hook wants.
-    let mark = crate::contract::cut_between_refs_once(env.tmp.path());
+    let mark = crate::contract::cut_between_refs_once(env.tmp.path(), crate::contract::LEAVE_LOCK);
     let agent = env.agent_script(
         "work.sh",
         "echo w > \"w-$FARM_TASK\"\ngit add -A && git commit -q -m \"work on $FARM_TASK\"\n",

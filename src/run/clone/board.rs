@@ -73,17 +73,28 @@ impl PrivateClone {
         Ok(true)
     }
 
+    /// Task `id` as the hub's branch has it pending now, ready or not,
+    /// with the clone reset to the branch; `None` when it is not pending
+    /// there (done, failed, gone, or its file does not parse).
+    pub fn pending_task(
+        &self,
+        hub: &Hub,
+        id: &crate::names::TaskId,
+    ) -> Result<Option<Task>, Error> {
+        self.sync(hub)?;
+        let Ok(text) = std::fs::read_to_string(self.dir().join(board::paths::pending(id))) else {
+            return Ok(None);
+        };
+        Ok(board::parse(id.clone(), &text).ok())
+    }
+
     /// The task as it is on the hub's branch now, with the clone reset to
     /// it — a clean slate for the session; `None` when it is not ready
     /// there: no longer pending, waiting for a task that is not done on the
     /// branch yet, or for the answer to a question. (A hub's work tree shows a push before its branch
     /// does: receive-pack updates the files, then the ref.)
     pub fn fresh_task(&self, hub: &Hub, id: &crate::names::TaskId) -> Result<Option<Task>, Error> {
-        self.sync(hub)?;
-        let Ok(text) = std::fs::read_to_string(self.dir().join(board::paths::pending(id))) else {
-            return Ok(None);
-        };
-        let Ok(task) = board::parse(id.clone(), &text) else {
+        let Some(task) = self.pending_task(hub, id)? else {
             return Ok(None);
         };
         // A question asked meanwhile (`farm answer` not given yet) holds it.
