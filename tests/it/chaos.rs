@@ -44,7 +44,9 @@
 //! before a push, slowed on cue), queue (two changes or more waiting in the
 //! merge queue, their tests slowed), push, release
 //! (after the push landed, before the claim is released), reap (a farm killed right
-//! after it restarted over a dead predecessor), and random. Targets: farm,
+//! after it restarted over a dead predecessor), ask (an asking session has
+//! written its question into `FARM_ASK` and sleeps there on cue; the board
+//! does not have the question yet), and random. Targets: farm,
 //! the agent, the agent's child (its `git commit` or its `sleep`; at the
 //! gate, the test command), and farm's git child.
 //!
@@ -65,6 +67,20 @@
 //! - `push/operator` (fs store): while a push is held in the hub's
 //!   `pre-receive`, an operator's `farm release --force <its task>`; it must
 //!   end (it waits for the push), and the task is still done once.
+//! - `answer/operator` (all hubs but `farm init`'s): the next `farm answer` of the person
+//!   who answers (below) SIGKILLed while its push is held in the hub's
+//!   `pre-receive`; if the task still waits, it is answered again.
+//!
+//! Asking sessions: one task in ten (seeded, never a hostile one), on its
+//! first attempt only, commits its work and then writes a question naming
+//! its task into `FARM_ASK` (exit 0); a later session, the answer in its
+//! prompt, does the task. The ledger says, for each session, whether its
+//! prompt held its task's question and answer. The test plays the person
+//! who answers: while the round runs and settles it answers, every second
+//! or so, each task waiting on main with `farm answer <task> <text>` (the
+//! text names the task). Farm exits 6 when only waiting tasks are left
+//! (loop.sh with it): the test answers them and starts it again — an exit
+//! it does not count against farm.
 //!
 //! Hostile sessions: one task in ten (seeded), on its first attempt only
 //! (so that the refused attempt is one of twenty, never the last), also
@@ -95,10 +111,19 @@
 //!   session's own commit aside: that is why it was refused);
 //! - no hostile session's board edit on main (`farm.toml` as the board
 //!   made it; no hostile commit on main, as made or by patch id);
-//! - the work of a publish cut between its refs on a hub ref; a ref lock
+//! - the work of a publish cut between its refs on a hub ref (a question's
+//!   board edit is judged by its text, below); a ref lock
 //!   left on the hub named in farm's output (counted; removed after 8 s
 //!   whether named or not);
 //! - an operator's forced release during a push ends within 60 s;
+//! - no question lost: every question a session wrote reached the board
+//!   (its text, which names the session, in the task file of a
+//!   `farm: `<t>` asks a question` commit on main, however the publish
+//!   that first carried it was cut), and no task is left waiting;
+//!   no attempt counted for asking (no `attempts` in the task file as the
+//!   question and the answer left it: it asked on its first attempt); the
+//!   session that did an asked task had its question and its answer in its
+//!   prompt (it names itself in `work/<t>.txt`);
 //! - no session's escapee runs on after its session ended (its last note
 //!   no later than a grace period after the session's `end`);
 //! - nothing of a session outlives farm: a second or two after a SIGKILL of
@@ -307,6 +332,12 @@ enum Moment {
     /// The same, with `refs/heads/main.lock` left on the hub for a person
     /// (the test) to remove.
     CutLocked,
+    /// An asking session wrote its question into `FARM_ASK` (and sleeps,
+    /// on cue); the board does not have it yet.
+    Ask,
+    /// A person's `farm answer` with its push held in the hub's
+    /// `pre-receive`.
+    Answer,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -317,7 +348,8 @@ enum Target {
     Git,
     /// The hub's receive-pack (killed by the hub's own hook).
     Hub,
-    /// An operator's `farm release --force` of the task being pushed.
+    /// An operator's command: `farm release --force` of the task being
+    /// pushed, or `farm answer` (killed mid-way).
     Operator,
 }
 
@@ -353,6 +385,8 @@ const KILLS: &[(Moment, Target)] = &[
     (Moment::Cut, Target::Hub),
     (Moment::CutLocked, Target::Hub),
     (Moment::Push, Target::Operator),
+    (Moment::Ask, Target::Farm),
+    (Moment::Answer, Target::Operator),
 ];
 
 /// Whether a kind of kill means something on `hub`: a cut between the
@@ -362,7 +396,12 @@ fn fits(kill: (Moment, Target), hub: Hub) -> bool {
     let url = matches!(hub, Hub::Url(_));
     match kill {
         (Moment::Cut | Moment::CutLocked, _) => url,
-        (_, Target::Operator) => !url,
+        (Moment::Push, Target::Operator) => !url,
+        // An answer's push killed while held leaves a `farm init` hub's
+        // work tree behind its main (receive.denyCurrentBranch =
+        // updateInstead): farm waits for a person to clean it. Not this
+        // suite's person: dealt on the other hubs.
+        (Moment::Answer, _) => hub != Hub::Init,
         _ => true,
     }
 }
@@ -464,6 +503,19 @@ struct Round {
     /// The tasks whose first attempt also rewrites the board: the misdeed
     /// (`move`, `delete` or `control`) and the other task it aims at.
     hostile: BTreeMap<String, (&'static str, String)>,
+    /// The tasks whose first attempt asks a question (see [`asking_plan`]).
+    asking: BTreeSet<String>,
+    /// When the person last looked for questions to answer.
+    last_answer: Instant,
+    /// `answer/operator` kills dealt and not made yet: the next answers
+    /// are killed mid-way.
+    answer_kills: usize,
+    /// `farm answer`s the test killed mid-way, and those it let finish.
+    answers_killed: usize,
+    answers: usize,
+    /// Exits 6 (only tasks waiting for an answer left) the test answered
+    /// and restarted farm after.
+    drained_waiting: usize,
     /// Every other farm restarted by hand runs with its wall clock
     /// [`SKEW`] behind (URL hubs, where claims carry stamps).
     skew: bool,
@@ -506,6 +558,27 @@ fn hostile_plan(rng: &mut Rng) -> BTreeMap<String, (&'static str, String)> {
         }
     }
     plan
+}
+
+/// One task in ten, seeded, never a hostile one, whose first attempt
+/// commits its work and then asks a question instead of finishing (exit 0
+/// with `FARM_ASK` written); its next session, the answer in its prompt,
+/// does the task.
+fn asking_plan(
+    rng: &mut Rng,
+    hostile: &BTreeMap<String, (&'static str, String)>,
+) -> BTreeSet<String> {
+    (0..TASKS)
+        .map(task_id)
+        .filter(|id| rng.below(10) == 0 && !hostile.contains_key(id))
+        .collect()
+}
+
+/// The answer the test gives task `id`'s question: it names its task, as
+/// the question does (`question-of-<id>: …`, written by agent.sh), so that
+/// a prompt shows whose it holds.
+fn answer_to(id: &str) -> String {
+    format!("answer-to-{id}: spaces")
 }
 
 impl Drop for Round {
@@ -614,6 +687,8 @@ impl Round {
             "pushing",
             "landed",
             "gating",
+            "asking",
+            "answering",
             "escaped",
             "hooks",
             "home",
@@ -680,6 +755,8 @@ impl Round {
                 (bare.clone(), bare.join("hooks"), String::new())
             }
         };
+        let hostile = hostile_plan(rng);
+        let asking = asking_plan(rng, &hostile);
         let mut round = Round {
             n,
             seed,
@@ -698,7 +775,13 @@ impl Round {
             last_scan: Instant::now(),
             reported: BTreeSet::new(),
             violations: Vec::new(),
-            hostile: hostile_plan(rng),
+            hostile,
+            asking,
+            last_answer: Instant::now(),
+            answer_kills: 0,
+            answers_killed: 0,
+            answers: 0,
+            drained_waiting: 0,
             skew: matches!(hub, Hub::Url(_)) && !looped,
         };
         round.write_scripts();
@@ -779,6 +862,8 @@ impl Round {
             .iter()
             .map(|(task, (how, other))| format!("  {task}) misdeed='{how} {other}';;\n"))
             .collect();
+        let askers: Vec<&str> = self.asking.iter().map(String::as_str).collect();
+        let askers = askers.join(" ");
         write_script(
             &self.c().join("agent.sh"),
             &format!(
@@ -812,6 +897,11 @@ for f in "$C/live/$FARM_TASK".*; do
   fi
 done
 echo "start $FARM_TASK $FARM_AGENT $kind $me $(now) ${{FARM_ATTEMPT:-?}} $(git rev-parse HEAD) $PWD" >> "$L"
+# Whether the prompt holds this task's question and its answer.
+q=no a=no
+case "${{1:-}}" in *"question-of-$FARM_TASK:"*) q=yes;; esac
+case "${{1:-}}" in *"answer-to-$FARM_TASK:"*) a=yes;; esac
+echo "prompt $FARM_TASK $FARM_AGENT $me $q $a" >> "$L"
 sleep 300 &
 echo "$!" > "$C/bg/$me"
 setsid sh -c 'while :; do date +%s%N > "$1"; sleep 0.05; done' escapee "$C/escaped/$me" < /dev/null > /dev/null 2>&1 &
@@ -860,6 +950,15 @@ else
   # own (farm pushes to the hub it was given; nothing may land there).
   git config remote.origin.pushurl "$C/elsewhere.git"
   git config url."$C/elsewhere.git".pushInsteadOf "${{FARM_HUB:-}}"
+  # Asking: the first attempt of an asking task, its work committed, asks
+  # instead of finishing; on cue it sleeps with the question written and
+  # not yet on the board (farm is killed then).
+  case " {askers} " in *" $FARM_TASK "*) asker=yes;; *) asker=no;; esac
+  if [ "$asker" = yes ] && [ "$q" = no ] && [ "${{FARM_ATTEMPT:-}}" = 1 ] && [ -n "${{FARM_ASK:-}}" ]; then
+    echo "question-of-$FARM_TASK: tabs or spaces? (session $me)" > "$FARM_ASK"
+    echo "asked $FARM_TASK $FARM_AGENT $me" >> "$L"
+    if [ -e "$C/arm-ask" ]; then echo $me > "$C/asking/$me"; sleep 4; rm -f "$C/asking/$me"; fi
+  fi
 fi
 rm -f "$C/phase/$me" "$C/live/$FARM_TASK.$me" "$C/tmp.$me" "$C/tmp.$me.r"
 echo "end $FARM_TASK $FARM_AGENT $kind $me $(now)" >> "$L"
@@ -898,13 +997,23 @@ exit 0
             ),
         );
         // On the hub: a push of main in flight, and one that landed.
+        // A person's `farm answer`, its push held on cue (`arm-answer`).
+        let answer = r#"if [ -e "$C/arm-answer" ]; then
+  for n in $(echo "$refs" | awk '$3 == "refs/heads/main" {print $2}'); do
+    case "$(git log -1 --format=%s "$n")" in
+    "farm: answer "*) echo $PPID > "$C/answering/$$"; sleep 2; rm -f "$C/answering/$$";;
+    esac
+  done
+fi
+"#;
         let receive = |name: &str, arm: &str, mark: &str, slow: &str, fast: &str| {
+            let answer = if name == "pre-receive" { answer } else { "" };
             format!(
                 r#"#!/bin/sh
 C='{c}'
 refs=$(cat)
 case "$refs" in *refs/heads/main*) ;; *) exit 0;; esac
-if [ -e "$C/{arm}" ]; then
+{answer}if [ -e "$C/{arm}" ]; then
   # The task this push finishes, for an operator to release by force.
   t=$(echo "$refs" | while read -r o n r; do
     [ "$r" = refs/heads/main ] && git diff --name-only --diff-filter=A "$o" "$n" -- tasks/done/
@@ -1079,12 +1188,28 @@ exit 0
     /// None once the round is over (farm, or loop.sh, exited 0).
     fn running_farm(&mut self, deadline: Instant) -> Option<u32> {
         loop {
+            self.child.as_ref()?;
+            self.answer_questions(false);
             if let Some(status) = self.child.as_mut()?.try_wait().unwrap() {
                 self.child = None;
                 if status.code() == Some(0) {
                     return None;
                 }
                 let what = if self.looped { "loop.sh" } else { "farm" };
+                if status.code() == Some(6) && self.drained_waiting < 20 && self.asked_open() {
+                    // Only tasks waiting for an answer were left: farm
+                    // drained (and loop.sh with it), as it should. The
+                    // person answers and starts it again.
+                    self.drained_waiting += 1;
+                    eprintln!(
+                        "chaos: round {} {what} exited 6 with tasks waiting for an answer; answered, started again",
+                        self.n
+                    );
+                    self.answer_questions(true);
+                    std::thread::sleep(Duration::from_millis(500));
+                    self.start();
+                    continue;
+                }
                 if !self.looped && self.names_lock() {
                     // The test's hook left main.lock on the hub: farm
                     // named it and stopped, as it should; restart it as
@@ -1127,6 +1252,115 @@ exit 0
                 return None;
             }
             std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The tasks waiting for an answer on the hub's main.
+    fn waiting(&self) -> Vec<String> {
+        let (_, out, _) = self.git(&["grep", "-l", "-e", "^asked = ", "main", "--", "tasks/"]);
+        out.lines()
+            .filter_map(|l| l.strip_prefix("main:tasks/")?.strip_suffix(".md"))
+            .filter(|t| !t.contains('/'))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The tasks main's history says asked a question (the board's edit
+    /// `farm: `<t>` asks a question`), once per question.
+    fn asked_on_main(&self) -> Vec<String> {
+        let (_, out, _) = self.git(&["log", "main", "--format=%s", "--grep=asks a question"]);
+        out.lines()
+            .filter_map(|l| l.strip_prefix("farm: `")?.strip_suffix("` asks a question"))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Whether a task that asked is still pending on main (waiting, or
+    /// answered a moment ago): farm's exit 6 then is its due.
+    fn asked_open(&self) -> bool {
+        self.asked_on_main().iter().any(|t| {
+            self.git(&["cat-file", "-e", &format!("main:tasks/{t}.md")])
+                .0
+        })
+    }
+
+    /// The person who answers: every second or so, each task waiting on
+    /// the board gets `farm answer <task> <its answer>` (at once if `now`).
+    /// While `answer/operator` kills are dealt and not made, an answer is
+    /// killed mid-way instead, its push held in the hub's `pre-receive`;
+    /// the task, if it still waits, is answered again a second later.
+    fn answer_questions(&mut self, now: bool) {
+        if !now && self.last_answer.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        for task in self.waiting() {
+            if self.answer_kills > 0 {
+                self.answer_killed(&task);
+            } else {
+                self.answer(&task);
+            }
+        }
+        self.last_answer = Instant::now();
+    }
+
+    fn answer_command(&self, task: &str) -> Command {
+        let mut cmd = Command::new(FARM);
+        self.farm_env(&mut cmd);
+        // Not the agents' hooks: their cues are for sessions' commits.
+        cmd.env_remove("GIT_CONFIG_COUNT")
+            .args(["answer", task, &answer_to(task)])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    fn answer(&mut self, task: &str) {
+        match output_within(self.answer_command(task), Duration::from_secs(60)) {
+            Some((Some(0), _)) => {
+                self.answers += 1;
+                eprintln!("chaos: round {} answered `{task}`", self.n);
+            }
+            // Answered meanwhile (a killed answer's push that landed after
+            // all), or the hub moved on: the next look tells.
+            Some((code, said)) => eprintln!(
+                "chaos: round {} `farm answer {task}` exited {code:?}: {}",
+                self.n,
+                said.trim().replace('\n', " | ")
+            ),
+            None => self.violation(
+                "answer",
+                format!("`farm answer {task}` did not end within 60s"),
+            ),
+        }
+    }
+
+    fn answer_killed(&mut self, task: &str) {
+        let arm = self.c().join("arm-answer");
+        std::fs::write(&arm, "").unwrap();
+        let mut cmd = self.answer_command(task);
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        let mut child = cmd.spawn().expect("farm answer starts");
+        let give_up = Instant::now() + Duration::from_secs(30);
+        let killed = loop {
+            if !self.marks("answering").is_empty() {
+                let _ = child.kill();
+                break true;
+            }
+            if child.try_wait().unwrap().is_some() || Instant::now() > give_up {
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let _ = std::fs::remove_file(&arm);
+        let _ = child.kill();
+        let _ = child.wait();
+        if killed {
+            self.answer_kills -= 1;
+            self.answers_killed += 1;
+            eprintln!(
+                "chaos: round {} kill answer/operator (`farm answer {task}`, its push held)",
+                self.n
+            );
         }
     }
 
@@ -1249,6 +1483,7 @@ exit 0
             Moment::Gate | Moment::Queue => Some("arm-gate"),
             Moment::Push => Some("arm-push"),
             Moment::Release => Some("arm-release"),
+            Moment::Ask => Some("arm-ask"),
             _ => None,
         };
         if let Some(a) = arm {
@@ -1264,7 +1499,13 @@ exit 0
             std::fs::write(self.c().join(a), hold).unwrap();
         }
         let random_at = Instant::now() + rng.millis(200, 2500);
-        let give_up = (Instant::now() + MOMENT_WAIT).min(deadline);
+        // Asking sessions are few (one task in ten): wait longer for one.
+        let wait = if moment == Moment::Ask {
+            MOMENT_WAIT * 3
+        } else {
+            MOMENT_WAIT
+        };
+        let give_up = (Instant::now() + wait).min(deadline);
         let found = loop {
             let farm = self.running_farm(deadline)?;
             let victim = match moment {
@@ -1328,12 +1569,13 @@ exit 0
                     })
                 }
                 Moment::Release => (!self.marks("landed").is_empty()).then_some(Some(farm)),
+                Moment::Ask => (!self.marks("asking").is_empty()).then_some(Some(farm)),
                 Moment::Reap => {
                     // Only a farm that restarted over a dead one has a
                     // claim to reap: kill one at a session first.
                     Some(Some(farm))
                 }
-                Moment::Cut | Moment::CutLocked => None,
+                Moment::Cut | Moment::CutLocked | Moment::Answer => None,
                 Moment::Random => (Instant::now() >= random_at).then(|| match target {
                     Target::Farm => Some(farm),
                     Target::Agent => {
@@ -1601,6 +1843,11 @@ exit 0
                 }
             }
             let label = label(moment, target);
+            if moment == Moment::Answer {
+                // Made by the person who answers, on the next question.
+                self.answer_kills += 1;
+                continue;
+            }
             if matches!(moment, Moment::Cut | Moment::CutLocked) {
                 self.cut(&label, moment == Moment::CutLocked, deadline, figures);
                 continue;
@@ -1674,6 +1921,13 @@ exit 0
                 "farm-exit",
                 format!("farm exited by itself {n} time(s) in all (restarted by hand each time)"),
             );
+        }
+        let answering = label(Moment::Answer, Target::Operator);
+        if self.answers_killed > 0 {
+            *figures.kills.entry(answering.clone()).or_default() += self.answers_killed;
+        }
+        if self.answer_kills > 0 {
+            *figures.missed.entry(answering).or_default() += self.answer_kills;
         }
         figures.check("no agent wedged (board settles within the bound)");
         if self.child.is_some() || self.gave_up {
@@ -1758,6 +2012,106 @@ exit 0
         let (ok, out, err) = self.git(args);
         assert!(ok, "git {args:?} in the hub: {err}");
         out
+    }
+
+    /// Questions: each one a session asked reached the board, none is left
+    /// waiting, asking counted no attempt, and the session that did an
+    /// asked task had the question and its answer in its prompt.
+    fn check_questions(&mut self, figures: &mut Figures, ledger: &[String], tree: &BTreeSet<&str>) {
+        let asked = self.asked_on_main();
+        // The task files as main's question edits left them.
+        let edits = self.git_out(&["log", "main", "--format=%H %s", "--grep=asks a question"]);
+        let questions: Vec<String> = edits
+            .lines()
+            .filter_map(|l| {
+                let (commit, subject) = l.split_once(' ')?;
+                let task = subject.strip_prefix("farm: `")?.strip_suffix("` asks a question")?;
+                Some(self.git(&["show", &format!("{commit}:tasks/{task}.md")]).1)
+            })
+            .collect();
+        for line in ledger {
+            let f: Vec<&str> = line.split(' ').collect();
+            if f[0] != "asked" || f.len() < 4 {
+                continue;
+            }
+            figures.check("a question asked reaches the board");
+            let (task, session) = (f[1], f[3]);
+            let text = format!("question-of-{task}: tabs or spaces? (session {session})");
+            if !questions.iter().any(|q| q.contains(&text)) {
+                let story = self.story(task, f[2], "no commit");
+                self.violation(
+                    "question-lost",
+                    format!("session {session} of `{task}` asked a question the board never had\n{story}"),
+                );
+            }
+        }
+        figures.check("no task left waiting for an answer");
+        let waiting = self.waiting();
+        if !waiting.is_empty() {
+            self.violation(
+                "question-lost",
+                format!("tasks left waiting for an answer: {}", waiting.join(", ")),
+            );
+        }
+        let prompts: BTreeMap<&str, (&str, &str)> = ledger
+            .iter()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                (f[0] == "prompt" && f.len() >= 6).then(|| (f[3], (f[4], f[5])))
+            })
+            .collect();
+        let asked: BTreeSet<String> = asked.into_iter().collect();
+        for task in &asked {
+            // The board's edits of a waiting task count no attempt: the
+            // question's (made on a first attempt, with none counted) and
+            // the answer's.
+            let edits = self.git_out(&[
+                "log",
+                "main",
+                "--format=%H %s",
+                &format!("--grep=`{task}`"),
+                "--fixed-strings",
+            ]);
+            for (commit, subject) in edits.lines().filter_map(|l| l.split_once(' ')) {
+                if subject != format!("farm: `{task}` asks a question")
+                    && subject != format!("farm: answer `{task}`")
+                {
+                    continue;
+                }
+                figures.check("no attempt counted for asking");
+                let file = self.git(&["show", &format!("{commit}:tasks/{task}.md")]).1;
+                if let Some(n) = file
+                    .lines()
+                    .find_map(|l| l.strip_prefix("attempts = "))
+                    .filter(|n| n.trim() != "0")
+                {
+                    self.violation(
+                        "attempt-counted",
+                        format!("`{task}` has attempts = {n} at {commit} ({subject}): asking counted an attempt"),
+                    );
+                }
+            }
+            if !tree.contains(format!("tasks/done/{task}.md").as_str()) {
+                continue; // not done: said above
+            }
+            // The session that did it names itself in its work line.
+            figures.check("an asked task done with its question and answer in the prompt");
+            let work = self.git(&["show", &format!("main:work/{task}.txt")]).1;
+            let session = work
+                .lines()
+                .next()
+                .and_then(|l| l.split(' ').nth(3))
+                .unwrap_or("?");
+            match prompts.get(session) {
+                Some(("yes", "yes")) => {}
+                held => self.violation(
+                    "answer-lost",
+                    format!(
+                        "session {session} did asked task `{task}` with (question, answer) in its prompt: {held:?}, not both"
+                    ),
+                ),
+            }
+        }
     }
 
     /// Check every invariant on the hub as the round left it.
@@ -1978,6 +2332,8 @@ exit 0
             }
         }
 
+        self.check_questions(figures, &ledger, &tree);
+
         // A publish cut between its refs: the work it carried is on a hub
         // ref (a rescue branch, or main once redone from it), as made or by
         // patch id — all but farm's progress commit on top, which farm
@@ -1998,7 +2354,12 @@ exit 0
                 .filter_map(|l| l.split_once(' '))
                 .filter(|(_, s)| !s.starts_with("farm: progress:"))
                 .collect();
-            if work.iter().all(|(_, s)| s.starts_with("farm: attempt ")) {
+            // A question's edit is written anew when farm puts the
+            // question its clone kept on the board: judged by its text.
+            if work
+                .iter()
+                .all(|(_, s)| s.starts_with("farm: attempt ") || s.ends_with("` asks a question"))
+            {
                 let on = work.iter().all(|(c, _)| reachable.contains(*c));
                 eprintln!(
                     "chaos: round {} a cut publish of farm's own record ({}) is {}on a hub ref",
@@ -2217,12 +2578,16 @@ exit 0
         }
         let sessions = ledger.iter().filter(|l| l.starts_with("start ")).count();
         let hostile = ledger.iter().filter(|l| l.starts_with("hostile ")).count();
+        let asking = ledger.iter().filter(|l| l.starts_with("asked ")).count();
         let rescued = rescues.lines().count();
         eprintln!(
-            "chaos: round {} ({:?} hub, {}): {sessions} sessions ({hostile} hostile), {rescued} rescue branch(es), {} cut(s), {} farm start(s) by hand",
+            "chaos: round {} ({:?} hub, {}): {sessions} sessions ({hostile} hostile, {asking} asking), {} answer(s) ({} killed), {} exit(s) 6 with tasks waiting, {rescued} rescue branch(es), {} cut(s), {} farm start(s) by hand",
             self.n,
             self.hub,
             if self.looped { "loop.sh" } else { "by hand" },
+            self.answers,
+            self.answers_killed,
+            self.drained_waiting,
             self.cuts().len(),
             self.gens
         );
