@@ -1,7 +1,9 @@
 //! The line of a hub elsewhere, kept beside the claims on the git store's
-//! branch: a file a change, `.queue.<place>`, added and rewritten by
-//! compare-and-swap (so two changes never take the same place), which
-//! names the claim its change lands under. There is no lock a kernel drops
+//! branch: a file a change, `.queue.<place>`, added by compare-and-swap
+//! (so two changes never take the same place), rewritten and taken out
+//! only while it holds what its farm last wrote or read there (a farm that
+//! lost its place never touches a file another wrote), which names the
+//! claim its change lands under. There is no lock a kernel drops
 //! when a farm dies, and no clock all machines share: a change is in line
 //! for as long as its claim is held, and the claim's own liveness (a dead
 //! holder of this machine reaped at once, one elsewhere once its heartbeat
@@ -27,6 +29,9 @@ pub struct Line<'s> {
 pub struct File<'s> {
     store: &'s dyn LineStore,
     name: String,
+    /// What this farm last wrote there: the file is changed or taken out
+    /// only while it holds that (another's file may have the name).
+    text: Vec<u8>,
 }
 
 impl<'s> Line<'s> {
@@ -49,6 +54,7 @@ impl<'s> Line<'s> {
                 let file = File {
                     store: self.store,
                     name,
+                    text: text.to_vec(),
                 };
                 return Ok((file, place, dead));
             }
@@ -85,7 +91,12 @@ impl<'s> Line<'s> {
                 .is_some_and(|nonce| snapshot.holders.get(&record.task) == Some(nonce));
             if held {
                 live.push(InLine { place, record });
-            } else if remove && self.store.remove_from_line(name).is_ok() {
+            } else if remove
+                && self
+                    .store
+                    .remove_from_line(name, text)
+                    .is_ok_and(|gone| gone)
+            {
                 // Its refs are pushed before they are named in its file (a
                 // round trip saved for each): a farm killed in between
                 // leaves one that only the place's prefix finds.
@@ -100,7 +111,8 @@ impl<'s> Line<'s> {
 impl File<'_> {
     /// Write `text` over the change's file.
     pub(super) fn write(&mut self, text: &[u8]) -> Result<(), Error> {
-        if self.store.update_in_line(&self.name, text)? {
+        if self.store.update_in_line(&self.name, &self.text, text)? {
+            self.text = text.to_vec();
             Ok(())
         } else {
             Err(Error::failure(format!(
@@ -115,6 +127,6 @@ impl Drop for File<'_> {
     fn drop(&mut self) {
         // Best effort: a file left behind names a claim that is gone once
         // this change landed or failed, and the next reader removes it.
-        let _ = self.store.remove_from_line(&self.name);
+        let _ = self.store.remove_from_line(&self.name, &self.text);
     }
 }
