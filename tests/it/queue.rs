@@ -549,10 +549,12 @@ fn a_place_in_a_line_elsewhere_is_never_named_again() {
         "a landed change still ahead: {seen:?}"
     );
     beta.release_held(y).unwrap();
+    let left = second.place;
     drop(second);
     let z = claimed(&beta, "beta", "z");
     let (mut newcomer, _) = there.join(joining(&z)).unwrap();
     let place = newcomer.place;
+    assert!(place > left, "place {place} taken again");
     drop(first);
     newcomer
         .update(Record {

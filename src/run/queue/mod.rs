@@ -8,8 +8,8 @@
 //!   waits. A farm killed in line leaves a file whose lock the kernel
 //!   dropped: the next reader removes it at once.
 //! - On a hub elsewhere ([`remote`]): a file a change beside the claims on
-//!   the git store's branch (`.queue.<place>`), written by
-//!   compare-and-swap, alive for as long as the claim it names: a farm
+//!   the git store's branch (`.queue.<place>`, a place never taken twice),
+//!   written by compare-and-swap, alive for as long as the claim it names: a farm
 //!   killed in line leaves its file until its claim is reaped (at once by
 //!   a farm of its own machine, after the stale threshold by one of
 //!   another), and then the next reader removes it.

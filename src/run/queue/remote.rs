@@ -47,8 +47,8 @@ impl<'s> Line<'s> {
         for _ in 0..ROUNDS {
             let (last, gone) = self.read_all(true)?;
             dead.extend(gone.1);
-            // Behind every file there, live or not yet removed.
-            let place = last + 1;
+            let now = std::time::SystemTime::now();
+            let place = place_after(last, now);
             let name = format!("{PREFIX}{place:012}");
             if self.store.add_to_line(&name, text)? {
                 let file = File {
@@ -108,6 +108,19 @@ impl<'s> Line<'s> {
     }
 }
 
+/// The place a change joining the line at `now` takes when `last` is the
+/// last one there: behind every file there, live or not yet removed (the
+/// order of the line), and never one taken before — the line empties, and
+/// a farm that lost its place may still think it holds it; a dead place's
+/// refs are found by its number — so no less than the milliseconds since
+/// the epoch.
+fn place_after(last: u64, now: std::time::SystemTime) -> u64 {
+    let ms = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    last.saturating_add(1).max(ms)
+}
+
 impl File<'_> {
     /// Write `text` over the change's file.
     pub(super) fn write(&mut self, text: &[u8]) -> Result<(), Error> {
@@ -128,5 +141,26 @@ impl Drop for File<'_> {
         // Best effort: a file left behind names a claim that is gone once
         // this change landed or failed, and the next reader removes it.
         let _ = self.store.remove_from_line(&self.name, &self.text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn a_place_is_behind_the_last_and_never_one_taken_before() {
+        let at = |ms| UNIX_EPOCH + Duration::from_millis(ms);
+        // An empty line: the clock's place, not the first one again.
+        assert_eq!(place_after(0, at(1_700_000_000_000)), 1_700_000_000_000);
+        // Behind the last one there, even one taken by a clock ahead.
+        assert_eq!(
+            place_after(1_700_000_000_500, at(1_700_000_000_000)),
+            1_700_000_000_501
+        );
+        // A line kept by older farms (places from 1): behind it.
+        assert_eq!(place_after(3, at(1_700_000_000_000)), 1_700_000_000_000);
+        assert_eq!(place_after(u64::MAX, at(0)), u64::MAX);
     }
 }
