@@ -556,15 +556,59 @@ fn a_place_in_a_line_elsewhere_is_never_named_again() {
     let place = newcomer.place;
     assert!(place > left, "place {place} taken again");
     drop(first);
-    newcomer
+    let kept = newcomer
         .update(Record {
             candidate: Some("c0ffee".into()),
             ..newcomer.record.clone()
         })
-        .expect("a change in line, its claim held, could not say what it is");
+        .unwrap();
+    assert!(kept, "a change in line, its claim held, lost its place");
     let line = there.list().unwrap();
     assert_eq!(line.len(), 1, "{line:?}");
     assert_eq!(line[0].record.candidate.as_deref(), Some("c0ffee"));
     assert_eq!(line[0].place, place);
     drop(z);
+}
+
+/// A change whose place in a line elsewhere was taken away while its claim
+/// is held (its file removed by a farm that took it for dead) is told so
+/// when it next writes, not ended, and takes the last place again: behind
+/// the change that came meanwhile, never over its file.
+#[test]
+fn a_change_whose_place_was_taken_away_takes_the_last_one_again() {
+    use farm::claims::ClaimStore;
+    use farm::run::queue::{Queue, Record};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let [alpha, beta] = two_machines(tmp.path());
+    let (x, y) = (claimed(&alpha, "alpha", "x"), claimed(&beta, "beta", "y"));
+    let (here, there) = (Queue::remote(&alpha), Queue::remote(&beta));
+    let (mut lost, _) = here.join(joining(&x)).unwrap();
+    let line = beta.line().unwrap();
+    let seen = line.read_line(true).unwrap();
+    let (name, text) = &seen.files[0];
+    assert!(line.remove_from_line(name, text).unwrap());
+    let (behind, _) = there.join(joining(&y)).unwrap();
+    let was = lost.place;
+    let said = Record {
+        candidate: Some("c0ffee".into()),
+        ..lost.record.clone()
+    };
+    assert!(!lost.update(said.clone()).unwrap(), "written out of line");
+    here.rejoin(&mut lost, joining(&x)).unwrap();
+    assert!(was < behind.place && behind.place < lost.place);
+    assert!(lost.update(said).unwrap());
+    let line: Vec<_> = here
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.record.task, c.record.candidate))
+        .collect();
+    assert_eq!(
+        line,
+        [("y".into(), None), ("x".into(), Some("c0ffee".into()))]
+    );
+    drop((lost, behind));
+    assert_eq!(here.list().unwrap(), []);
+    drop((x, y));
 }

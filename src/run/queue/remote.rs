@@ -30,8 +30,9 @@ pub struct File<'s> {
     store: &'s dyn LineStore,
     name: String,
     /// What this farm last wrote there: the file is changed or taken out
-    /// only while it holds that (another's file may have the name).
-    text: Vec<u8>,
+    /// only while it holds that (another's file may have the name). None
+    /// once its place was taken away.
+    text: Option<Vec<u8>>,
 }
 
 impl<'s> Line<'s> {
@@ -54,7 +55,7 @@ impl<'s> Line<'s> {
                 let file = File {
                     store: self.store,
                     name,
-                    text: text.to_vec(),
+                    text: Some(text.to_vec()),
                 };
                 return Ok((file, place, dead));
             }
@@ -122,17 +123,16 @@ fn place_after(last: u64, now: std::time::SystemTime) -> u64 {
 }
 
 impl File<'_> {
-    /// Write `text` over the change's file.
-    pub(super) fn write(&mut self, text: &[u8]) -> Result<(), Error> {
-        if self.store.update_in_line(&self.name, &self.text, text)? {
-            self.text = text.to_vec();
-            Ok(())
-        } else {
-            Err(Error::failure(format!(
-                "this change's place in the merge queue (`{}`) was taken away: its claim is gone",
-                self.name
-            )))
-        }
+    /// Write `text` over the change's file: false when its place was
+    /// taken away (the file removed by a farm that took its claim for
+    /// gone), and the change is out of line.
+    pub(super) fn write(&mut self, text: &[u8]) -> Result<bool, Error> {
+        let Some(seen) = &self.text else {
+            return Ok(false);
+        };
+        let kept = self.store.update_in_line(&self.name, seen, text)?;
+        self.text = kept.then(|| text.to_vec());
+        Ok(kept)
     }
 }
 
@@ -140,7 +140,9 @@ impl Drop for File<'_> {
     fn drop(&mut self) {
         // Best effort: a file left behind names a claim that is gone once
         // this change landed or failed, and the next reader removes it.
-        let _ = self.store.remove_from_line(&self.name, &self.text);
+        if let Some(text) = &self.text {
+            let _ = self.store.remove_from_line(&self.name, text);
+        }
     }
 }
 
