@@ -642,29 +642,28 @@ impl LineStore for GitStore {
         })
     }
 
-    fn update_in_line(&self, name: &str, text: &[u8]) -> Result<bool, StoreError> {
+    fn update_in_line(&self, name: &str, seen: &[u8], text: &[u8]) -> Result<bool, StoreError> {
         let message = format!("farm: update {name}");
         self.swap(&message, |tip| {
             Ok(if self.holds(tip, name, text)? {
                 Swap::Done(true)
-            } else if !tip.files.contains_key(name) {
-                Swap::Done(false)
-            } else {
+            } else if self.holds(tip, name, seen)? {
                 Swap::Write(Change::Put(name, text))
+            } else {
+                Swap::Done(false)
             })
         })
     }
 
-    fn remove_from_line(&self, name: &str) -> Result<(), StoreError> {
+    fn remove_from_line(&self, name: &str, seen: &[u8]) -> Result<bool, StoreError> {
         let message = format!("farm: unqueue {name}");
         self.swap(&message, |tip| {
-            Ok(if tip.files.contains_key(name) {
+            Ok(if self.holds(tip, name, seen)? {
                 Swap::Write(Change::Remove(name))
             } else {
-                Swap::Done(true)
+                Swap::Done(!tip.files.contains_key(name))
             })
         })
-        .map(|_| ())
     }
 }
 

@@ -31,12 +31,17 @@ pub trait LineStore: Send + Sync {
     /// then (someone else took that place).
     fn add_to_line(&self, name: &str, text: &[u8]) -> Result<bool, StoreError>;
 
-    /// Write `text` over `name` while it is there: false when it is gone
-    /// (taken out of the line by another, its claim gone).
-    fn update_in_line(&self, name: &str, text: &[u8]) -> Result<bool, StoreError>;
+    /// Write `text` over `name` while it holds `seen` (what this farm last
+    /// wrote there): false when it is gone (taken out of the line by
+    /// another, its claim taken for gone) or holds another text (a file
+    /// that is not this farm's any more, whatever its name).
+    fn update_in_line(&self, name: &str, seen: &[u8], text: &[u8]) -> Result<bool, StoreError>;
 
-    /// Take `name` out of the line (nothing when it is gone already).
-    fn remove_from_line(&self, name: &str) -> Result<(), StoreError>;
+    /// Take `name` out of the line while it holds `seen` (what this farm
+    /// wrote or read there): true once no file `name` holds it (taken out
+    /// now or before), false when it holds another text (left as it is:
+    /// not the file that was seen).
+    fn remove_from_line(&self, name: &str, seen: &[u8]) -> Result<bool, StoreError>;
 }
 
 /// Is `name` (without `.txt`) a file of the line?

@@ -31,7 +31,9 @@
 //! - A farm killed anywhere in line leaves a place nobody holds: the next
 //!   reader removes it (see [`queue`](super::queue) for when it knows) and
 //!   the changes behind it build again; its work is in its clone, rescued
-//!   as any killed farm's is.
+//!   as any killed farm's is. A change that finds its place taken away
+//!   (its claim taken for gone) is a claim lost when it is; one whose
+//!   claim is still held takes the last place again: no farm ends for it.
 //! - Across machines (a hub that is only a URL) the line is kept beside the
 //!   claims, and what a farm elsewhere cannot read where it is travels
 //!   through the hub: the candidate ahead is fetched by its ref, and the
@@ -236,7 +238,11 @@ impl<'a> Rider<'a> {
                     }
                 }
             }
-            let b = self.built.as_ref().expect("built above");
+            // (None: it lost its place in line on the way, and took the
+            // last one again: built anew there.)
+            let Some(b) = self.built.as_ref() else {
+                continue;
+            };
             if self.passed.as_ref().is_none_or(|(k, _)| *k != b.key) {
                 self.tested += 1;
                 let verdict = if view.ahead.is_none() {
@@ -394,6 +400,13 @@ impl<'a> Rider<'a> {
             view.waiting_ahead
         ));
         let green = self.passed.as_ref().is_some_and(|(k, _)| *k == key);
+        self.built = Some(Built {
+            from: own.to_owned(),
+            ahead: view.ahead.as_ref().map(|a| a.place),
+            on: on.to_owned(),
+            head: head.clone(),
+            key,
+        });
         // First in line and passed already (put on a branch that the board
         // or a progress document moved): the changes behind keep what they
         // were built on, of the same code, and this build is pushed to the
@@ -401,13 +414,6 @@ impl<'a> Rider<'a> {
         if !(green && view.ahead.is_none()) {
             self.publish(Some(&head), green)?;
         }
-        self.built = Some(Built {
-            from: own.to_owned(),
-            ahead: view.ahead.as_ref().map(|a| a.place),
-            on: on.to_owned(),
-            head,
-            key,
-        });
         Ok(Build::Built)
     }
 
@@ -561,8 +567,7 @@ impl<'a> Rider<'a> {
     fn publish(&mut self, head: Option<&str>, green: bool) -> Result<(), Halt> {
         let record = self.entry.record.clone();
         if head == record.candidate.as_deref() {
-            self.entry.update(Record { green, ..record })?;
-            return Ok(());
+            return self.update(Record { green, ..record });
         }
         let old = record.refs.clone();
         let mut refs = old.clone();
@@ -582,7 +587,7 @@ impl<'a> Rider<'a> {
         // where each change of the line is a round trip, goes by the
         // place's prefix instead: see `queue::remote`.)
         if !self.queue.elsewhere() {
-            self.entry.update(Record {
+            self.update(Record {
                 candidate: None,
                 refs,
                 green: false,
@@ -605,12 +610,43 @@ impl<'a> Rider<'a> {
                 ))));
             }
         }
-        self.entry.update(Record {
+        self.update(Record {
             candidate: head.map(str::to_owned),
             refs: new.into_iter().collect(),
             green,
             ..record
-        })?;
+        })
+    }
+
+    /// Say in line what this change is now. A place taken away (in a line
+    /// elsewhere, its file removed by a farm that took its claim for gone)
+    /// ends nothing: a claim that is gone is said so, as anywhere else; a
+    /// change whose claim is still held takes the last place again, and is
+    /// built there anew. (A farm once ended with exit 1 here: a place
+    /// named again, and removed under its newcomer by the farm that had
+    /// held it.)
+    fn update(&mut self, record: Record) -> Result<(), Halt> {
+        if self.entry.update(record)? {
+            return Ok(());
+        }
+        let turn = self.turn;
+        // A beat asks the hub. (One that cannot say leaves the change to
+        // queue again: a claim gone is found at the next beat, and the
+        // push is fenced all the same.)
+        Heartbeat::new(turn.run, turn.held).now()?;
+        // Its refs went with the place (deleted by its number's prefix,
+        // or here).
+        let refs = std::mem::take(&mut self.entry.record.refs);
+        let record = Record {
+            candidate: None,
+            green: false,
+            ..self.entry.record.clone()
+        };
+        let dead = self.queue.rejoin(&mut self.entry, record)?;
+        self.drop_refs(&refs);
+        self.drop_refs(&dead);
+        self.built = None;
+        self.say("its place in line was taken away; queued again at the end");
         Ok(())
     }
 

@@ -506,8 +506,8 @@ pub fn side_files_are_created_once_and_are_no_claims(hub: &Hub) {
 
 /// The merge queue's line beside the claims (a hub elsewhere): of farms
 /// racing for one place, exactly one takes it (rounds of eight stores,
-/// each with its own cache, pushing at once); a file is rewritten while
-/// there and not once taken out; the claims' holders are read with it, and
+/// each with its own cache, pushing at once); a file is rewritten or taken
+/// out only while it holds what its writer saw; the claims' holders are read with it, and
 /// the line's files are no claims.
 pub fn the_line_gives_each_place_once_beside_the_claims(hub: &Hub) {
     let store = hub.store();
@@ -548,11 +548,24 @@ pub fn the_line_gives_each_place_once_beside_the_claims(hub: &Hub) {
     let seen = line.read_line(true).unwrap();
     assert_eq!(seen.files.len(), 3);
     assert_eq!(seen.holders.get("t"), Some(&held.claim().nonce.to_string()));
+    // Changed and taken out only as seen: a farm that no longer holds
+    // the place it thinks it holds touches nobody else's file there.
     let first = ".queue.000000000001";
-    assert!(line.update_in_line(first, b"green = true\n").unwrap());
-    line.remove_from_line(first).unwrap();
-    assert!(!line.update_in_line(first, b"green = true\n").unwrap());
-    line.remove_from_line(first).unwrap();
+    let was = seen
+        .files
+        .iter()
+        .find(|(n, _)| n == first)
+        .unwrap()
+        .1
+        .clone();
+    let (green, other) = (b"green = true\n", b"agent = \"other\"\n");
+    assert!(!line.update_in_line(first, other, green).unwrap());
+    assert!(!line.remove_from_line(first, other).unwrap());
+    assert!(line.update_in_line(first, &was, green).unwrap());
+    assert!(!line.remove_from_line(first, &was).unwrap());
+    assert!(line.remove_from_line(first, green).unwrap());
+    assert!(!line.update_in_line(first, green, &was).unwrap());
+    assert!(line.remove_from_line(first, green).unwrap());
     assert_eq!(line.read_line(true).unwrap().files.len(), 2);
     let names: Vec<_> = store.list().unwrap().into_iter().map(|l| l.name).collect();
     assert_eq!(names, ["t"]);

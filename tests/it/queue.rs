@@ -479,3 +479,136 @@ fn a_farm_killed_in_a_line_elsewhere_loses_nothing_and_wedges_nothing() {
     assert_eq!(out.code, Some(0), "{out:#?}");
     landed_once_and_queue_gone(&daemon, &tasks, &format!("{killed:#?}\n{out:#?}"));
 }
+
+/// Two stores (two machines), `alpha` and `beta`, on one bare hub.
+fn two_machines(tmp: &std::path::Path) -> [farm::claims::git::GitStore; 2] {
+    use farm::claims::git::GitStore;
+    let out = crate::common::git_command()
+        .args(["init", "--quiet", "--bare", "-b", "main"])
+        .arg(tmp.join("hub.git"))
+        .envs(crate::common::GIT_ENV)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git init: {out:?}");
+    let url = tmp.join("hub.git");
+    let url = url.to_str().unwrap();
+    ["alpha", "beta"].map(|m| GitStore::open(url, &tmp.join(format!("{m}/claims.git"))).unwrap())
+}
+
+/// The claim of `task` for `agent`, through `store`.
+fn claimed(store: &farm::claims::git::GitStore, agent: &str, task: &str) -> farm::claims::Held {
+    use farm::claims::{Attempt, ClaimStore};
+    let task = farm::names::TaskId::parse(task).unwrap();
+    let claim =
+        farm::claims::record::Claim::new(task, agent, None, 1, std::time::SystemTime::now());
+    let Attempt::Won(held) = store.try_claim(claim, false).unwrap() else {
+        panic!("{agent} did not win an unclaimed task");
+    };
+    held
+}
+
+/// What a change of `held`'s task says of itself as it joins the line.
+fn joining(held: &farm::claims::Held) -> farm::run::queue::Record {
+    let claim = held.claim();
+    farm::run::queue::Record {
+        task: claim.task.to_string(),
+        agent: claim.agent.clone(),
+        claim: Some(claim.nonce.to_string()),
+        ..farm::run::queue::Record::default()
+    }
+}
+
+/// Regression: a place in a line elsewhere was the last place there plus
+/// one — named again once the line emptied — and a change's file was
+/// taken out of the line by its name alone. A change that landed (its
+/// publish gave its claim back) kept its file until its farm left the
+/// line; the change behind it read the file as dead, removed it, landed
+/// and left; a newcomer took the emptied line's first place again; and the
+/// first farm, leaving at last, removed the newcomer's file. The
+/// newcomer's farm then ended with exit 1 on its next write: "this
+/// change's place in the merge queue (`.queue.000000000001`) was taken
+/// away: its claim is gone" (a chaos run on an http hub, seed
+/// 1796415928881216843).
+#[test]
+fn a_place_in_a_line_elsewhere_is_never_named_again() {
+    use farm::claims::ClaimStore;
+    use farm::run::queue::{Queue, Record};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let [alpha, beta] = two_machines(tmp.path());
+    let (x, y) = (claimed(&alpha, "alpha", "x"), claimed(&beta, "beta", "y"));
+    let (here, there) = (Queue::remote(&alpha), Queue::remote(&beta));
+    let (first, _) = here.join(joining(&x)).unwrap();
+    let (second, _) = there.join(joining(&y)).unwrap();
+    // The first change landed: its publish gave the claim back; its file
+    // stays until its farm leaves the line.
+    alpha.release_held(x).unwrap();
+    let seen = there.view(&second).unwrap();
+    assert!(
+        seen.ahead.is_none(),
+        "a landed change still ahead: {seen:?}"
+    );
+    beta.release_held(y).unwrap();
+    let left = second.place;
+    drop(second);
+    let z = claimed(&beta, "beta", "z");
+    let (mut newcomer, _) = there.join(joining(&z)).unwrap();
+    let place = newcomer.place;
+    assert!(place > left, "place {place} taken again");
+    drop(first);
+    let kept = newcomer
+        .update(Record {
+            candidate: Some("c0ffee".into()),
+            ..newcomer.record.clone()
+        })
+        .unwrap();
+    assert!(kept, "a change in line, its claim held, lost its place");
+    let line = there.list().unwrap();
+    assert_eq!(line.len(), 1, "{line:?}");
+    assert_eq!(line[0].record.candidate.as_deref(), Some("c0ffee"));
+    assert_eq!(line[0].place, place);
+    drop(z);
+}
+
+/// A change whose place in a line elsewhere was taken away while its claim
+/// is held (its file removed by a farm that took it for dead) is told so
+/// when it next writes, not ended, and takes the last place again: behind
+/// the change that came meanwhile, never over its file.
+#[test]
+fn a_change_whose_place_was_taken_away_takes_the_last_one_again() {
+    use farm::claims::ClaimStore;
+    use farm::run::queue::{Queue, Record};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let [alpha, beta] = two_machines(tmp.path());
+    let (x, y) = (claimed(&alpha, "alpha", "x"), claimed(&beta, "beta", "y"));
+    let (here, there) = (Queue::remote(&alpha), Queue::remote(&beta));
+    let (mut lost, _) = here.join(joining(&x)).unwrap();
+    let line = beta.line().unwrap();
+    let seen = line.read_line(true).unwrap();
+    let (name, text) = &seen.files[0];
+    assert!(line.remove_from_line(name, text).unwrap());
+    let (behind, _) = there.join(joining(&y)).unwrap();
+    let was = lost.place;
+    let said = Record {
+        candidate: Some("c0ffee".into()),
+        ..lost.record.clone()
+    };
+    assert!(!lost.update(said.clone()).unwrap(), "written out of line");
+    here.rejoin(&mut lost, joining(&x)).unwrap();
+    assert!(was < behind.place && behind.place < lost.place);
+    assert!(lost.update(said).unwrap());
+    let line: Vec<_> = here
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.record.task, c.record.candidate))
+        .collect();
+    assert_eq!(
+        line,
+        [("y".into(), None), ("x".into(), Some("c0ffee".into()))]
+    );
+    drop((lost, behind));
+    assert_eq!(here.list().unwrap(), []);
+    drop((x, y));
+}

@@ -8,8 +8,8 @@
 //!   waits. A farm killed in line leaves a file whose lock the kernel
 //!   dropped: the next reader removes it at once.
 //! - On a hub elsewhere ([`remote`]): a file a change beside the claims on
-//!   the git store's branch (`.queue.<place>`), written by
-//!   compare-and-swap, alive for as long as the claim it names: a farm
+//!   the git store's branch (`.queue.<place>`, a place never taken twice),
+//!   written by compare-and-swap, alive for as long as the claim it names: a farm
 //!   killed in line leaves its file until its claim is reaped (at once by
 //!   a farm of its own machine, after the stale threshold by one of
 //!   another), and then the next reader removes it.
@@ -127,6 +127,16 @@ impl<'s> Queue<'s> {
         Ok((entry, dead))
     }
 
+    /// Take the last place in line again for `entry`, whose place was
+    /// taken away (see [`Entry::update`]), as `record` says; the candidate
+    /// refs of the dead changes removed on the way.
+    pub fn rejoin(&self, entry: &mut Entry<'s>, record: Record) -> Result<Vec<String>, Error> {
+        let (again, dead) = self.join(record)?;
+        // (The entry out of line leaves nothing behind as it goes.)
+        *entry = again;
+        Ok(dead)
+    }
+
     /// The line as `entry` sees it now; dead changes are removed on the
     /// way.
     pub fn view(&self, entry: &Entry<'_>) -> Result<View, Error> {
@@ -169,16 +179,20 @@ impl<'s> Queue<'s> {
 }
 
 impl Entry<'_> {
-    /// Say what this change is now (its candidate, its verdict).
-    pub fn update(&mut self, record: Record) -> Result<(), Error> {
+    /// Say what this change is now (its candidate, its verdict): false
+    /// when its place was taken away meanwhile — in a line elsewhere, its
+    /// file removed by a farm that took its claim for gone — and it is out
+    /// of line (see [`Queue::rejoin`]). A file of this machine's line is
+    /// removed only once its farm is gone.
+    pub fn update(&mut self, record: Record) -> Result<bool, Error> {
         self.record = record;
         self.write()
     }
 
-    fn write(&mut self) -> Result<(), Error> {
+    fn write(&mut self) -> Result<bool, Error> {
         let text = text(&self.record)?;
         match &mut self.kept {
-            Kept::Local(file) => file.write(&text),
+            Kept::Local(file) => file.write(&text).map(|()| true),
             Kept::Remote(file) => file.write(&text),
         }
     }
@@ -222,12 +236,14 @@ mod tests {
         let seen = q.view(&c).unwrap();
         assert_eq!(seen.ahead.unwrap().record.agent, "b");
         assert_eq!(seen.waiting_ahead, 2);
-        b.update(Record {
-            candidate: Some("abc".into()),
-            green: true,
-            ..b.record.clone()
-        })
-        .unwrap();
+        assert!(
+            b.update(Record {
+                candidate: Some("abc".into()),
+                green: true,
+                ..b.record.clone()
+            })
+            .unwrap()
+        );
         let ahead = q.view(&c).unwrap().ahead.unwrap().record;
         assert_eq!(
             (ahead.candidate.as_deref(), ahead.green),

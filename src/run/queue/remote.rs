@@ -1,7 +1,9 @@
 //! The line of a hub elsewhere, kept beside the claims on the git store's
-//! branch: a file a change, `.queue.<place>`, added and rewritten by
-//! compare-and-swap (so two changes never take the same place), which
-//! names the claim its change lands under. There is no lock a kernel drops
+//! branch: a file a change, `.queue.<place>`, added by compare-and-swap
+//! (so two changes never take the same place), rewritten and taken out
+//! only while it holds what its farm last wrote or read there (a farm that
+//! lost its place never touches a file another wrote), which names the
+//! claim its change lands under. There is no lock a kernel drops
 //! when a farm dies, and no clock all machines share: a change is in line
 //! for as long as its claim is held, and the claim's own liveness (a dead
 //! holder of this machine reaped at once, one elsewhere once its heartbeat
@@ -27,6 +29,10 @@ pub struct Line<'s> {
 pub struct File<'s> {
     store: &'s dyn LineStore,
     name: String,
+    /// What this farm last wrote there: the file is changed or taken out
+    /// only while it holds that (another's file may have the name). None
+    /// once its place was taken away.
+    text: Option<Vec<u8>>,
 }
 
 impl<'s> Line<'s> {
@@ -42,13 +48,14 @@ impl<'s> Line<'s> {
         for _ in 0..ROUNDS {
             let (last, gone) = self.read_all(true)?;
             dead.extend(gone.1);
-            // Behind every file there, live or not yet removed.
-            let place = last + 1;
+            let now = std::time::SystemTime::now();
+            let place = place_after(last, now);
             let name = format!("{PREFIX}{place:012}");
             if self.store.add_to_line(&name, text)? {
                 let file = File {
                     store: self.store,
                     name,
+                    text: Some(text.to_vec()),
                 };
                 return Ok((file, place, dead));
             }
@@ -85,7 +92,12 @@ impl<'s> Line<'s> {
                 .is_some_and(|nonce| snapshot.holders.get(&record.task) == Some(nonce));
             if held {
                 live.push(InLine { place, record });
-            } else if remove && self.store.remove_from_line(name).is_ok() {
+            } else if remove
+                && self
+                    .store
+                    .remove_from_line(name, text)
+                    .is_ok_and(|gone| gone)
+            {
                 // Its refs are pushed before they are named in its file (a
                 // round trip saved for each): a farm killed in between
                 // leaves one that only the place's prefix finds.
@@ -97,17 +109,30 @@ impl<'s> Line<'s> {
     }
 }
 
+/// The place a change joining the line at `now` takes when `last` is the
+/// last one there: behind every file there, live or not yet removed (the
+/// order of the line), and never one taken before — the line empties, and
+/// a farm that lost its place may still think it holds it; a dead place's
+/// refs are found by its number — so no less than the milliseconds since
+/// the epoch.
+fn place_after(last: u64, now: std::time::SystemTime) -> u64 {
+    let ms = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    last.saturating_add(1).max(ms)
+}
+
 impl File<'_> {
-    /// Write `text` over the change's file.
-    pub(super) fn write(&mut self, text: &[u8]) -> Result<(), Error> {
-        if self.store.update_in_line(&self.name, text)? {
-            Ok(())
-        } else {
-            Err(Error::failure(format!(
-                "this change's place in the merge queue (`{}`) was taken away: its claim is gone",
-                self.name
-            )))
-        }
+    /// Write `text` over the change's file: false when its place was
+    /// taken away (the file removed by a farm that took its claim for
+    /// gone), and the change is out of line.
+    pub(super) fn write(&mut self, text: &[u8]) -> Result<bool, Error> {
+        let Some(seen) = &self.text else {
+            return Ok(false);
+        };
+        let kept = self.store.update_in_line(&self.name, seen, text)?;
+        self.text = kept.then(|| text.to_vec());
+        Ok(kept)
     }
 }
 
@@ -115,6 +140,29 @@ impl Drop for File<'_> {
     fn drop(&mut self) {
         // Best effort: a file left behind names a claim that is gone once
         // this change landed or failed, and the next reader removes it.
-        let _ = self.store.remove_from_line(&self.name);
+        if let Some(text) = &self.text {
+            let _ = self.store.remove_from_line(&self.name, text);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn a_place_is_behind_the_last_and_never_one_taken_before() {
+        let at = |ms| UNIX_EPOCH + Duration::from_millis(ms);
+        // An empty line: the clock's place, not the first one again.
+        assert_eq!(place_after(0, at(1_700_000_000_000)), 1_700_000_000_000);
+        // Behind the last one there, even one taken by a clock ahead.
+        assert_eq!(
+            place_after(1_700_000_000_500, at(1_700_000_000_000)),
+            1_700_000_000_501
+        );
+        // A line kept by older farms (places from 1): behind it.
+        assert_eq!(place_after(3, at(1_700_000_000_000)), 1_700_000_000_000);
+        assert_eq!(place_after(u64::MAX, at(0)), u64::MAX);
     }
 }
