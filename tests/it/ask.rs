@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::common::{Env, Farm};
+use crate::common::{Env, Farm, write_pid};
 use crate::stop::{done, farm, git, hub};
 
 /// The agent: for task `q` with no answer in its prompt, commits some work,
@@ -222,7 +222,7 @@ fn killing_agent(env: &Env, logs: &Path, kill: &str) -> String {
 /// Start `farm run` and write its pid where the agent and the hooks read it.
 fn run_noting_pid(env: &Env, agent: &str, logs: &Path) -> std::process::Child {
     let child = farm(env, ["run", "--agent", agent]).spawn();
-    std::fs::write(logs.join("farm.pid"), child.id().to_string()).unwrap();
+    write_pid(&logs.join("farm.pid"), child.id());
     child
 }
 
