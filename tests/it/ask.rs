@@ -503,3 +503,34 @@ fn an_answer_killed_with_its_push_held_lands_and_a_run_meanwhile_waits_for_it() 
         "the answer reached q's next session: {prompt}"
     );
 }
+
+/// `farm answer` SIGKILLed while its push is held, and answered again at
+/// once (as a person whose command died would): the second waits for the
+/// first's push, which lands, and says `q` was answered already.
+#[test]
+fn an_answer_given_again_after_a_kill_says_the_first_landed() {
+    let env = Env::new();
+    hub(&env, &["q"]);
+    let logs = env.tmp.path().join("logs");
+    let agent = agent(&env, &logs);
+    let marks = answer_killed_with_its_push_held(&env, &agent, &[]);
+    let again = farm(&env, ["answer", "q", "Spaces, really."]).spawn();
+    let asked = || file_on_main(&env, "tasks/q.md").contains("\nasked =");
+    release_after(&marks, || !asked());
+    let out = Farm::wait_within(again, Duration::from_secs(90));
+    assert_work_tree_at_main(&env, &out);
+    assert_eq!(out.code, Some(2), "{out:#?}");
+    assert!(
+        out.stderr
+            .contains("error: `q` was answered already (by tester@")
+            && out
+                .stderr
+                .contains("hint: the question and its answer: farm task show q"),
+        "{out:#?}"
+    );
+    let q = file_on_main(&env, "tasks/q.md");
+    assert!(
+        !q.contains("\nasked =") && q.contains("Spaces.") && !q.contains("Spaces, really."),
+        "{q}"
+    );
+}
