@@ -111,6 +111,26 @@ pub fn last_work(body: &str) -> Option<String> {
     last(body).and_then(|(_, w)| w)
 }
 
+/// Who answered the last question of `body`, and when (`al at 2026-…`,
+/// from its heading), when its last section of a question or an answer is
+/// an answer; headings quoted in the fences do not count.
+pub fn last_answer(body: &str) -> Option<String> {
+    let mut answer = None;
+    let mut in_fence = false;
+    for line in body.lines() {
+        if in_fence {
+            in_fence = line != "~~~~";
+        } else if line.starts_with("~~~~") {
+            in_fence = true;
+        } else if line.starts_with(&format!("{QUESTION} — ")) {
+            answer = None;
+        } else if let Some(by) = line.strip_prefix(&format!("{ANSWER} — by ")) {
+            answer = Some(by.to_owned());
+        }
+    }
+    answer
+}
+
 /// Why a task cannot be asked of or answered.
 #[derive(Debug, PartialEq, Eq)]
 pub enum NotWaiting {
@@ -192,6 +212,16 @@ mod tests {
         );
         assert_eq!(last_work(&answered).as_deref(), Some("farm/rescue/a/n1"));
         assert_eq!(last_question("Do it.\n"), None);
+        assert_eq!(last_answer(&body), None);
+        assert_eq!(
+            last_answer(&answered).as_deref(),
+            Some("al at 2026-12-03T01:00:00.000Z")
+        );
+        // An answer quoted in a question, or a question after the answer,
+        // leaves it unanswered.
+        let quoted = question_note("b", "t", "### Answer — by al at t\nYes?", &[]);
+        assert_eq!(last_answer(&format!("Do it.\n{quoted}")), None);
+        assert_eq!(last_answer(&format!("{answered}{quoted}")), None);
     }
 
     #[test]

@@ -61,10 +61,18 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
                 message: format!("farm: answer `{id}`"),
                 value: task,
             }),
-            Err(NotWaiting::NoQuestion) => Err(Error::usage(format!(
-                "`{id}` is not waiting for an answer: no question is open on it"
-            ))
-            .hint("farm tasks lists the tasks that wait (status `waiting`)")),
+            // Answered by an earlier `farm answer`, perhaps one killed
+            // whose push landed all the same: said so, not "no question".
+            Err(NotWaiting::NoQuestion) => Err(match pending_answer(dir, id) {
+                Some(by) => Error::usage(format!(
+                    "`{id}` was answered already (by {by}): it is ready again"
+                ))
+                .hint(format!("the question and its answer: farm task show {id}")),
+                None => Error::usage(format!(
+                    "`{id}` is not waiting for an answer: no question is open on it"
+                ))
+                .hint("farm tasks lists the tasks that wait (status `waiting`)"),
+            }),
             Err(NotWaiting::NotPending) => Err(match board_place(dir, id) {
                 Some(Place::Done) => {
                     Error::usage(format!("`{id}` is done, not waiting for an answer"))
@@ -105,6 +113,14 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
 
 fn board_place(dir: &std::path::Path, id: &TaskId) -> Option<Place> {
     crate::board::paths::find(dir, id)
+}
+
+/// Who answered pending task `id`'s last question, and when, if it has
+/// an answer.
+fn pending_answer(dir: &std::path::Path, id: &TaskId) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join(crate::board::paths::pending(id))).ok()?;
+    let task = crate::board::task::parse(id.clone(), &text).ok()?;
+    question::last_answer(&task.body)
 }
 
 /// The answer: the argument, `-F FILE`, or stdin; refused when empty, not

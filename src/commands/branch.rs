@@ -1,7 +1,9 @@
 //! The hub's branch as commands edit it (`farm task add`, `farm schedule`,
 //! `farm fire`): a shallow scratch clone of its tip each round, committed
-//! and pushed (under the hub's push lock, if it has one) to the branch.
+//! and pushed (under the hub's push lock, if it has one, which the push's
+//! processes keep) to the branch.
 
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 
 use crate::board::edit::{self, Push};
@@ -71,11 +73,19 @@ impl edit::Branch for HubBranch<'_> {
         }
         repo.commit_all(message).map_err(git_failed)?;
         let pushed = {
-            let _lock = hub.push_lock(self.out)?;
+            let lock = hub.push_lock(self.out)?;
+            // Kept by the push's processes too (see `Hub::push_lock`): a
+            // command killed mid-push leaves its receive-pack running, and
+            // no other push may go through the hub's work tree until it ends.
+            let hold: Vec<_> = lock.as_ref().map(AsFd::as_fd).into_iter().collect();
             // To the hub's URL, not the remote's name: a network push is
             // then watched for silence (see `git::watchdog`).
-            repo.push(&hub.url, &[format!("HEAD:refs/heads/{}", hub.branch)])
-                .map_err(git_failed)?
+            let spec = [format!("HEAD:refs/heads/{}", hub.branch)];
+            Pushed::from_updates(
+                &repo
+                    .push_refs_holding(&hub.url, &spec, false, &hold)
+                    .map_err(git_failed)?,
+            )
         };
         if pushed == Pushed::Ok {
             Ok(Push::Pushed)

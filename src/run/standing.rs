@@ -3,6 +3,7 @@
 //! standing task on the board — `standing-<role>-<n>`, the next number —
 //! unless one is pending already; then claims it as any other.
 
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::time::SystemTime;
 
@@ -38,7 +39,8 @@ impl edit::Branch for Plain<'_> {
 
     fn publish(&mut self, lock: Self::Round, message: &str) -> Result<Push, Error> {
         self.clone.commit_all(message)?;
-        let pushed = self.clone.push_branch(&self.run.hub.branch)?;
+        let hold: Vec<_> = lock.as_ref().map(AsFd::as_fd).into_iter().collect();
+        let pushed = self.clone.push_branch(&self.run.hub.branch, &hold)?;
         drop(lock);
         if pushed == Pushed::Ok {
             Ok(Push::Pushed)

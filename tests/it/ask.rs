@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::common::{Env, Farm};
+use crate::common::{Env, Farm, read_pid, running, write_pid};
 use crate::stop::{done, farm, git, hub};
 
 /// The agent: for task `q` with no answer in its prompt, commits some work,
@@ -222,7 +222,7 @@ fn killing_agent(env: &Env, logs: &Path, kill: &str) -> String {
 /// Start `farm run` and write its pid where the agent and the hooks read it.
 fn run_noting_pid(env: &Env, agent: &str, logs: &Path) -> std::process::Child {
     let child = farm(env, ["run", "--agent", agent]).spawn();
-    std::fs::write(logs.join("farm.pid"), child.id().to_string()).unwrap();
+    write_pid(&logs.join("farm.pid"), child.id());
     child
 }
 
@@ -471,5 +471,134 @@ fn a_question_asked_on_one_machine_is_answered_from_another_and_done_on_a_third(
     assert!(
         std::fs::read_to_string(logs.join("earlier-work")).is_ok(),
         "west's clone has east's work: {prompt}"
+    );
+}
+
+/// The hub's pre-receive hook holds the first push of a `farm answer`
+/// commit to main (writing its receive-pack's pid to `marks/in-hook`)
+/// until the test writes `marks/go`; every other push passes.
+fn hold_first_answer(env: &Env, marks: &Path) {
+    std::fs::create_dir_all(marks).unwrap();
+    let hook = env.hub.join(".git/hooks/pre-receive");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\nm='{m}'\nwhile read old new ref; do\n\
+             if [ \"$ref\" = refs/heads/main ] && git log -1 --format=%s \"$new\" | grep -q '^farm: answer' \
+             && mkdir \"$m/held\" 2>/dev/null; then\n\
+               echo $PPID > \"$m/in-hook.tmp\"; mv \"$m/in-hook.tmp\" \"$m/in-hook\"\n\
+               i=0; while [ ! -e \"$m/go\" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n\
+             fi\ndone\n",
+            m = marks.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+/// A run on a `farm init` hub, ended with `q` asked; then `more` tasks
+/// added and `farm answer q` SIGKILLed while the hub holds its push in
+/// `pre-receive`: the marks directory.
+fn answer_killed_with_its_push_held(env: &Env, agent: &str, more: &[&str]) -> std::path::PathBuf {
+    let out = farm(env, ["run", "--agent", agent]).run_within(Duration::from_secs(90));
+    assert_eq!(out.code, Some(6), "{out:#?}");
+    for t in more {
+        farm(env, ["task", "add", t, "-m", "do it"]).run().success();
+    }
+    let marks = env.tmp.path().join("marks");
+    hold_first_answer(env, &marks);
+    let mut answer = farm(env, ["answer", "q", "Spaces."]).spawn();
+    crate::common::wait_for(&marks.join("in-hook"));
+    answer.kill().unwrap(); // SIGKILL: its git push and the hub's receive-pack go on
+    answer.wait().unwrap();
+    marks
+}
+
+/// Let the held answer's push go once `landed` holds, or after 8 s (long
+/// enough for a push that does not wait for the held one to land); then
+/// wait for its receive-pack to end.
+fn release_after(marks: &Path, landed: impl Fn() -> bool) {
+    let receive_pack = read_pid(&marks.join("in-hook"), Duration::from_secs(5));
+    let start = std::time::Instant::now();
+    while !landed() && start.elapsed() < Duration::from_secs(8) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::fs::write(marks.join("go"), "").unwrap();
+    while running(receive_pack) {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the held receive-pack never ended"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The hub's work tree holds its main, as pushed.
+#[track_caller]
+fn assert_work_tree_at_main(env: &Env, out: &impl std::fmt::Debug) {
+    assert_eq!(
+        git(&env.hub, &["status", "--porcelain", "--untracked-files=no"]),
+        "",
+        "the hub's work tree matches main: {out:#?}"
+    );
+}
+
+/// Chaos moment (answer/operator, on a `farm init` hub): `farm answer`
+/// SIGKILLed while its push is held, and a run pushing meanwhile. The
+/// answer lands, the run's work too, and the hub's work tree is its main.
+///
+/// Regression: the answer's push let the hub's push lock go with the
+/// killed farm, so the run's push went through the hub's work tree while
+/// the answer's was in flight; `updateInstead` then wrote the answer's
+/// files and the ref update failed, leaving the work tree behind main
+/// (every push refused, farm waiting for a person) and the answer lost.
+#[test]
+fn an_answer_killed_with_its_push_held_lands_and_a_run_meanwhile_waits_for_it() {
+    let env = Env::new();
+    hub(&env, &["q"]);
+    let logs = env.tmp.path().join("logs");
+    let agent = agent(&env, &logs);
+    let marks = answer_killed_with_its_push_held(&env, &agent, &["later"]);
+    let run = farm(&env, ["run", "--agent", &agent]).spawn();
+    release_after(&marks, || done(&env, "later"));
+    let out = Farm::wait_within(run, Duration::from_secs(90));
+    assert_work_tree_at_main(&env, &out);
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert!(done(&env, "later") && done(&env, "q"), "{out:#?}");
+    let prompt = std::fs::read_to_string(logs.join("q.1.md")).unwrap();
+    assert!(
+        prompt.contains("Tabs or spaces?") && prompt.contains("Spaces."),
+        "the answer reached q's next session: {prompt}"
+    );
+}
+
+/// `farm answer` SIGKILLed while its push is held, and answered again at
+/// once (as a person whose command died would): the second waits for the
+/// first's push, which lands, and says `q` was answered already.
+#[test]
+fn an_answer_given_again_after_a_kill_says_the_first_landed() {
+    let env = Env::new();
+    hub(&env, &["q"]);
+    let logs = env.tmp.path().join("logs");
+    let agent = agent(&env, &logs);
+    let marks = answer_killed_with_its_push_held(&env, &agent, &[]);
+    let again = farm(&env, ["answer", "q", "Spaces, really."]).spawn();
+    let asked = || file_on_main(&env, "tasks/q.md").contains("\nasked =");
+    release_after(&marks, || !asked());
+    let out = Farm::wait_within(again, Duration::from_secs(90));
+    assert_work_tree_at_main(&env, &out);
+    assert_eq!(out.code, Some(2), "{out:#?}");
+    assert!(
+        out.stderr
+            .contains("error: `q` was answered already (by tester@")
+            && out
+                .stderr
+                .contains("hint: the question and its answer: farm task show q"),
+        "{out:#?}"
+    );
+    let q = file_on_main(&env, "tasks/q.md");
+    assert!(
+        !q.contains("\nasked =") && q.contains("Spaces.") && !q.contains("Spaces, really."),
+        "{q}"
     );
 }

@@ -270,6 +270,35 @@ pub fn wait_for(path: &Path) {
     }
 }
 
+/// The pid a script wrote to `path` with `echo`, once the file holds all of
+/// it: a whole number and its newline. Waiting for the file to exist is not
+/// enough: the shell creates it before it writes, and a test that read it in
+/// between parsed "" (or could have read part of the number).
+#[track_caller]
+pub fn read_pid(path: &Path, timeout: Duration) -> u32 {
+    let start = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if let Some(pid) = text.strip_suffix('\n').and_then(|n| n.parse().ok()) {
+            return pid;
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "no whole pid in {} after {timeout:?}: {text:?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Write `pid` to `path` for a script to read: aside, then renamed into
+/// place, so a reader never sees the file created and not yet written.
+pub fn write_pid(path: &Path, pid: u32) {
+    let tmp = path.with_extension("pid.tmp");
+    std::fs::write(&tmp, format!("{pid}\n")).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
 /// Is a process with this pid still running (a zombie counts as gone)?
 pub fn running(pid: u32) -> bool {
     farm::claims::host::process_start(pid).is_some()

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::common::{Env, race, running, wait_for};
+use crate::common::{Env, race, read_pid, running, wait_for};
 use crate::run::{add_task, farm_run, logs, run_args, show};
 
 /// SIGKILL the holder: its command dies with it, `farm locks` says dead on the
@@ -20,7 +20,7 @@ fn sigkilled_holder_is_dead_at_once_and_reaped_without_an_age() {
             "claim", "job", "--agent", "carol", "--", "sh", "-c", &script,
         ])
         .spawn();
-    wait_for(&pid_file);
+    let command = read_pid(&pid_file, Duration::from_secs(20));
     wait_for(&env.claim_path("job"));
     let before = env.farm(["locks", "--json"]).run().success().json();
     assert_eq!(before["claims"][0]["state"], "alive");
@@ -38,11 +38,6 @@ fn sigkilled_holder_is_dead_at_once_and_reaped_without_an_age() {
     eprintln!("seen dead {:?} after SIGKILL", killed_at.elapsed());
 
     // The command got the parent-death signal rather than running on unclaimed.
-    let command: u32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     let start = Instant::now();
     while running(command) {
         assert!(
@@ -141,21 +136,6 @@ fn racing_reapers_take_each_dead_claim_once() {
 const GONE_WITHIN: Duration = Duration::from_secs(2);
 
 /// The pid written in `path` (waited for).
-fn pid_in(path: &Path) -> u32 {
-    wait_for(path);
-    let start = Instant::now();
-    loop {
-        if let Ok(pid) = std::fs::read_to_string(path).unwrap().trim().parse() {
-            return pid;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "no pid in {path:?}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// Process `pid` must be gone within [`GONE_WITHIN`].
 #[track_caller]
 fn assert_gone_soon(pid: u32, what: &str) {
@@ -223,8 +203,8 @@ sleep 0.2
         ),
     );
     let out = farm_run(&env, &agent, &[]).success();
-    let setsid = pid_in(&logs.join("setsid.pid"));
-    let double = pid_in(&logs.join("double.pid"));
+    let setsid = read_pid(&logs.join("setsid.pid"), Duration::from_secs(20));
+    let double = read_pid(&logs.join("double.pid"), Duration::from_secs(20));
     assert_gone_soon(setsid, "the setsid escapee");
     assert_gone_soon(double, "the double-forked escapee");
     assert_eq!(
@@ -265,7 +245,7 @@ fn a_setsid_escapee_dies_with_a_sigkilled_farm() {
     let mut first = env
         .farm_git(run_args(&env, &slow, &["--timeout", "60s"]))
         .spawn();
-    let setsid = pid_in(&logs.join("setsid.pid"));
+    let setsid = read_pid(&logs.join("setsid.pid"), Duration::from_secs(20));
     first.kill().unwrap(); // SIGKILL: none of farm's own clean-up runs
     first.wait().unwrap();
     assert_gone_soon(setsid, "the setsid escapee of a SIGKILLed farm");
@@ -317,9 +297,9 @@ fn the_gates_test_command_dies_with_a_sigkilled_farm() {
         "set -eu\necho ok > g1.txt\ngit add -A\ngit commit -q -m g1\n",
     );
     let mut farm = env.farm_git(run_args(&env, &agent, &[])).spawn();
-    let gate = pid_in(&logs.join("gate.pid"));
-    let child = pid_in(&logs.join("child.pid"));
-    let setsid = pid_in(&logs.join("setsid.pid"));
+    let gate = read_pid(&logs.join("gate.pid"), Duration::from_secs(20));
+    let child = read_pid(&logs.join("child.pid"), Duration::from_secs(20));
+    let setsid = read_pid(&logs.join("setsid.pid"), Duration::from_secs(20));
     farm.kill().unwrap();
     farm.wait().unwrap();
     assert_gone_soon(gate, "the test command");

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::common::{Env, running, wait_for};
+use crate::common::{Env, read_pid, running};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -266,17 +266,7 @@ fn a_sessions_children_die_with_a_sigkilled_farm() {
             &state.display().to_string(),
         ])
         .spawn();
-    wait_for(&l.join("child.pid"));
-    let child: u32 = loop {
-        if let Ok(pid) = std::fs::read_to_string(l.join("child.pid"))
-            .unwrap()
-            .trim()
-            .parse()
-        {
-            break pid;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let child = read_pid(&l.join("child.pid"), Duration::from_secs(20));
     assert!(running(child));
     farm.kill().unwrap(); // SIGKILL
     farm.wait().unwrap();

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::common::{GIT_ENV, Output, race};
+use crate::common::{GIT_ENV, Output, race, read_pid};
 use crate::daemon::{Daemon, Machine, Repo, Running, pgid_of, signal_group};
 
 // --- helpers -----------------------------------------------------------------
@@ -665,11 +665,7 @@ esac
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    let agent_pid: u32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let agent_pid = read_pid(&pid_file, Duration::from_secs(5));
     let agent_group = pgid_of(agent_pid);
     // farm first, so that it cannot see its session stop and react.
     signal_group(a.pid() as i32, libc::SIGSTOP);

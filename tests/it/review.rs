@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::ask::{file_on_main, main_rev};
-use crate::common::{Env, Farm};
+use crate::common::{Env, Farm, write_pid};
 use crate::stop::{done, farm, git, hub};
 
 /// The agent: saves its prompt as `logs/<TASK>.<n>.md`, notes in
@@ -305,7 +305,7 @@ fn a_rejected_change_is_an_attempt_whose_note_and_change_the_next_prompt_holds()
 /// Start `farm run` and write its pid where the hooks read it.
 fn run_noting_pid(env: &Env, agent: &str, logs: &Path) -> std::process::Child {
     let child = farm(env, ["run", "--agent", agent]).spawn();
-    std::fs::write(logs.join("farm.pid"), child.id().to_string()).unwrap();
+    write_pid(&logs.join("farm.pid"), child.id());
     child
 }
 

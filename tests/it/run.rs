@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::common::{Env, Output, running, wait_for};
+use crate::common::{Env, Output, read_pid, running, wait_for};
 
 /// No run here takes more than a few seconds; a hung one fails the test.
 pub(crate) const LIMIT: Duration = Duration::from_secs(120);
@@ -142,21 +142,6 @@ fn assert_gone(pid: u32, what: &str) {
             "{what} (pid {pid}) outlived its session"
         );
         std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn read_pid(path: &std::path::Path) -> u32 {
-    wait_for(path);
-    let start = Instant::now();
-    loop {
-        if let Ok(pid) = std::fs::read_to_string(path).unwrap().trim().parse() {
-            return pid;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "no pid in {path:?}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
@@ -525,8 +510,14 @@ sleep 60
     let out = farm_run(&env, &agent, &["--timeout", "1s"]).code(5);
     let took = started.elapsed();
     assert!(took < Duration::from_secs(30), "took {took:?}: {out:#?}");
-    assert_gone(read_pid(&logs.join("agent.pid")), "the agent");
-    assert_gone(read_pid(&logs.join("child.pid")), "the agent's child");
+    assert_gone(
+        read_pid(&logs.join("agent.pid"), Duration::from_secs(20)),
+        "the agent",
+    );
+    assert_gone(
+        read_pid(&logs.join("child.pid"), Duration::from_secs(20)),
+        "the agent's child",
+    );
 
     assert_eq!(board(&env, "tasks/failed"), BTreeSet::from(["hang".into()]));
     let text = show(&env, "main:tasks/failed/hang.md").unwrap();
@@ -719,7 +710,7 @@ fn sigkilled_run_leaves_a_dead_claim_the_next_run_reaps() {
         .farm_git(run_args(&env, &sleeper, &["--timeout", "60s"]))
         .spawn();
     wait_for(&env.claim_path("slow"));
-    let agent_pid = read_pid(&logs.join("agent.pid"));
+    let agent_pid = read_pid(&logs.join("agent.pid"), Duration::from_secs(20));
     first.kill().unwrap(); // SIGKILL
     first.wait().unwrap();
 

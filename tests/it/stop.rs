@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{Env, Farm, wait_for};
+use crate::common::{Env, Farm, read_pid, wait_for};
 
 /// `farm` with a git identity and no user or system git config.
 pub(crate) fn farm<I, S>(env: &Env, args: I) -> Farm
@@ -151,13 +151,8 @@ fn second_signal_kills_the_session_rescues_its_work_and_exits_130() {
         ),
     );
     let child = farm(&env, ["run", "--agent", &agent]).spawn();
-    wait_for(&pid_file);
+    let agent_pid = read_pid(&pid_file, Duration::from_secs(20));
     std::thread::sleep(Duration::from_millis(100));
-    let agent_pid: u32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     signal(child.id(), libc::SIGTERM);
     std::thread::sleep(Duration::from_millis(200));
     signal(child.id(), libc::SIGTERM);
@@ -304,13 +299,7 @@ fn a_restarted_farm_rescues_commits_and_kills_processes_left_in_its_clone() {
         ),
     );
     let mut first = farm(&env, ["run", "--agent", &agent]).spawn();
-    wait_for(&straggler);
-    let pid: u32 = loop {
-        if let Ok(pid) = std::fs::read_to_string(&straggler).unwrap().trim().parse() {
-            break pid;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let pid = read_pid(&straggler, Duration::from_secs(20));
     // The session's keeper would kill the straggler the moment farm dies;
     // killed first (as a chaos test may), it leaves the next farm to do so.
     let keepers = keepers_in_group_of(pid);
@@ -574,16 +563,11 @@ fn a_restarted_farm_rescues_work_left_in_the_agents_second_clone() {
     );
     let mut first = farm(&env, ["run", "--agent", &agent, "--name", "box"]).spawn();
     let hook_pid = l.join("hook.pid");
-    wait_for(&hook_pid);
+    let pid = read_pid(&hook_pid, Duration::from_secs(20));
     first.kill().unwrap();
     first.wait().unwrap();
-    let pid: i32 = std::fs::read_to_string(&hook_pid)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     // SAFETY: kill(2) on the hook's shell, a process of this test's tree.
-    unsafe { libc::kill(pid, libc::SIGKILL) };
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     let second_clone = env.hub.join(".farm/clones/box@2");
     assert!(
         second_clone.is_dir(),

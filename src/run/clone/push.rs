@@ -30,10 +30,15 @@ impl PrivateClone {
 
     /// Push HEAD to the hub's `branch` plainly, under no claim (a board
     /// edit of the run's own: a standing task armed); whether the branch
-    /// took it or had moved on.
-    pub fn push_branch(&self, branch: &str) -> Result<Pushed, Error> {
+    /// took it or had moved on. `hold` is kept open by the push's
+    /// processes (the hub's push lock), as in [`PrivateClone::publish`].
+    pub fn push_branch(&self, branch: &str, hold: &[BorrowedFd<'_>]) -> Result<Pushed, Error> {
         let spec = [format!("HEAD:refs/heads/{branch}")];
-        self.net("pushing", || self.raw.push(&self.hub_url, &spec))
+        self.net("pushing", || {
+            self.raw
+                .push_refs_holding(&self.hub_url, &spec, false, hold)
+                .map(|updates| Pushed::from_updates(&updates))
+        })
     }
 
     /// Push `specs` to the hub plainly (the merge queue's candidate refs:
