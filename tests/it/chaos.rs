@@ -67,7 +67,7 @@
 //! - `push/operator` (fs store): while a push is held in the hub's
 //!   `pre-receive`, an operator's `farm release --force <its task>`; it must
 //!   end (it waits for the push), and the task is still done once.
-//! - `answer/operator` (all hubs but `farm init`'s): the next `farm answer` of the person
+//! - `answer/operator`: the next `farm answer` of the person
 //!   who answers (below) SIGKILLed while its push is held in the hub's
 //!   `pre-receive`; if the task still waits, it is answered again.
 //!
@@ -397,11 +397,6 @@ fn fits(kill: (Moment, Target), hub: Hub) -> bool {
     match kill {
         (Moment::Cut | Moment::CutLocked, _) => url,
         (Moment::Push, Target::Operator) => !url,
-        // An answer's push killed while held leaves a `farm init` hub's
-        // work tree behind its main (receive.denyCurrentBranch =
-        // updateInstead): farm waits for a person to clean it. Not this
-        // suite's person: dealt on the other hubs.
-        (Moment::Answer, _) => hub != Hub::Init,
         _ => true,
     }
 }
@@ -2025,7 +2020,9 @@ exit 0
             .lines()
             .filter_map(|l| {
                 let (commit, subject) = l.split_once(' ')?;
-                let task = subject.strip_prefix("farm: `")?.strip_suffix("` asks a question")?;
+                let task = subject
+                    .strip_prefix("farm: `")?
+                    .strip_suffix("` asks a question")?;
                 Some(self.git(&["show", &format!("{commit}:tasks/{task}.md")]).1)
             })
             .collect();
