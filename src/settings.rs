@@ -55,6 +55,12 @@ pub struct Settings {
     /// Variables of farm's environment sandboxed sessions keep.
     #[serde(default)]
     pub sandbox_env: Vec<String>,
+    /// The most memory each process of a session may map (see `farm run
+    /// --session-memory`).
+    pub session_memory: Option<String>,
+    /// The most CPU time each process of a session may use (see `farm run
+    /// --session-cpu`).
+    pub session_cpu: Option<String>,
     /// Agents with a speciality, by role name (see [`crate::run::roles`]).
     #[serde(default)]
     pub roles: std::collections::BTreeMap<String, crate::run::roles::Raw>,

@@ -171,6 +171,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     run.sandbox = sandbox;
     let run = run;
     ctx.out.note(&format!("farm run: {said}"));
+    if let Some(limits) = run.config.quota.describe() {
+        ctx.out.note(&format!("farm run: {limits}"));
+    }
     ctx.out.note(&format!(
         "farm run: {jobs} agent(s) on `{}` of {} ({} claims)",
         run.hub.branch,

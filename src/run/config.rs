@@ -108,6 +108,18 @@ pub struct Flags {
     #[command(flatten)]
     pub sandbox: SandboxFlags,
 
+    /// The most memory each process of a session may map (its address
+    /// space, RLIMIT_AS): 4G, 512M [farm.toml: session_memory]. A process
+    /// past it fails to allocate; the attempt fails.
+    #[arg(long, value_name = "SIZE", env = "FARM_SESSION_MEMORY")]
+    pub session_memory: Option<String>,
+
+    /// The most CPU time each process of a session may use (RLIMIT_CPU):
+    /// 30m, 2h [farm.toml: session_cpu]. A process past it is stopped
+    /// (SIGXCPU, then SIGKILL 5s later); the attempt fails.
+    #[arg(long, value_name = "DURATION", env = "FARM_SESSION_CPU")]
+    pub session_cpu: Option<String>,
+
     /// Claim nothing new after this: a duration from now (8h), a local time
     /// (07:30) or an RFC 3339 time. Running sessions finish.
     #[arg(long, value_name = "WHEN")]
@@ -245,6 +257,8 @@ pub struct RunConfig {
     pub wrap: Vec<String>,
     /// What the sandbox is to be (made at start-up, where bwrap is known).
     pub sandbox: crate::run::sandbox::Plan,
+    /// What each process of a session may use.
+    pub quota: crate::run::quota::Quota,
     /// `--until`: no new claims after this.
     pub until: Option<SystemTime>,
     /// `--max-cost`: no new claims once the run's reported cost reaches it.
@@ -340,6 +354,19 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
     let heartbeat = heartbeat(flags.heartbeat, stale_after, world.claims)?;
     let wrap = wrap(flags.wrap.as_deref(), world)?;
     let sandbox = sandbox_plan(&flags.sandbox, settings, preset.as_ref(), !wrap.is_empty())?;
+    let quota = crate::run::quota::Quota::resolve(
+        [
+            (flags.session_memory.as_deref(), "--session-memory"),
+            (
+                settings.session_memory.as_deref(),
+                "farm.toml `session_memory`",
+            ),
+        ],
+        [
+            (flags.session_cpu.as_deref(), "--session-cpu"),
+            (settings.session_cpu.as_deref(), "farm.toml `session_cpu`"),
+        ],
+    )?;
     let until = flags
         .until
         .as_deref()
@@ -376,6 +403,7 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
         watch: flags.watch,
         wrap,
         sandbox,
+        quota,
         until,
         max_cost: flags.max_cost.or(settings.max_cost),
         trip_after: flags.trip_after,
@@ -425,6 +453,7 @@ pub fn landing(
             env: Vec::new(),
             home: Vec::new(),
         },
+        quota: crate::run::quota::Quota::default(),
         until: None,
         max_cost: None,
         trip_after: 0,

@@ -60,6 +60,7 @@ pub mod progress;
 pub mod prompt;
 pub mod question_file;
 pub mod queue;
+pub mod quota;
 pub mod rejected;
 pub mod review;
 pub mod roles;

@@ -78,6 +78,10 @@ impl std::fmt::Display for Outcome {
             Outcome::Success => write!(f, "success"),
             Outcome::Failed { code } => write!(f, "failed with exit code {code}"),
             Outcome::TimedOut => write!(f, "timed out"),
+            Outcome::Killed { signal } if *signal == libc::SIGXCPU => write!(
+                f,
+                "killed by signal {signal} (SIGXCPU: past its CPU time limit, --session-cpu)"
+            ),
             Outcome::Killed { signal } => write!(f, "killed by signal {signal}"),
             Outcome::Interrupted => write!(f, "interrupted by farm"),
         }
@@ -110,6 +114,8 @@ pub struct Spec<'a> {
     pub timeout: Duration,
     /// Between SIGTERM and SIGKILL when stopping.
     pub grace: Duration,
+    /// What each of its processes may use.
+    pub quota: crate::run::quota::Quota,
     /// Where to note the session's process group and tag while it runs, so
     /// that a farm restarted after SIGKILL can end what the parent-death
     /// signal and the keeper did not reach. See [`kill_leftover`].
@@ -174,8 +180,11 @@ fn header(spec: &Spec<'_>, argv: &[String]) -> String {
         PromptVia::Stdin => "on stdin".to_owned(),
         PromptVia::File => format!("in {}", spec.prompt_file.display()),
     };
+    let limits = spec.quota.amounts().map_or(String::new(), |a| {
+        format!("{MARK}limits: {a} for each process\n")
+    });
     format!(
-        "{MARK}session: task {}, attempt {}, agent {}, started {}\n{MARK}command: {} (the prompt, {} bytes, {via})\n",
+        "{MARK}session: task {}, attempt {}, agent {}, started {}\n{MARK}command: {} (the prompt, {} bytes, {via})\n{limits}",
         var("FARM_TASK"),
         var("FARM_ATTEMPT"),
         var("FARM_AGENT"),
@@ -242,6 +251,7 @@ fn run_logged(spec: &Spec<'_>, mut tick: impl FnMut() -> Tick) -> std::io::Resul
     // one instruction of the agent runs unguarded.
     let mut tree = Tree::new(spec.cwd);
     tree.root(&mut cmd);
+    spec.quota.apply(&mut cmd);
     let child = cmd.spawn()?;
     let pgid = tree.spawned(&child);
     let start = crate::claims::host::process_start(pgid).unwrap_or(0);
@@ -466,6 +476,7 @@ mod tests {
             log: &files.log,
             timeout,
             grace: Duration::from_millis(200),
+            quota: crate::run::quota::Quota::default(),
             record: &files.record,
         }
     }

@@ -320,6 +320,7 @@ pub(super) fn supervise(
         log,
         timeout,
         grace: run.grace,
+        quota: run.config.quota,
         record: &clone.session_record(),
     };
     let mut lost = false;

@@ -22,6 +22,7 @@ mod notify;
 mod packed;
 mod pause;
 mod queue;
+mod quota;
 mod race;
 mod reap;
 mod recovery;
