@@ -324,12 +324,32 @@ fn live(pid: u32) -> Option<Proc> {
 /// size asked first (they all say 0) and one read of a page where the
 /// contents fit, not a probe of 32 bytes doubling up (a sweep reads
 /// hundreds of them). `None` when it cannot be read.
+///
+/// Not `File::read_to_end`, which asks for the size anyway (`statx` and
+/// `lseek`) and reads again until it reads nothing: six calls a file where
+/// three do. A read that returns less than it was given room for is the
+/// end: the files read here (`stat`, `comm`, `environ`) are written out
+/// whole by the kernel, as far as the room goes.
 pub fn read_proc(path: &str) -> Option<Vec<u8>> {
     use std::io::Read;
-    let mut buf = Vec::with_capacity(4096);
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_to_end(&mut buf))
-        .ok()?;
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut buf = vec![0u8; 4096];
+    let mut len = 0;
+    loop {
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                len += n;
+                if len < buf.len() {
+                    break;
+                }
+                buf.resize(buf.len() * 2, 0);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    buf.truncate(len);
     Some(buf)
 }
 
@@ -529,6 +549,43 @@ mod tests {
         // Reaped by a thread, so its zombie does not pass for it alive.
         std::thread::spawn(move || child.wait());
         pid
+    }
+
+    /// `environ` past its first page, `stat` whole, in one call each.
+    #[test]
+    fn a_proc_file_is_read_whole_past_its_first_page() {
+        let big = format!("FARM_BIG={}", "x".repeat(10_000));
+        let (key, value) = big.split_once('=').unwrap();
+        let mut child = Command::new("sleep")
+            .arg("10")
+            .env(key, value)
+            .spawn()
+            .unwrap();
+        // Until its exec has set its environment up (a spawn returns once
+        // the exec has begun).
+        let start = Instant::now();
+        let environ = loop {
+            let environ = read_proc(&format!("/proc/{}/environ", child.id()));
+            if environ.as_ref().is_none_or(|e| !e.is_empty())
+                || start.elapsed() > Duration::from_secs(5)
+            {
+                break environ;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        let stat = read_proc(&format!("/proc/{}/stat", child.id()));
+        let _ = child.kill();
+        let _ = child.wait();
+        let environ = environ.unwrap();
+        assert!(environ.ends_with(b"\0"), "{} bytes", environ.len());
+        assert!(environ.split(|b| *b == 0).any(|e| e == big.as_bytes()));
+        let stat = String::from_utf8(stat.unwrap()).unwrap();
+        assert!(
+            stat.starts_with(&format!("{} (sleep) ", child.id())),
+            "{stat}"
+        );
+        assert!(stat.ends_with('\n'), "{stat}");
+        assert_eq!(read_proc("/proc/no-such-process/stat"), None);
     }
 
     /// A tagged process elsewhere, a process in the directory with its

@@ -66,12 +66,14 @@
 //! gives them (`maintenance.loose-objects.auto`, 100 loose objects;
 //! `maintenance.incremental-repack.auto`, 10 packs outside the
 //! multi-pack-index), so the user's settings count. They are counted here,
-//! in-process (a listing of the object directories: no git process after
-//! every task). The hub is the user's repository: where the user turned
-//! git's automatic upkeep off there (`gc.auto = 0`, `maintenance.auto =
-//! false`, `receive.autogc = false`), farm does none either.
+//! in-process (a `stat` of each object directory and a listing of those
+//! that changed: no git process after every task). The hub is the user's
+//! repository: where the user turned git's automatic upkeep off there
+//! (`gc.auto = 0`, `maintenance.auto = false`, `receive.autogc = false`),
+//! farm does none either.
 
 use std::path::Path;
+use std::time::{Duration, SystemTime};
 
 use crate::git::command::{GitError, Repo};
 
@@ -159,19 +161,74 @@ pub struct Count {
 /// (counting stops at `enough`) and its packs outside the multi-pack-index.
 /// A directory that cannot be read counts none.
 pub fn count(objects: &Path, enough: usize) -> Count {
+    count_since(objects, enough, &mut Listed::default())
+}
+
+/// What a count found in each directory of loose objects (`00` to `ff`),
+/// with the directory's modification time then.
+#[derive(Debug, Clone, Default)]
+pub struct Listed(Vec<Option<(SystemTime, usize)>>);
+
+/// How long a directory's time must have stood for a count to trust it:
+/// an object written in the same tick of the file system's clock as the
+/// one before leaves the time as it was.
+const SETTLED: Duration = Duration::from_millis(100);
+
+/// [`count`], listing again only the directories whose modification time
+/// changed since `listed` was taken (and keeping it up to date): after
+/// each task the hub's 256 directories, nearly all as they were, cost a
+/// `stat` each rather than an `opendir` and its reads, and a clone's,
+/// most of them removed by its last packing, nothing. Adding or deleting
+/// an object changes its directory's time; one whose time is too recent
+/// (see [`SETTLED`]) is listed again each time.
+pub fn count_since(objects: &Path, enough: usize, listed: &mut Listed) -> Count {
+    let mut present = [false; 256];
+    if let Ok(dir) = std::fs::read_dir(objects) {
+        for entry in dir.flatten() {
+            let name = entry.file_name();
+            if let Some(fan) = name
+                .to_str()
+                .filter(|n| n.len() == 2 && n.bytes().all(|b| b.is_ascii_hexdigit()))
+                && let Ok(fan) = u8::from_str_radix(fan, 16)
+            {
+                present[usize::from(fan)] = true;
+            }
+        }
+    }
+    let fans = &mut listed.0;
+    fans.resize(256, None);
+    let settled = SystemTime::now().checked_sub(SETTLED);
+    let mut dir = objects.join("00");
     let mut loose = 0;
-    'dirs: for fan in 0..=255u8 {
-        let Ok(dir) = std::fs::read_dir(objects.join(format!("{fan:02x}"))) else {
+    for (fan, known) in fans.iter_mut().enumerate() {
+        if !present[fan] {
+            *known = None;
+            continue;
+        }
+        dir.set_file_name(format!("{fan:02x}"));
+        // Its time before its listing: an object written meanwhile changes
+        // it again, and the next count lists it.
+        let Ok(time) = std::fs::metadata(&dir).and_then(|m| m.modified()) else {
+            *known = None;
             continue;
         };
-        for entry in dir.flatten() {
-            // Not `tmp_obj_*`, an object being written.
-            if entry.file_name().to_str().is_some_and(is_object_name) {
-                loose += 1;
-                if loose >= enough {
-                    break 'dirs;
-                }
+        let n = match *known {
+            Some((at, n)) if at == time => n,
+            _ => {
+                let n = std::fs::read_dir(&dir).map_or(0, |d| {
+                    d.flatten()
+                        // Not `tmp_obj_*`, an object being written.
+                        .filter(|e| e.file_name().to_str().is_some_and(is_object_name))
+                        .count()
+                });
+                *known = settled.is_some_and(|s| time < s).then_some((time, n));
+                n
             }
+        };
+        loose += n;
+        if loose >= enough {
+            loose = enough;
+            break;
         }
     }
     let pack_dir = objects.join("pack");
@@ -596,6 +653,40 @@ mod tests {
         for oid in &made {
             git(dir, &["cat-file", "-e", oid]);
         }
+    }
+
+    #[test]
+    fn a_count_lists_again_only_the_directories_whose_time_changed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        git(dir, &["init", "-q", "--bare"]);
+        let made: Vec<String> = (0..30).map(|i| object(dir, &format!("{i}\n"))).collect();
+        let objects = dir.join("objects");
+        let fan = |id: &str| objects.join(&id[..2]);
+        let an_hour_ago = SystemTime::now() - Duration::from_secs(3600);
+        let age = |d: &Path| {
+            std::fs::File::open(d)
+                .unwrap()
+                .set_modified(an_hour_ago)
+                .unwrap();
+        };
+        let mut listed = Listed::default();
+        // Times of a moment ago are not trusted: listed again.
+        assert_eq!(count_since(&objects, usize::MAX, &mut listed).loose, 30);
+        made.iter().for_each(|id| age(&fan(id)));
+        assert_eq!(count_since(&objects, usize::MAX, &mut listed).loose, 30);
+        // An object slipped into a directory whose time is put back is not
+        // seen: the count went by the time.
+        let first = fan(&made[0]);
+        std::fs::write(first.join("0".repeat(38)), "").unwrap();
+        age(&first);
+        assert_eq!(count_since(&objects, usize::MAX, &mut listed).loose, 30);
+        assert_eq!(count(&objects, usize::MAX).loose, 31);
+        // Writing or deleting an object changes its directory's time.
+        std::fs::remove_file(first.join("0".repeat(38))).unwrap();
+        object(dir, "one more\n");
+        assert_eq!(count_since(&objects, usize::MAX, &mut listed).loose, 31);
+        assert_eq!(count_since(&objects, 10, &mut listed).loose, 10);
     }
 
     fn pack_files(objects: &Path) -> usize {

@@ -19,8 +19,8 @@
 //! and no push ever waits for an upkeep. Never under the hub's push lock:
 //! a packing that held it would hold every agent's push. Each
 //! repository's git config is read once a run, and what its last upkeep left
-//! is kept, so the check after a task is a listing of its object
-//! directories and no process.
+//! is kept, so the check after a task is a look at its object directories
+//! (a `stat` each, a listing of those that changed) and no process.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -29,7 +29,7 @@ use std::time::Instant;
 
 use crate::claims::git::OBJECTS_LOCK;
 use crate::git::command::Repo;
-use crate::git::maintain::{self, Count, Owner, Thresholds};
+use crate::git::maintain::{self, Count, Listed, Owner, Thresholds};
 use crate::run::clone::PrivateClone;
 use crate::run::state::Run;
 
@@ -97,12 +97,14 @@ struct Kept {
 }
 
 /// What this process knows of a repository it keeps packed.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Known {
     /// `None`: no upkeep there (turned off, or this git cannot).
     thresholds: Option<Thresholds>,
     /// What its last upkeep left.
     left: Count,
+    /// What its last count found in each directory of loose objects.
+    listed: Listed,
     /// A loop is looking after it now.
     busy: bool,
 }
@@ -123,7 +125,7 @@ fn keep(run: &Run, name: &str, kept: &Kept) {
             Some(k) if k.busy => return,
             Some(k) => {
                 k.busy = true;
-                Some(*k)
+                Some((k.thresholds, k.left, std::mem::take(&mut k.listed)))
             }
             None => {
                 all.insert(
@@ -131,6 +133,7 @@ fn keep(run: &Run, name: &str, kept: &Kept) {
                     Known {
                         thresholds: None,
                         left: Count::default(),
+                        listed: Listed::default(),
                         busy: true,
                     },
                 );
@@ -138,22 +141,23 @@ fn keep(run: &Run, name: &str, kept: &Kept) {
             }
         }
     };
-    let (thresholds, left) = match seen {
-        Some(k) => (k.thresholds, k.left),
+    let (thresholds, left, mut listed) = match seen {
+        Some(seen) => seen,
         None => match kept.repo.config_matching(maintain::SETTINGS) {
             Ok(settings) => (
                 Thresholds::from_config(kept.owner, &settings),
                 Count::default(),
+                Listed::default(),
             ),
             Err(e) => {
                 let what = kept.what;
                 run.detail(name, &format!("cannot read the git config of {what}: {e}"));
-                (None, Count::default())
+                (None, Count::default(), Listed::default())
             }
         },
     };
     let (thresholds, left) = match thresholds {
-        Some(t) => pack(run, name, kept, t, left),
+        Some(t) => pack(run, name, kept, t, left, &mut listed),
         None => (None, left),
     };
     known().insert(
@@ -161,21 +165,24 @@ fn keep(run: &Run, name: &str, kept: &Kept) {
         Known {
             thresholds,
             left,
+            listed,
             busy: false,
         },
     );
 }
 
-/// Pack `kept` if it is due at `t`, its last upkeep having left `left`:
-/// the thresholds from then on, and what it left this time.
+/// Pack `kept` if it is due at `t`, its last upkeep having left `left`
+/// and its last count found `listed`: the thresholds from then on, and
+/// what it left this time.
 fn pack(
     run: &Run,
     name: &str,
     kept: &Kept,
     t: Thresholds,
     left: Count,
+    listed: &mut Listed,
 ) -> (Option<Thresholds>, Count) {
-    let now = maintain::count(&kept.objects, maintain::enough(t, left));
+    let now = maintain::count_since(&kept.objects, maintain::enough(t, left), listed);
     let due = maintain::due(t, now, left);
     if !due.any() {
         return (Some(t), left);
