@@ -300,6 +300,12 @@ impl GitStore {
     /// A commit of `change` on top of `base`, in the cache; its id and the
     /// new tip it makes.
     fn commit(&self, base: &Tip, change: Change<'_>, message: &str) -> Result<Tip, StoreError> {
+        // Shared, as a push holds it: an upkeep packing the cache's loose
+        // objects (and deleting them) between `hash-object` and `mktree`
+        // left mktree without the blob it names ("object … is
+        // unavailable": a git process does not look for packs made after
+        // it started).
+        let _objects = self.hold_objects(false);
         let mut files = base.files.clone();
         self.apply(&mut files, change)?;
         let mktree = |listing: String| -> Result<String, StoreError> {
