@@ -326,7 +326,10 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
         // when the step began): it goes on the board, no session runs.
         if self.clones.all().any(|c| asking::keeps(c, &task.id)) {
             run.unreserve_session();
-            run.store.release_held(held)?;
+            match run.store.release_held(held) {
+                Ok(()) | Err(StoreError::Lost { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
             self.put_kept_questions()?;
             return Ok(Step::Asked);
         }
