@@ -603,6 +603,19 @@ impl GitStore {
     }
 }
 
+/// Whether `tip` holds a file of the line at a place after `name`'s. (Two
+/// farms once each took the first place: one chose it, read an empty line,
+/// and wrote its file after the other's, of a later place, came in.)
+fn behind_another(tip: &Tip, name: &str) -> bool {
+    let Some(mine) = line::place(name) else {
+        return false;
+    };
+    tip.files
+        .keys()
+        .filter_map(|n| line::place(n))
+        .any(|there| there > mine)
+}
+
 impl LineStore for GitStore {
     fn read_line(&self, fresh: bool) -> Result<Snapshot, StoreError> {
         let tip = self.tip(fresh)?;
@@ -634,7 +647,7 @@ impl LineStore for GitStore {
         self.swap(&message, |tip| {
             Ok(if self.holds(tip, name, text)? {
                 Swap::Done(true)
-            } else if tip.files.contains_key(name) {
+            } else if tip.files.contains_key(name) || behind_another(tip, name) {
                 Swap::Done(false)
             } else {
                 Swap::Write(Change::Put(name, text))

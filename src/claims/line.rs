@@ -27,8 +27,11 @@ pub trait LineStore: Send + Sync {
     /// The line now (`fresh`: asked of the hub, not the last tip seen).
     fn read_line(&self, fresh: bool) -> Result<Snapshot, StoreError>;
 
-    /// Add `name` with `text`, unless a file of that name is there: false
-    /// then (someone else took that place).
+    /// Add `name` with `text`, unless a file of that name, or of a later
+    /// place (see [`place`]), is there: false then (someone else took that
+    /// place, or one behind it). The line's order is the order its files
+    /// came in: a place chosen before another's file came in, and ahead of
+    /// it, is chosen again behind it.
     fn add_to_line(&self, name: &str, text: &[u8]) -> Result<bool, StoreError>;
 
     /// Write `text` over `name` while it holds `seen` (what this farm last
@@ -42,6 +45,11 @@ pub trait LineStore: Send + Sync {
     /// now or before), false when it holds another text (left as it is:
     /// not the file that was seen).
     fn remove_from_line(&self, name: &str, seen: &[u8]) -> Result<bool, StoreError>;
+}
+
+/// The place in line of the file `name` (`.queue.<place>`), if it is one.
+pub fn place(name: &str) -> Option<u64> {
+    name.strip_prefix(PREFIX)?.parse().ok()
 }
 
 /// Is `name` (without `.txt`) a file of the line?

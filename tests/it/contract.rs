@@ -506,7 +506,8 @@ pub fn side_files_are_created_once_and_are_no_claims(hub: &Hub) {
 
 /// The merge queue's line beside the claims (a hub elsewhere): of farms
 /// racing for one place, exactly one takes it (rounds of eight stores,
-/// each with its own cache, pushing at once); a file is rewritten or taken
+/// each with its own cache, pushing at once), and none takes a place
+/// before one taken already; a file is rewritten or taken
 /// out only while it holds what its writer saw; the claims' holders are read with it, and
 /// the line's files are no claims.
 pub fn the_line_gives_each_place_once_beside_the_claims(hub: &Hub) {
@@ -545,6 +546,17 @@ pub fn the_line_gives_each_place_once_beside_the_claims(hub: &Hub) {
             format!("agent = \"a{}\"\n", winners[0])
         );
     }
+    // A place before the last one taken is no place: a farm that chose
+    // it before another's file came in must choose again, behind it.
+    // (Two farms each once took the first place of the line, one before
+    // the other's, and both changes were tested on the branch: the one
+    // that landed second was built and tested again, with every change
+    // behind it.)
+    assert!(
+        !line
+            .add_to_line(".queue.000000000000", b"agent = \"late\"\n")
+            .unwrap()
+    );
     let seen = line.read_line(true).unwrap();
     assert_eq!(seen.files.len(), 3);
     assert_eq!(seen.holders.get("t"), Some(&held.claim().nonce.to_string()));

@@ -1,6 +1,7 @@
 //! The line of a hub elsewhere, kept beside the claims on the git store's
 //! branch: a file a change, `.queue.<place>`, added by compare-and-swap
-//! (so two changes never take the same place), rewritten and taken out
+//! behind every file there (so two changes never take the same place, and
+//! none takes one ahead of a change already in line), rewritten and taken out
 //! only while it holds what its farm last wrote or read there (a farm that
 //! lost its place never touches a file another wrote), which names the
 //! claim its change lands under. There is no lock a kernel drops
@@ -78,10 +79,7 @@ impl<'s> Line<'s> {
         let mut live = Vec::new();
         let mut dead = Vec::new();
         for (name, text) in &snapshot.files {
-            let Some(place) = name
-                .strip_prefix(PREFIX)
-                .and_then(|p| p.parse::<u64>().ok())
-            else {
+            let Some(place) = crate::claims::line::place(name) else {
                 continue;
             };
             last = last.max(place);
