@@ -462,19 +462,24 @@ fn queued_changes_across_two_machines_are_tested_side_by_side() {
         runs.iter().max() >= Some(&2),
         "the gate never ran beside itself: {overlap}"
     );
-    // One run a change, and the branch on each machine now and then (a
-    // change first in line with no results kept for the branch: the one
-    // ahead landed before its results were read). 9 or 10 is usual; 57
-    // before the queue crossed machines, each machine testing again when
-    // the other landed first.
+    // One run a change, and the branch's once. 57 before the queue
+    // crossed machines, each machine testing again when the other landed
+    // first; 9 or 10 before the results a change passed with outlived its
+    // place in line (a change whose tests ended after the one ahead had
+    // landed tested the branch), and before two changes could each take
+    // the first place.
     eprintln!("{} suite runs for {} changes", runs.len(), tasks.len());
     assert!(
-        runs.len() <= tasks.len() * 3 / 2,
+        runs.len() <= tasks.len() + 1,
         "{} suite runs for {} changes:\n{said}",
         runs.len(),
         tasks.len()
     );
     assert!(said.contains("ahead in line"), "{said}");
+    // Of the results shared through the hub, only the branch's are left:
+    // each landing deleted those of the code before it.
+    let results = daemon.hub().git(["for-each-ref", "refs/farm/results/"]);
+    assert!(results.lines().count() <= 1, "results left: {results}");
 }
 
 /// A farm SIGKILLed while two changes or more of its wait in a line

@@ -22,7 +22,10 @@
 //! of the file is a round trip, it is pushed first and named after, and the
 //! refs of a dead place are found by its prefix (`<place>-`). Nothing can be lost by removing one: it holds only the work of
 //! a change still in its owner's clone, which lands on the branch, or goes
-//! to a rescue branch, from there.
+//! to a rescue branch, from there. In a line elsewhere the results a
+//! candidate passed with go to `refs/farm/results/<code key>` (see
+//! [`speculate`](super::speculate)): a commit of test results, nothing of
+//! anyone's work.
 
 pub mod local;
 pub mod remote;
