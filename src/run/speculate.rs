@@ -293,6 +293,7 @@ impl<'a> Rider<'a> {
                 continue;
             }
             if view.ahead.is_none() && b.on == tip {
+                self.entry.leave_on_publish();
                 let tests = self.passed.as_ref().and_then(|(_, t)| t.clone());
                 return Ok(Ride::Ready {
                     at: tip,

@@ -192,6 +192,18 @@ impl Entry<'_> {
         self.write()
     }
 
+    /// In a line elsewhere, leave it in the very write to the hub that
+    /// publishes this change's work, if that lands: the change behind sees
+    /// it landed and gone at once, and the claims branch takes one write
+    /// fewer a landing (of six: the claim, the place, the candidate, its
+    /// verdict, the release and the leaving), each a compare-and-swap that
+    /// the pushes of landings race with.
+    pub fn leave_on_publish(&self) {
+        if let Kept::Remote(file) = &self.kept {
+            file.leave_on_publish(&self.record.task);
+        }
+    }
+
     fn write(&mut self) -> Result<bool, Error> {
         let text = text(&self.record)?;
         match &mut self.kept {
