@@ -59,8 +59,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-const FARM: &str = env!("CARGO_BIN_EXE_farm");
+const FARM_BUILT: &str = env!("CARGO_BIN_EXE_farm");
 const ROUNDS_ENV: &str = "FARM_BENCH_ROUNDS";
+/// Another farm binary to measure (an older build, side by side in one
+/// window: the figures move with the machine's load).
+const FARM_ENV: &str = "FARM_BENCH_FARM";
+/// A directory to keep each round's hub, logs and journals in.
+const KEEP_ENV: &str = "FARM_BENCH_KEEP";
 /// How long the agent works on a task.
 const SESSION_SECS: f64 = 0.3;
 /// The task whose change breaks a test, in `red`.
@@ -135,6 +140,11 @@ struct Round {
     failed: Vec<(String, u64, String)>,
 }
 
+/// The farm binary measured: `FARM_BENCH_FARM`, else this build's.
+fn farm() -> String {
+    std::env::var(FARM_ENV).unwrap_or_else(|_| FARM_BUILT.to_owned())
+}
+
 fn main() -> ExitCode {
     finish(run())
 }
@@ -165,7 +175,7 @@ fn run() -> Res<()> {
         .prefix("farm-bench-queue.")
         .tempdir()
         .map_err(|e| format!("temp dir: {e}"))?;
-    println!("farm merge queue bench: {FARM}");
+    println!("farm merge queue bench: {}", farm());
     println!(
         "under {}; {} core(s); load average {}",
         tmp.path().display(),
@@ -303,7 +313,7 @@ fn measure(setup: &Setup, dir: &Path) -> Res<Vec<Round>> {
         ));
     }
     let template = dir.join("template");
-    make_hub(FARM, &template, &files)?;
+    make_hub(&farm(), &template, &files)?;
     let breaker = if setup.red { BREAKER } else { "none" };
     let agent = format!("sh '{}' {breaker}", agent.display());
     let mut rounds = Vec::with_capacity(count);
@@ -313,7 +323,16 @@ fn measure(setup: &Setup, dir: &Path) -> Res<Vec<Round>> {
         let result = once(setup, &template, &round, &agent, &counter)
             .map_err(|e| format!("{} round {i}: {e}", setup.name))?;
         rounds.push(result);
-        let _ = fs::remove_dir_all(&round);
+        match std::env::var_os(KEEP_ENV) {
+            Some(keep) => {
+                let to = Path::new(&keep).join(format!("{}-round-{i}", setup.name));
+                let _ = fs::remove_dir_all(&to);
+                fs::rename(&round, &to).map_err(|e| format!("keep {}: {e}", to.display()))?;
+            }
+            None => {
+                let _ = fs::remove_dir_all(&round);
+            }
+        }
     }
     summary(setup, &rounds);
     Ok(rounds)
@@ -347,7 +366,7 @@ fn once(setup: &Setup, template: &Path, dir: &Path, agent: &str, counter: &Path)
     for (m, log) in (1..=setup.machines).zip(&logs) {
         let file = File::create(log).map_err(|e| format!("create {}: {e}", log.display()))?;
         let err = file.try_clone().map_err(|e| format!("{e}"))?;
-        let child = command(FARM)
+        let child = command(farm())
             .args(["run", "--agent", agent, "-j", &setup.jobs.to_string()])
             .args(["--name", &format!("m{m}"), "--hub", &url, "--state-dir"])
             .arg(dir.join(format!("state-m{m}")))
@@ -474,7 +493,7 @@ fn check_hub(setup: &Setup, hub: &Path, dir: &Path) -> Res<Vec<String>> {
     // branch `farm/claims`.
     let store = if setup.daemon { "git" } else { "fs" };
     let locks = output(
-        command(FARM)
+        command(farm())
             .args(["locks", "--json", "--claims", store, "--hub"])
             .arg(hub)
             .arg("--state-dir")

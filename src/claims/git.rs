@@ -119,6 +119,10 @@ struct State {
     /// When this host last listed the claims, if ever (so a record first
     /// seen later is one it saw appear).
     looked: Option<SystemTime>,
+    /// Line files to take out with the publish of a task's work (task →
+    /// name, text), and those a publish took out.
+    leaving: HashMap<String, (String, Vec<u8>)>,
+    left: std::collections::HashSet<String>,
 }
 
 /// One commit of the claims branch: its claim files by task name.
@@ -674,6 +678,16 @@ impl LineStore for GitStore {
         })
     }
 
+    fn leave_on_publish(&self, task: &str, name: &str, seen: &[u8]) {
+        self.state()
+            .leaving
+            .insert(task.to_owned(), (name.to_owned(), seen.to_vec()));
+    }
+
+    fn left_on_publish(&self, name: &str) -> bool {
+        self.state().left.remove(name)
+    }
+
     fn remove_from_line(&self, name: &str, seen: &[u8]) -> Result<bool, StoreError> {
         let message = format!("farm: unqueue {name}");
         self.swap(&message, |tip| {
@@ -1087,6 +1101,8 @@ impl ClaimStore for GitStore {
             held.claim.who()
         );
         let mut fresh = false;
+        // A line file that goes with the release (see `leave_on_publish`).
+        let leaving = self.state().leaving.remove(task);
         // Our last release pushed and reported rejected (see `change_own`):
         // it may have landed unseen, and the work with it — or not: the hub
         // commits the refs of an atomic push one after another, so a
@@ -1115,7 +1131,12 @@ impl ClaimStore for GitStore {
                 }
                 Err(e) => return Err(e),
             };
-            let release = self.commit(&tip, Change::Remove(task), &message)?;
+            let leave = match &leaving {
+                Some((name, text)) if self.holds(&tip, name, text)? => Some(name.as_str()),
+                _ => None,
+            };
+            let both = [Change::Remove(task), Change::Remove(leave.unwrap_or(task))];
+            let release = self.commit(&tip, Change::Many(&both), &message)?;
             let mut specs = refspecs.to_vec();
             specs.push(format!(
                 "{}:{REF}",
@@ -1143,7 +1164,9 @@ impl ClaimStore for GitStore {
             };
             if updates.iter().all(|u| !u.rejected()) {
                 Self::guard(held)?.released.store(true, Ordering::SeqCst);
-                self.state().tip = Some(release);
+                let mut state = self.state();
+                state.tip = Some(release);
+                state.left.extend(leave.map(str::to_owned));
                 return Ok(Published::Pushed);
             }
             // The work's branch moved: the caller integrates again. The

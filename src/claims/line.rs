@@ -45,6 +45,16 @@ pub trait LineStore: Send + Sync {
     /// now or before), false when it holds another text (left as it is:
     /// not the file that was seen).
     fn remove_from_line(&self, name: &str, seen: &[u8]) -> Result<bool, StoreError>;
+
+    /// Take `name` out of the line, while it holds `seen`, in the very
+    /// commit that publishes the work of `task` and releases its claim
+    /// (the next publish of it, if that lands): one write to the hub, not
+    /// two, and no moment when the file names a claim that is gone.
+    fn leave_on_publish(&self, task: &str, name: &str, seen: &[u8]);
+
+    /// Whether a publish took `name` out of the line (see
+    /// [`LineStore::leave_on_publish`]).
+    fn left_on_publish(&self, name: &str) -> bool;
 }
 
 /// The place in line of the file `name` (`.queue.<place>`), if it is one.

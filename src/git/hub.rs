@@ -321,6 +321,17 @@ impl Hub {
         ]
     }
 
+    /// What the branch and the claims branch of a hub elsewhere point at
+    /// now, as `git ls-remote` prints them (one process, no objects
+    /// fetched); `None` when it did not answer.
+    pub fn remote_tips(&self) -> Option<String> {
+        let repo = Repo::new(std::env::temp_dir());
+        let branch = format!("refs/heads/{}", self.branch);
+        let claims = format!("refs/heads/{}", crate::claims::git::BRANCH);
+        repo.run(["ls-remote", self.url.as_str(), &branch, &claims])
+            .ok()
+    }
+
     /// The branch's board (`tasks/`, `templates/`) under `scratch`, for
     /// reading; returns the directory to read it from. A local hub's is read
     /// straight from the repository (no work tree or index touched); a hub

@@ -75,11 +75,62 @@ pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Halt> {
     if keys.here == keys.there {
         return Ok(keys.unchanged(turn));
     }
+    // (A sample is drawn from the branch's tests: those come first.)
+    if suite.sample.is_none() && Store::new(&turn.run.state).get(&keys.there).is_none() {
+        return side_by_side(turn, suite, onto, &keys);
+    }
     let base = match branch_results(turn, onto)? {
         Ok(base) => base,
         Err(verdict) => return Ok(verdict),
     };
     tested_against(turn, suite, onto, &keys, &base)
+}
+
+/// [`check`] with no results kept for the branch's code: the branch's
+/// tests (kept) and the change's run side by side, not one after the
+/// other. (The first change of a run waited a suite's time for the
+/// branch's: 3 s of the 9 before its landing, in the `daemon` bench.)
+fn side_by_side(turn: Turn<'_>, suite: &Suite, onto: &str, keys: &Keys) -> Result<Verdict, Halt> {
+    let clone = turn.clone;
+    let dir = baseline_dir(turn);
+    clone.tree_at(&dir, onto)?;
+    if let Err(e) = clone.files_for_tests() {
+        clone.drop_tree(&dir);
+        return Err(e.into());
+    }
+    let tester = Tester::of(turn);
+    let (first, base) = std::thread::scope(|scope| {
+        // Only this thread beats the claim: two beats of one claim at once
+        // could each find the other's record and take the claim for lost.
+        let base = scope.spawn(|| tests_unbeaten(&tester, suite, &dir, "baseline"));
+        let first = tests(turn, suite, clone.dir(), "gate", None);
+        let mut beat = Heartbeat::new(turn.run, turn.held);
+        while !base.is_finished() && beat.check().is_ok() {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        (first, base.join())
+    });
+    clone.drop_tree(&dir);
+    let base = match base {
+        Ok(tested) => as_baseline(turn, onto, tested),
+        Err(_) => Err(Interrupt::Stopped.into()),
+    };
+    let base = match base {
+        Ok(Ok(base)) => base,
+        other => {
+            clone.after_tests();
+            first?;
+            return other.map(|b| b.err().unwrap_or(Verdict::Pass(None)));
+        }
+    };
+    if !base.commit.is_empty() {
+        Store::new(&turn.run.state).put(&keys.there, &base);
+    }
+    let first = match first {
+        Ok(Tested::Ran(report)) => report,
+        other => return after_tests(turn, other),
+    };
+    judged(turn, suite, keys, &base, base.passed(), first, None)
 }
 
 /// What the queue asks of the gate: judge HEAD, the work on top of `onto`
@@ -301,18 +352,34 @@ fn judged(
 /// says instead when the run was stopped, the claim lost, or the command
 /// cannot run at all.
 fn baseline(turn: Turn<'_>, suite: &Suite, onto: &str) -> Result<Result<Results, Verdict>, Halt> {
+    let clone = turn.clone;
+    let dir = baseline_dir(turn);
+    clone.tree_at(&dir, onto)?;
+    let tested = tests(turn, suite, &dir, "baseline", None);
+    clone.drop_tree(&dir);
+    as_baseline(turn, onto, tested)
+}
+
+/// The work tree the branch's tests run in, beside the clone's.
+fn baseline_dir(turn: Turn<'_>) -> std::path::PathBuf {
     let Turn {
         run, clone, name, ..
     } = turn;
-    let dir = run.state.join("gate").join(
+    run.state.join("gate").join(
         clone
             .dir()
             .file_name()
             .unwrap_or_else(|| std::ffi::OsStr::new(name)),
-    );
-    clone.tree_at(&dir, onto)?;
-    let tested = tests(turn, suite, &dir, "baseline", None);
-    clone.drop_tree(&dir);
+    )
+}
+
+/// What a run of the branch's tests at `onto` says (see [`baseline`]).
+fn as_baseline(
+    turn: Turn<'_>,
+    onto: &str,
+    tested: Result<Tested, Interrupt>,
+) -> Result<Result<Results, Verdict>, Halt> {
+    let Turn { run, name, .. } = turn;
     Ok(match tested? {
         Tested::Ran(report) => Ok(Results::of(onto, &report)),
         Tested::Failed(Unrun::CannotStart(e)) => Err(Verdict::Broken(e.to_string())),
@@ -361,28 +428,82 @@ fn tests(
     kind: &str,
     sample: Option<&Path>,
 ) -> Result<Tested, Interrupt> {
-    let Turn {
-        run, name, held, ..
-    } = turn;
+    let mut beat = Heartbeat::new(turn.run, turn.held);
+    tests_with(&Tester::of(turn), suite, dir, kind, sample, &mut || {
+        beat.check()
+    })
+}
+
+/// Who runs the suite, as [`tests_with`] needs it: what a thread beside
+/// the turn's may hold (the clone is not to be shared).
+struct Tester<'a> {
+    run: &'a crate::run::state::Run,
+    name: &'a str,
+    task: &'a str,
+    /// The object stores the clone borrows (read inside a sandbox).
+    objects: Vec<std::path::PathBuf>,
+}
+
+impl<'a> Tester<'a> {
+    fn of(turn: Turn<'a>) -> Tester<'a> {
+        Tester {
+            run: turn.run,
+            name: turn.name,
+            task: turn.task.id.as_str(),
+            objects: match turn.run.sandbox {
+                Some(_) => turn.clone.borrowed_objects(),
+                None => Vec::new(),
+            },
+        }
+    }
+}
+
+/// [`tests`] without beating the claim (another thread does): cut short
+/// only when the run is killed.
+fn tests_unbeaten(
+    tester: &Tester<'_>,
+    suite: &Suite,
+    dir: &Path,
+    kind: &str,
+) -> Result<Tested, Interrupt> {
+    let stop = &tester.run.stop;
+    tests_with(tester, suite, dir, kind, None, &mut || {
+        if stop.killing() {
+            Err(Interrupt::Stopped)
+        } else {
+            Ok(())
+        }
+    })
+}
+
+/// [`tests`], asking `go_on` between looks at the run whether to.
+fn tests_with(
+    tester: &Tester<'_>,
+    suite: &Suite,
+    dir: &Path,
+    kind: &str,
+    sample: Option<&Path>,
+    go_on: &mut dyn FnMut() -> Result<(), Interrupt>,
+) -> Result<Tested, Interrupt> {
+    let Tester { run, name, .. } = *tester;
     let mut env = vec![
         ("FARM_AGENT", name.to_owned()),
-        ("FARM_TASK", turn.task.id.to_string()),
+        ("FARM_TASK", tester.task.to_owned()),
     ];
     if let Some(path) = sample {
         env.push(("FARM_TEST_SAMPLE", path.display().to_string()));
     }
     let env = env.as_slice();
     let started = Instant::now();
-    let mut beat = Heartbeat::new(run, held);
     let mut cut = None;
     let jail = run.sandbox.as_ref().map(|sandbox| {
-        let mut read = turn.clone.borrowed_objects();
+        let mut read = tester.objects.clone();
         read.extend(sample.map(Path::to_path_buf));
         sandbox.confine(dir, &read, &[])
     });
     let inside = jail.as_ref().map(|(prefix, env)| Inside { prefix, env });
     let ran = crate::suite::run::run_while(suite, dir, env, inside.as_ref(), &mut || {
-        cut = beat.check().err();
+        cut = go_on().err();
         cut.is_none()
     });
     let secs = started.elapsed().as_secs_f64();
@@ -398,7 +519,7 @@ fn tests(
     run.journal.record(
         name,
         &Event::Tests {
-            task: turn.task.id.as_str().into(),
+            task: tester.task.into(),
             kind: kind.into(),
             secs,
             counts,

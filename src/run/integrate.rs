@@ -191,6 +191,9 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str, work: Work) -> Result<Integr
             }
         };
         if land(turn, passed.as_ref(), lock, round)? {
+            if let Some(rider) = rider.as_mut() {
+                rider.landed();
+            }
             return Ok(Integrated::Pushed);
         }
     }

@@ -228,6 +228,16 @@ pub(super) fn settled_elsewhere(
         .map_err(|e| Error::failure(format!("cannot read the board at `{onto}`: {e}")))
 }
 
+/// Whether task `id` is done on the branch at `commit`.
+pub(super) fn done_at(clone: &PrivateClone, commit: &str, id: &TaskId) -> Result<bool, Error> {
+    clone
+        .reading(|repo| {
+            let tree = repo.find_commit(git2::Oid::from_str(commit)?)?.tree()?;
+            Ok(has(&tree, &Place::Done.file(id)))
+        })
+        .map_err(|e| Error::failure(format!("cannot read the board at `{commit}`: {e}")))
+}
+
 /// The place a task has `now` (done, failed) that it had not `before`.
 pub(super) fn elsewhere(
     before: impl Fn(Place) -> bool,

@@ -37,9 +37,11 @@
 //! - Across machines (a hub that is only a URL) the line is kept beside the
 //!   claims, and what a farm elsewhere cannot read where it is travels
 //!   through the hub: the candidate ahead is fetched by its ref, and the
-//!   results it passed with are pushed beside it, so that the change behind
-//!   judges its own tests against them rather than run the suite on that
-//!   candidate again. No machine tests again because another landed first:
+//!   results it passed with are pushed under `refs/farm/results/<code key>`,
+//!   so that the change behind judges its own tests against them rather
+//!   than run the suite on that candidate again — nor on the branch, once
+//!   that change landed: its results stay there (the branch's), until the
+//!   next landing replaces them. No machine tests again because another landed first:
 //!   the change first in line is the only one that pushes to the branch.
 
 use crate::error::Error;
@@ -62,8 +64,10 @@ const REAP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 /// before it reads the line again all the same.
 const LOOK_AGAIN: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// How the ref of a candidate's shared test results ends.
-const RESULTS: &str = "-results";
+/// Where the test results a candidate passed with are shared, by the code
+/// key they are of (`<RESULTS><key>`): a farm that has none kept for a code
+/// finds them there, the change that passed with them in line or landed.
+const RESULTS: &str = "refs/farm/results/";
 
 /// How riding the queue ended (when it was not cut short).
 pub(super) enum Ride {
@@ -97,6 +101,9 @@ pub(super) struct Rider<'a> {
     /// again with the same code (only the board or the progress document
     /// moved under it) is not tested again.
     passed: Option<(String, Option<Passed>)>,
+    /// Landed: the hub refs of the results of the code the branch had
+    /// before (see [`Rider::landed`]), to go when it leaves.
+    stale_results: Option<String>,
 }
 
 /// What building a candidate came to.
@@ -177,6 +184,7 @@ impl<'a> Rider<'a> {
             seen: std::cell::RefCell::new(String::new()),
             built: None,
             passed: None,
+            stale_results: None,
         };
         rider.drop_refs(&dead);
         let ahead = rider.queue.view(&rider.entry)?.waiting_ahead;
@@ -208,9 +216,13 @@ impl<'a> Rider<'a> {
         let mut blocked: Option<String> = None;
         loop {
             self.tend(beat)?;
-            let view = self.queue.view(&self.entry)?;
+            let mut view = self.queue.view(&self.entry)?;
             self.drop_refs(&view.dead_refs);
             let tip = clone.fetch_if_moved(&run.hub)?;
+            if self.ahead_landed(&view, &tip)? {
+                view.ahead = None;
+                view.waiting_ahead = 0;
+            }
             let on = match &view.ahead {
                 None => tip.clone(),
                 Some(ahead) => match &ahead.record.candidate {
@@ -246,6 +258,11 @@ impl<'a> Rider<'a> {
             if self.passed.as_ref().is_none_or(|(k, _)| *k != b.key) {
                 self.tested += 1;
                 let verdict = if view.ahead.is_none() {
+                    // The branch's results, from the change that landed
+                    // it, when this farm has none: not tested again.
+                    if gate::kept_results(turn, &b.on)?.is_none() {
+                        self.shared_results(&b.on)?;
+                    }
                     Some(gate::check(turn, &b.on)?)
                 } else {
                     let on = b.on.clone();
@@ -276,6 +293,7 @@ impl<'a> Rider<'a> {
                 continue;
             }
             if view.ahead.is_none() && b.on == tip {
+                self.entry.leave_on_publish();
                 let tests = self.passed.as_ref().and_then(|(_, t)| t.clone());
                 return Ok(Ride::Ready {
                     at: tip,
@@ -284,6 +302,33 @@ impl<'a> Rider<'a> {
             }
             self.wait(beat)?;
         }
+    }
+
+    /// Whether the change just ahead in `view` landed already: the
+    /// candidate this one was built on is on the branch (`tip`), or the
+    /// branch has its code and its task done (it was put on the branch
+    /// itself again, moved by the change ahead of it with its progress
+    /// document: a commit that is not its candidate). It leaves the line a
+    /// few round trips after its push (its refs deleted, its file taken
+    /// out, each a push to a hub elsewhere); this one, first now (nothing
+    /// is ahead of a change that pushed), need not wait for that.
+    fn ahead_landed(&self, view: &View, tip: &str) -> Result<bool, Halt> {
+        let (Some(ahead), Some(b)) = (&view.ahead, &self.built) else {
+            return Ok(false);
+        };
+        if b.ahead != Some(ahead.place) || ahead.record.candidate.as_deref() != Some(&b.on) {
+            return Ok(false);
+        }
+        let turn = self.turn;
+        let clone = turn.clone;
+        if clone.is_ancestor(&b.on, tip)? {
+            return Ok(true);
+        }
+        let Ok(task) = crate::names::TaskId::parse(&ahead.record.task) else {
+            return Ok(false);
+        };
+        Ok(gate::code_key(turn, tip)? == gate::code_key(turn, &b.on)?
+            && crate::run::landing::done_at(clone, tip, &task)?)
     }
 
     /// Wait for the line or the branch to move. On a hub of this machine,
@@ -499,7 +544,7 @@ impl<'a> Rider<'a> {
         if !self.queue.elsewhere() {
             return Ok(true);
         }
-        let Some(refname) = ahead.record.refs.iter().find(|r| !r.ends_with(RESULTS)) else {
+        let Some(refname) = ahead.record.refs.iter().find(|r| !r.starts_with(RESULTS)) else {
             return Ok(false);
         };
         Ok(self.turn.clone.fetch_candidate(refname, commit)?)
@@ -517,49 +562,62 @@ impl<'a> Rider<'a> {
             return Ok(());
         };
         let record = self.entry.record.clone();
-        let Some(candidate) = record.refs.iter().find(|r| !r.ends_with(RESULTS)) else {
-            return Ok(());
-        };
-        let name = format!("{candidate}{RESULTS}");
+        let name = format!("{RESULTS}{key}");
         if record.refs.contains(&name) {
             return Ok(());
         }
         let json = serde_json::to_vec(&results)
             .map_err(|e| Error::failure(format!("cannot write test results: {e}")))?;
         let commit = turn.clone.results_commit(&json)?;
-        // Best effort: without them, the changes behind test this one. Said
-        // in the line with the verdict (`publish`); a farm killed before
-        // leaves a ref that goes with its place (see `queue::remote`).
+        // Best effort: without them, the changes behind test this one (and
+        // a ref of that name is another change's of the same code: its
+        // results stand for these). Said in the line with the verdict
+        // (`publish`). A farm killed in line leaves the ref (a commit of
+        // results, nothing of anyone's work) until the branch has this
+        // code and moves on: the landing that moves it deletes it.
         if let Ok(Pushed::Ok) = turn.clone.push_refs(&[format!("{commit}:{name}")]) {
             self.entry.record.refs.push(name);
         }
         Ok(())
     }
 
-    /// The results the change ahead shared for `on`, its candidate (see
-    /// [`Rider::share_results`]), kept here once read.
+    /// The results shared for the code of `on` (see
+    /// [`Rider::share_results`]), kept here once read: those of the change
+    /// ahead, in line or landed (it leaves them on the hub: the branch's
+    /// results then), found by the code key. Before, they were found only
+    /// while it was in line, and a change whose tests ended after the one
+    /// ahead landed tested the branch itself (2 or 3 suite runs of 15 in
+    /// the `daemon` bench).
     fn shared_results(&self, on: &str) -> Result<Option<Results>, Halt> {
         if !self.queue.elsewhere() {
             return Ok(None);
         }
         let turn = self.turn;
-        let view = self.queue.view(&self.entry)?;
-        let Some(refname) = view
-            .ahead
-            .iter()
-            .flat_map(|a| &a.record.refs)
-            .find(|r| r.ends_with(RESULTS))
-        else {
-            return Ok(None);
-        };
-        let Some(json) = turn.clone.fetch_results(refname)? else {
+        let key = gate::code_key(turn, on)?;
+        let Some(json) = turn.clone.fetch_results(&format!("{RESULTS}{key}"))? else {
             return Ok(None);
         };
         let Ok(results) = serde_json::from_slice::<Results>(&json) else {
             return Ok(None);
         };
-        Store::new(&turn.run.state).put(&gate::code_key(turn, on)?, &results);
+        Store::new(&turn.run.state).put(&key, &results);
         Ok(Some(results))
+    }
+
+    /// This change landed: its shared results stay on the hub, the
+    /// branch's now (for a change built on it whose tests end after this
+    /// one left the line), and those of the code the branch had before go
+    /// with its candidate ref when it leaves (nobody builds on that code
+    /// any more). A farm killed before leaves them to go with its place.
+    pub(super) fn landed(&mut self) {
+        let Some(b) = self.built.as_ref().filter(|_| self.queue.elsewhere()) else {
+            return;
+        };
+        let before = gate::code_key(self.turn, &b.on).ok();
+        self.stale_results = before
+            .filter(|k| *k != b.key)
+            .map(|k| format!("{RESULTS}{k}"));
+        self.entry.record.refs.retain(|r| !r.starts_with(RESULTS));
     }
 
     /// Say what this change is now: its candidate (pushed to the hub for
@@ -684,7 +742,8 @@ impl Drop for Rider<'_> {
     /// Leave the line: its candidate ref goes (the entry's file goes with
     /// the entry).
     fn drop(&mut self) {
-        let refs = std::mem::take(&mut self.entry.record.refs);
+        let mut refs = std::mem::take(&mut self.entry.record.refs);
+        refs.extend(self.stale_results.take());
         self.drop_refs(&refs);
         let turn = self.turn;
         turn.run.journal.record(

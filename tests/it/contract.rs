@@ -376,7 +376,8 @@ macro_rules! git_contract {
             a_publish_cut_between_its_refs_is_not_pushed,
             a_claim_stamped_by_a_clock_far_behind_is_not_reaped_as_it_appears,
             a_claims_cache_missing_an_old_commit_still_claims,
-            the_line_gives_each_place_once_beside_the_claims);
+            the_line_gives_each_place_once_beside_the_claims,
+            a_line_file_leaves_with_the_publish_of_its_work);
     };
 }
 
@@ -662,6 +663,65 @@ pub fn a_publish_that_landed_unseen_is_pushed_not_lost(hub: &Hub) {
         "the work landed and the claim was released: {published:?}"
     );
     assert!(store.list().unwrap().is_empty());
+}
+
+/// A change in the line elsewhere leaves it in the very commit that
+/// publishes its work and releases its claim (one write, and no moment when
+/// its file names a claim that is gone); a publish that does not land
+/// leaves it in line, and a file rewritten since is not taken out.
+pub fn a_line_file_leaves_with_the_publish_of_its_work(hub: &Hub) {
+    use farm::claims::Published;
+    let store = hub.store();
+    let line = store.line().expect("the git store keeps a line");
+    let tmp = tempfile::tempdir().unwrap();
+    let work = work_repo(tmp.path());
+    hub.client(work.dir());
+    let held = won(store.try_claim(claim("t", "alice", me()), false).unwrap());
+    let (name, text) = (".queue.000000000001", b"task = \"t\"\n");
+    assert!(line.add_to_line(name, text).unwrap());
+    let other = (".queue.000000000002", b"task = \"u\"\n");
+    assert!(line.add_to_line(other.0, other.1).unwrap());
+    // Rewritten after it was named to leave: not the file seen, left.
+    line.leave_on_publish("t", other.0, b"task = \"old\"\n");
+    line.leave_on_publish("t", name, text);
+    let before = hub_git(hub, &["rev-parse", "farm/claims"]);
+    let published = store.publish(
+        &held,
+        &work,
+        &hub.url(),
+        &["HEAD:refs/heads/main".to_owned()],
+        &[],
+    );
+    assert!(matches!(published, Ok(Published::Pushed)), "{published:?}");
+    assert!(line.left_on_publish(name));
+    assert!(!line.left_on_publish(name), "said once");
+    let files: Vec<String> = line
+        .read_line(true)
+        .unwrap()
+        .files
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(files, [other.0]);
+    assert!(store.list().unwrap().is_empty());
+    let commits = hub_git(
+        hub,
+        &["rev-list", &format!("{}..farm/claims", before.trim())],
+    );
+    assert_eq!(commits.lines().count(), 1, "one write: {commits}");
+}
+
+/// git's output in the hub's repository.
+fn hub_git(hub: &Hub, args: &[&str]) -> String {
+    let out = crate::common::git_command()
+        .arg("-C")
+        .arg(hub.dir().join("hub.git"))
+        .args(args)
+        .envs(crate::common::GIT_ENV)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// A work repository with one commit on `main` (`t.txt`), for publishing.

@@ -188,6 +188,36 @@ fn queued_changes_are_tested_side_by_side_and_every_tip_of_main_passes() {
     assert_hub_sound(&env);
 }
 
+/// With nothing kept for the branch, the first change's tests and the
+/// branch's run side by side: the first landing of a run waited for the
+/// two in turn, a suite's time more, and every change in line with it.
+#[test]
+fn the_branch_is_tested_beside_the_first_change() {
+    let env = gated();
+    add_task(&env, &["solo", "-m", "Write your note"]);
+    env.farm_git(run_args(&env, &agent(&env), &["-j", "1"]))
+        .env("FARM_QUEUE_TEST_DIR", queue_dir(&env))
+        .env("FARM_QUEUE_TEST_SLEEP", "3")
+        .run_within(crate::run::LIMIT)
+        .success();
+    assert_eq!(board(&env, "tasks/done"), ["solo".to_owned()].into());
+    every_tip_green(&env);
+    assert_eq!(
+        test_runs(&env),
+        [("baseline".into(), 1), ("gate".into(), 1)].into()
+    );
+    let overlap = std::fs::read_to_string(queue_dir(&env).join("overlap")).unwrap();
+    let runs: Vec<usize> = overlap
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    assert_eq!(
+        runs.iter().max(),
+        Some(&2),
+        "one after the other: {overlap}"
+    );
+}
+
 #[test]
 fn a_red_change_in_line_is_evicted_alone_and_the_others_land() {
     let env = gated();
@@ -432,19 +462,24 @@ fn queued_changes_across_two_machines_are_tested_side_by_side() {
         runs.iter().max() >= Some(&2),
         "the gate never ran beside itself: {overlap}"
     );
-    // One run a change, and the branch on each machine now and then (a
-    // change first in line with no results kept for the branch: the one
-    // ahead landed before its results were read). 9 or 10 is usual; 57
-    // before the queue crossed machines, each machine testing again when
-    // the other landed first.
+    // One run a change, and the branch's once. 57 before the queue
+    // crossed machines, each machine testing again when the other landed
+    // first; 9 or 10 before the results a change passed with outlived its
+    // place in line (a change whose tests ended after the one ahead had
+    // landed tested the branch), and before two changes could each take
+    // the first place.
     eprintln!("{} suite runs for {} changes", runs.len(), tasks.len());
     assert!(
-        runs.len() <= tasks.len() * 3 / 2,
+        runs.len() <= tasks.len() + 1,
         "{} suite runs for {} changes:\n{said}",
         runs.len(),
         tasks.len()
     );
     assert!(said.contains("ahead in line"), "{said}");
+    // Of the results shared through the hub, only the branch's are left:
+    // each landing deleted those of the code before it.
+    let results = daemon.hub().git(["for-each-ref", "refs/farm/results/"]);
+    assert!(results.lines().count() <= 1, "results left: {results}");
 }
 
 /// A farm SIGKILLed while two changes or more of its wait in a line

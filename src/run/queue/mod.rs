@@ -22,7 +22,10 @@
 //! of the file is a round trip, it is pushed first and named after, and the
 //! refs of a dead place are found by its prefix (`<place>-`). Nothing can be lost by removing one: it holds only the work of
 //! a change still in its owner's clone, which lands on the branch, or goes
-//! to a rescue branch, from there.
+//! to a rescue branch, from there. In a line elsewhere the results a
+//! candidate passed with go to `refs/farm/results/<code key>` (see
+//! [`speculate`](super::speculate)): a commit of test results, nothing of
+//! anyone's work.
 
 pub mod local;
 pub mod remote;
@@ -187,6 +190,18 @@ impl Entry<'_> {
     pub fn update(&mut self, record: Record) -> Result<bool, Error> {
         self.record = record;
         self.write()
+    }
+
+    /// In a line elsewhere, leave it in the very write to the hub that
+    /// publishes this change's work, if that lands: the change behind sees
+    /// it landed and gone at once, and the claims branch takes one write
+    /// fewer a landing (of six: the claim, the place, the candidate, its
+    /// verdict, the release and the leaving), each a compare-and-swap that
+    /// the pushes of landings race with.
+    pub fn leave_on_publish(&self) {
+        if let Kept::Remote(file) = &self.kept {
+            file.leave_on_publish(&self.record.task);
+        }
     }
 
     fn write(&mut self) -> Result<bool, Error> {

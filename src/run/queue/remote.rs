@@ -134,11 +134,23 @@ impl File<'_> {
     }
 }
 
+impl File<'_> {
+    /// Leave the line with the publish of `task`'s work, if it lands (see
+    /// [`LineStore::leave_on_publish`]).
+    pub(super) fn leave_on_publish(&self, task: &str) {
+        if let Some(text) = &self.text {
+            self.store.leave_on_publish(task, &self.name, text);
+        }
+    }
+}
+
 impl Drop for File<'_> {
     fn drop(&mut self) {
         // Best effort: a file left behind names a claim that is gone once
         // this change landed or failed, and the next reader removes it.
-        if let Some(text) = &self.text {
+        if let Some(text) = &self.text
+            && !self.store.left_on_publish(&self.name)
+        {
             let _ = self.store.remove_from_line(&self.name, text);
         }
     }
