@@ -11,8 +11,9 @@
 //!
 //! One loop at a time looks after the hub and the cache; the others go on.
 //! Between processes, an upkeep holds the repository's `farm-objects.lock`
-//! (in its git dir) alone, taken without waiting: where another holds it,
-//! this upkeep is skipped and tried after the next integration. In the
+//! (in its git dir) alone, taken without waiting for the hub and within a
+//! second for the cache: where another still holds it, this upkeep is
+//! skipped and tried after the next integration. In the
 //! claims cache that lock is the one its fetches hold alone and its pushes
 //! share, so the cache is packed at a moment when none of them runs; in the
 //! hub only upkeeps take it — two farms on one hub never pack it at once,
@@ -25,7 +26,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::claims::git::OBJECTS_LOCK;
 use crate::git::command::Repo;
@@ -48,6 +49,8 @@ pub fn after_integration(run: &Run, name: &str, clone: &PrivateClone) {
                 owner: Owner::User,
                 alone: false,
                 lock: Some(local.git_dir.join(OBJECTS_LOCK)),
+                // Only upkeeps take it: one under way is enough.
+                patience: Duration::ZERO,
             },
         );
     }
@@ -64,6 +67,13 @@ pub fn after_integration(run: &Run, name: &str, clone: &PrivateClone) {
                 // Every loop of this run, and other farms, claim through it.
                 alone: false,
                 lock: Some(cache.join(OBJECTS_LOCK)),
+                // Its pushes and fetches hold the lock for a moment each,
+                // and with changes landing one after another through the
+                // merge queue one is nearly always under way: an upkeep
+                // that never waited found it held at every try (0 or 1
+                // packings in a 30-task run) and the cache was left to
+                // grow.
+                patience: CACHE_PATIENCE,
             },
         );
     }
@@ -79,6 +89,7 @@ pub fn after_integration(run: &Run, name: &str, clone: &PrivateClone) {
             alone: true,
             // (Its loop's lock on the clone keeps other farms out.)
             lock: None,
+            patience: Duration::ZERO,
         },
     );
 }
@@ -94,7 +105,14 @@ struct Kept {
     alone: bool,
     /// The file whose lock an upkeep holds alone (see the module's doc).
     lock: Option<PathBuf>,
+    /// How long an upkeep waits for that lock before it gives up until the
+    /// next integration.
+    patience: Duration,
 }
+
+/// How long an upkeep waits for the claims cache's objects lock (see
+/// [`Kept::patience`]): on the integration's thread, beside the loop.
+const CACHE_PATIENCE: Duration = Duration::from_secs(1);
 
 /// What this process knows of a repository it keeps packed.
 #[derive(Clone)]
@@ -188,7 +206,7 @@ fn pack(
         return (Some(t), left);
     }
     let what = kept.what;
-    let _held = match kept.lock.as_deref().map(take_alone) {
+    let _held = match kept.lock.as_deref().map(|l| take_alone(l, kept.patience)) {
         None => None,
         Some(Some(file)) => Some(file),
         Some(None) => {
@@ -221,16 +239,20 @@ fn pack(
     }
 }
 
-/// The lock of the file at `path`, taken alone if no one holds it now;
-/// `None` when someone does, or the file cannot be opened (no upkeep then:
-/// unguarded, it could run beside one of another farm).
-fn take_alone(path: &Path) -> Option<std::fs::File> {
+/// The lock of the file at `path`, taken alone if no one holds it now or
+/// within `patience` (new shared holders are not held back meanwhile: no
+/// push waits for an upkeep that waits); `None` when someone still does,
+/// or the file cannot be opened (no upkeep then: unguarded, it could run
+/// beside one of another farm).
+fn take_alone(path: &Path, patience: Duration) -> Option<std::fs::File> {
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(path)
         .ok()?;
-    file.try_lock().ok()?;
+    crate::flock::lock_within(&file, patience, Duration::from_millis(5))
+        .ok()
+        .filter(|&taken| taken)?;
     Some(file)
 }
