@@ -361,13 +361,7 @@ fn a_question_whose_publish_is_cut_between_its_refs_still_reaches_the_board() {
     assert_eq!(person.code, Some(0), "{person:#?}");
     let out = Farm::wait_within(farm, crate::run::LIMIT);
     assert_eq!(out.code, Some(6), "only a waiting task is left: {out:#?}");
-    let task = crate::common::git_command()
-        .arg("-C")
-        .arg(&bare)
-        .args(["show", "main:tasks/q.md"])
-        .output()
-        .unwrap();
-    let task = String::from_utf8(task.stdout).unwrap();
+    let (_, task, _) = crate::common::git_in(&bare, env.tmp.path(), ["show", "main:tasks/q.md"]);
     assert!(
         task.contains("Tabs or spaces? (session 0)"),
         "the first session's question is on the board: {task}\n{out:#?}"
