@@ -354,19 +354,7 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
     let heartbeat = heartbeat(flags.heartbeat, stale_after, world.claims)?;
     let wrap = wrap(flags.wrap.as_deref(), world)?;
     let sandbox = sandbox_plan(&flags.sandbox, settings, preset.as_ref(), !wrap.is_empty())?;
-    let quota = crate::run::quota::Quota::resolve(
-        [
-            (flags.session_memory.as_deref(), "--session-memory"),
-            (
-                settings.session_memory.as_deref(),
-                "farm.toml `session_memory`",
-            ),
-        ],
-        [
-            (flags.session_cpu.as_deref(), "--session-cpu"),
-            (settings.session_cpu.as_deref(), "farm.toml `session_cpu`"),
-        ],
-    )?;
+    let quota = quota(flags, settings)?;
     let until = flags
         .until
         .as_deref()
@@ -415,6 +403,23 @@ pub fn resolve(flags: &Flags, settings: &Settings, world: &World) -> Result<RunC
         progress,
         notify,
     })
+}
+
+/// `--session-memory`, `--session-cpu` over farm.toml's `session_*`.
+fn quota(flags: &Flags, settings: &Settings) -> Result<crate::run::quota::Quota, Error> {
+    crate::run::quota::Quota::resolve(
+        [
+            (flags.session_memory.as_deref(), "--session-memory"),
+            (
+                settings.session_memory.as_deref(),
+                "farm.toml `session_memory`",
+            ),
+        ],
+        [
+            (flags.session_cpu.as_deref(), "--session-cpu"),
+            (settings.session_cpu.as_deref(), "farm.toml `session_cpu`"),
+        ],
+    )
 }
 
 /// The configuration of a landing by hand (`farm rescue apply --land`),
