@@ -738,6 +738,7 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
         let before = self.beside.take();
         let mine = self.clones.hand_over();
         let id = task.id.clone();
+        let scope = self.scope;
         let handle = self.scope.spawn(move || {
             let turn = Turn {
                 run,
@@ -751,8 +752,11 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             let end = release(run, held, worked);
             run.wake_all();
             // The push lock is let go and this clone is free: a moment
-            // to keep the repositories packed (see run/upkeep.rs).
-            crate::run::upkeep::after_integration(run, name, &mine);
+            // to keep the repositories packed (see run/upkeep.rs) — the
+            // shared ones on a thread of their own, which the loop never
+            // waits for, this clone here, before the loop takes it back.
+            scope.spawn(move || crate::run::upkeep::shared(run, name));
+            crate::run::upkeep::clone(run, name, &mine);
             (mine, task.id, end)
         });
         self.beside = Some(Integration { task: id, handle });

@@ -1,13 +1,16 @@
 //! When farm keeps its repositories packed (how is [`crate::git::maintain`]'s):
-//! right after an integration ended, on the thread it ran on, beside the
-//! agent's loop. By then the hub's push lock is let go, and the clone the
-//! integration used is free: the loop runs its next session in the agent's
-//! other clone, and takes this one back only once the integration's thread
-//! returns. In order:
+//! right after an integration ended. By then the hub's push lock is let go,
+//! and the clone the integration used is free: the loop runs its next
+//! session in the agent's other clone.
 //!
 //! 1. the hub, when it is on this machine: every agent's pushes fill it;
 //! 2. the claims cache, with the git store;
-//! 3. the clone.
+//!
+//! on a thread of their own, which no loop waits for (on the integration's
+//! thread, their packing held up the agent's next session but one); then
+//!
+//! 3. the clone, on the integration's thread: the loop takes it back only
+//!    once that thread returns.
 //!
 //! One loop at a time looks after the hub and the cache; the others go on.
 //! Between processes, an upkeep holds the repository's `farm-objects.lock`
@@ -34,10 +37,10 @@ use crate::git::maintain::{self, Count, Listed, Owner, Thresholds};
 use crate::run::clone::PrivateClone;
 use crate::run::state::Run;
 
-/// Keep the hub, the claims cache and `clone` — agent `name`'s, whose
-/// integration has just ended — packed, as far as each is due. Failures are
-/// said at `-v` only: a repository left unpacked costs disk, not work.
-pub fn after_integration(run: &Run, name: &str, clone: &PrivateClone) {
+/// Keep the hub and the claims cache packed, as far as each is due, after
+/// an integration of agent `name` ended. Failures are said at `-v` only: a
+/// repository left unpacked costs disk, not work.
+pub fn shared(run: &Run, name: &str) {
     if let Some(local) = &run.hub.local {
         keep(
             run,
@@ -77,6 +80,11 @@ pub fn after_integration(run: &Run, name: &str, clone: &PrivateClone) {
             },
         );
     }
+}
+
+/// Keep `clone` — agent `name`'s, whose integration has just ended —
+/// packed, as far as it is due (failures as in [`shared`]).
+pub fn clone(run: &Run, name: &str, clone: &PrivateClone) {
     keep(
         run,
         name,
