@@ -578,7 +578,9 @@ impl GitStore {
         message: &str,
         decide: impl Fn(&Tip) -> Result<Swap<'a>, StoreError>,
     ) -> Result<bool, StoreError> {
-        let mut fresh = false;
+        // With no tip seen yet, the first look fetches one: it answers.
+        // (A tip another thread keeps meanwhile was fetched since, too.)
+        let mut fresh = self.state().tip.is_none();
         for round in 0..ROUNDS {
             let tip = self.tip(fresh)?;
             let change = match decide(&tip)? {

@@ -1296,3 +1296,56 @@ fn a_claim_pushed_while_another_fetch_fills_the_cache_lands() {
     let names: Vec<String> = here.list().unwrap().into_iter().map(|l| l.name).collect();
     assert_eq!(names, ["a", "b", "c", "d"]);
 }
+
+/// `farm claim` through a hub elsewhere fetches the claims branch once: the
+/// look at the hub's protocol version is the claim's look too. (It fetched
+/// twice: the version check took the tip it had just fetched for an old
+/// one and fetched again, a round trip more — `farm claim` 1.3× slower in
+/// `cargo bench --bench remote` than before the version was kept.)
+#[test]
+fn a_claim_through_a_hub_elsewhere_fetches_the_claims_once() {
+    let _serial = one_at_a_time();
+    let daemon = Daemon::with_hub(&[("README", "fetches\n")]);
+    let machine = daemon.machine("host-a");
+    let shims = tempfile::tempdir().unwrap();
+    let log = shims.path().join("git.log");
+    let real = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let shim = shims.path().join("git");
+    std::fs::write(
+        &shim,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            real.trim()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&shim, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        shims.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for (round, task) in ["first", "second"].into_iter().enumerate() {
+        let _ = std::fs::remove_file(&log);
+        let mut farm = machine.farm(["claim", task]);
+        farm.cmd.env("PATH", &path);
+        farm.run().success();
+        let calls = std::fs::read_to_string(&log).unwrap_or_default();
+        let fetches = calls
+            .lines()
+            .filter(|l| l.split_whitespace().any(|w| w == "fetch"))
+            .count();
+        assert_eq!(
+            fetches, 1,
+            "claim {round} (`{task}`) fetched {fetches} times:\n{calls}"
+        );
+    }
+}
