@@ -460,6 +460,39 @@ pub fn next<'a>(s: &'a Snapshot, skip: &HashSet<TaskId>) -> Option<&'a Task> {
         .min_by(|a, b| run_order(a, b))
 }
 
+/// How many of the best ready tasks an agent on the git store spreads its
+/// first reach over (see [`next_spread`]).
+pub const SPREAD: usize = 8;
+
+/// [`next`], for an agent that shares no claims with the others until its
+/// claim is pushed (the git store: a hub elsewhere): of the best ready
+/// tasks — the first [`SPREAD`] in run order, of the highest priority among
+/// them — the one at `offset`, counted round. Agents given different
+/// offsets reach for different tasks at once instead of all racing for the
+/// first, where each race lost costs a round trip to the hub; a task of a
+/// lower priority is never taken before one of a higher.
+pub fn next_spread<'a>(
+    s: &'a Snapshot,
+    skip: &HashSet<TaskId>,
+    offset: usize,
+) -> Option<&'a Task> {
+    let ready: BTreeSet<TaskId> = statuses(s)
+        .into_iter()
+        .filter(|(_, st)| *st == Status::Ready)
+        .map(|(id, _)| id)
+        .collect();
+    let mut best: Vec<&Task> = s
+        .pending
+        .iter()
+        .filter(|t| ready.contains(&t.id) && !skip.contains(&t.id))
+        .collect();
+    best.sort_by(|a, b| run_order(a, b));
+    let top = best.first()?.priority;
+    best.truncate(SPREAD);
+    best.retain(|t| t.priority == top);
+    Some(best[offset % best.len()])
+}
+
 fn run_order(a: &Task, b: &Task) -> Ordering {
     let created = match (a.created, b.created) {
         (Some(x), Some(y)) => x.cmp(&y),
@@ -762,6 +795,45 @@ mod tests {
         assert_eq!(order(&s), ["f", "d", "e", "c", "b", "a"]);
         let skip: HashSet<TaskId> = ids(&["f", "d"]).into_iter().collect();
         assert_eq!(next(&s, &skip).map(|t| t.id.as_str()), Some("e"));
+    }
+
+    #[test]
+    fn a_spread_pick_takes_the_offsets_best_task_never_a_lower_priority() {
+        let t = |name: &str, priority: i64| Task {
+            priority,
+            ..minimal(name)
+        };
+        let mut s = Snapshot {
+            pending: (1..=12).map(|i| t(&format!("t{i:02}"), 0)).collect(),
+            ..Snapshot::default()
+        };
+        let none = HashSet::new();
+        let pick = |s: &Snapshot, offset| next_spread(s, &none, offset).map(|t| t.id.to_string());
+        // Offsets apart reach for tasks apart, among the first SPREAD.
+        let picks: BTreeSet<_> = (0..4).map(|o| pick(&s, o).unwrap()).collect();
+        assert_eq!(picks.len(), 4);
+        assert_eq!(pick(&s, 0).as_deref(), Some("t01"));
+        assert_eq!(pick(&s, SPREAD).as_deref(), Some("t01"));
+        assert_eq!(pick(&s, SPREAD - 1).as_deref(), Some("t08"));
+        // Two tasks of a higher priority: the spread stays between them.
+        s.pending.push(t("hi1", 5));
+        s.pending.push(t("hi2", 5));
+        for o in 0..SPREAD {
+            assert!(pick(&s, o).unwrap().starts_with("hi"));
+        }
+        // Skipped, claimed and blocked tasks are not reached for.
+        s.claimed.insert(id("hi1"), "alice@vm".into());
+        s.pending.push(Task {
+            after: ids(&["t12"]),
+            ..t("blocked", 9)
+        });
+        let skip: HashSet<TaskId> = ids(&["hi2"]).into_iter().collect();
+        for o in 0..SPREAD {
+            let got = next_spread(&s, &skip, o).unwrap().id.to_string();
+            assert!(got.starts_with('t') && got <= "t08".to_owned(), "{got}");
+        }
+        let all: HashSet<TaskId> = s.pending.iter().map(|t| t.id.clone()).collect();
+        assert!(next_spread(&s, &all, 3).is_none());
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub mod task;
 mod testing;
 pub mod tree;
 
-pub use graph::{Counts, Status, counts, next, settled, statuses};
+pub use graph::{Counts, Status, counts, next, next_spread, settled, statuses};
 pub use load::{Invalid, Snapshot, load};
 pub use task::{DEFAULT_MAX_ATTEMPTS, MAX_TASK_BYTES, Task, check_title, new_task, parse};
 pub use tree::Cache;

@@ -214,7 +214,11 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             source: Source::HubWorkTree,
             board: board::Cache::default(),
             unready: Unready::default(),
-            tally: Tally::default(),
+            // On the git store a claim is a push: agents that race spread
+            // their picks rather than race again (board::next_spread).
+            tally: Tally::spreading(
+                (run.store.kind() == "git").then(|| crate::run::tally::spread_offset(name)),
+            ),
             summary,
             held_by: None,
             inbox: Inbox::open(&run.state, name),
@@ -317,6 +321,7 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             return Ok(Step::End(Ending::MaxSessions));
         }
         let Some(held) = self.claim(&task)? else {
+            self.tally.lost_race();
             return Ok(Step::LostRace);
         };
         let Some((task, held)) = self.fresh(task, held, &seen)? else {

@@ -32,6 +32,28 @@ pub(super) struct Tally {
     /// A task whose session did not start: the next pick tries another one
     /// first, so that an agent that cannot start shows on two tasks.
     skip_once: Option<TaskId>,
+    /// Where among the best ready tasks this agent reaches first on the
+    /// git store (see [`board::next_spread`]); `None`: the best.
+    spread: Option<usize>,
+    /// It has lost a race for a claim: it spreads from then on. Until
+    /// then it takes the best, as an agent alone always does.
+    raced: bool,
+}
+
+/// The offset an agent named `name` spreads its picks by (see
+/// [`board::next_spread`]): its farm's agents `NAME-1` … `NAME-N` take
+/// offsets one after another, from a place that `NAME` (a host's name by
+/// default) sets, so the agents of one farm never reach for the same task
+/// and those of two farms seldom do.
+pub(super) fn spread_offset(name: &str) -> usize {
+    use std::hash::{Hash, Hasher};
+    let (base, n) = match name.rsplit_once('-') {
+        Some((base, n)) if n.parse::<usize>().is_ok() => (base, n.parse().unwrap_or(0)),
+        _ => (name, 0),
+    };
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    base.hash(&mut hasher);
+    (hasher.finish() as usize).wrapping_add(n)
 }
 
 /// What the loop must do about how a task ended, once it is counted.
@@ -53,6 +75,20 @@ pub(super) enum Counted {
 }
 
 impl Tally {
+    /// A tally whose picks spread by `spread` once a race is lost (see
+    /// [`Tally::spread`]).
+    pub(super) fn spreading(spread: Option<usize>) -> Tally {
+        Tally {
+            spread,
+            ..Tally::default()
+        }
+    }
+
+    /// Another agent claimed the task picked first: pick spread from now.
+    pub(super) fn lost_race(&mut self) {
+        self.raced = true;
+    }
+
     /// The next task for this agent, if any: not one it leaves alone, nor
     /// the one that just did not start while another is ready.
     /// (Nor `in_flight`, the task of the integration beside the loop.)
@@ -67,9 +103,11 @@ impl Tally {
         skip.extend(not_mine.iter().cloned());
         let mut first = skip.clone();
         first.extend(self.skip_once.iter().cloned());
-        let task = board::next(snapshot, &first)
-            .or_else(|| board::next(snapshot, &skip))
-            .cloned();
+        let next = |skip: &HashSet<TaskId>| match self.spread.filter(|_| self.raced) {
+            Some(offset) => board::next_spread(snapshot, skip, offset),
+            None => board::next(snapshot, skip),
+        };
+        let task = next(&first).or_else(|| next(&skip)).cloned();
         if task.is_some() {
             self.skip_once = None;
         }
@@ -269,6 +307,42 @@ mod tests {
 
     fn id(s: &str) -> TaskId {
         TaskId::parse(s).unwrap()
+    }
+
+    /// The agents of one farm spread their picks over as many tasks as
+    /// there are agents (up to the spread's width), whatever their name.
+    #[test]
+    fn one_farms_agents_reach_for_different_tasks() {
+        for base in ["vm", "build-box", "a-7"] {
+            let offsets: HashSet<usize> = (1..=4)
+                .map(|i| spread_offset(&format!("{base}-{i}")) % board::graph::SPREAD)
+                .collect();
+            assert_eq!(offsets.len(), 4, "{base}");
+        }
+        assert_eq!(spread_offset("vm"), spread_offset("vm"));
+    }
+
+    /// An agent takes the best task until it loses a race for one; then,
+    /// on the git store, it spreads; on the other, never.
+    #[test]
+    fn picks_spread_only_after_a_lost_race_and_only_where_told() {
+        let task = |n: &str| board::parse(id(n), &format!("+++\ntitle = \"{n}\"\n+++\n")).unwrap();
+        let snapshot = board::Snapshot {
+            pending: (1..=8).map(|i| task(&format!("t{i}"))).collect(),
+            ..board::Snapshot::default()
+        };
+        let none = HashSet::new();
+        let offset = (1..usize::MAX)
+            .find(|o| o % board::graph::SPREAD != 0)
+            .unwrap();
+        let mut git = Tally::spreading(Some(offset));
+        let mut fs = Tally::spreading(None);
+        for t in [&mut git, &mut fs] {
+            assert_eq!(t.pick(&snapshot, None, &none).unwrap().id.as_str(), "t1");
+            t.lost_race();
+        }
+        assert_ne!(git.pick(&snapshot, None, &none).unwrap().id.as_str(), "t1");
+        assert_eq!(fs.pick(&snapshot, None, &none).unwrap().id.as_str(), "t1");
     }
 
     #[test]
