@@ -804,7 +804,11 @@ mod tests {
         // this test's process began; the child is then below it.
         if pid > began.pid {
             assert_eq!(began.floor(), Some(began.pid));
-            assert!(processes_above(began.floor()).iter().all(|p| p.pid > began.pid));
+            assert!(
+                processes_above(began.floor())
+                    .iter()
+                    .all(|p| p.pid > began.pid)
+            );
         }
         child.wait().unwrap();
         let wrapped = Began {

@@ -471,11 +471,7 @@ pub const SPREAD: usize = 8;
 /// offsets reach for different tasks at once instead of all racing for the
 /// first, where each race lost costs a round trip to the hub; a task of a
 /// lower priority is never taken before one of a higher.
-pub fn next_spread<'a>(
-    s: &'a Snapshot,
-    skip: &HashSet<TaskId>,
-    offset: usize,
-) -> Option<&'a Task> {
+pub fn next_spread<'a>(s: &'a Snapshot, skip: &HashSet<TaskId>, offset: usize) -> Option<&'a Task> {
     let ready: BTreeSet<TaskId> = statuses(s)
         .into_iter()
         .filter(|(_, st)| *st == Status::Ready)
@@ -830,7 +826,7 @@ mod tests {
         let skip: HashSet<TaskId> = ids(&["hi2"]).into_iter().collect();
         for o in 0..SPREAD {
             let got = next_spread(&s, &skip, o).unwrap().id.to_string();
-            assert!(got.starts_with('t') && got <= "t08".to_owned(), "{got}");
+            assert!(got.starts_with('t') && *got <= *"t08", "{got}");
         }
         let all: HashSet<TaskId> = s.pending.iter().map(|t| t.id.clone()).collect();
         assert!(next_spread(&s, &all, 3).is_none());
