@@ -47,10 +47,10 @@ pub(super) struct Tally {
 /// and those of two farms seldom do.
 pub(super) fn spread_offset(name: &str) -> usize {
     use std::hash::{Hash, Hasher};
-    let (base, n) = match name.rsplit_once('-') {
-        Some((base, n)) if n.parse::<usize>().is_ok() => (base, n.parse().unwrap_or(0)),
-        _ => (name, 0),
-    };
+    let (base, n) = name
+        .rsplit_once('-')
+        .and_then(|(base, n)| Some((base, n.parse::<usize>().ok()?)))
+        .unwrap_or((name, 0));
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     base.hash(&mut hasher);
     (hasher.finish() as usize).wrapping_add(n)
@@ -76,7 +76,7 @@ pub(super) enum Counted {
 
 impl Tally {
     /// A tally whose picks spread by `spread` once a race is lost (see
-    /// [`Tally::spread`]).
+    /// [`board::next_spread`]).
     pub(super) fn spreading(spread: Option<usize>) -> Tally {
         Tally {
             spread,
