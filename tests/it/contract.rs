@@ -650,13 +650,7 @@ pub fn a_publish_that_landed_unseen_is_pushed_not_lost(hub: &Hub) {
     let held = won(store.try_claim(claim("t", "alice", me()), false).unwrap());
     // Only the publish: it updates main too.
     let mark = land_unseen_once(hub.dir(), "refs/heads/main");
-    let published = store.publish(
-        &held,
-        &work,
-        &hub.url(),
-        &["HEAD:refs/heads/main".to_owned()],
-        &[],
-    );
+    let published = publish_main(&*store, hub, &held, &work);
     assert!(mark.exists(), "the hook did not run");
     assert!(
         matches!(published, Ok(Published::Pushed)),
@@ -685,13 +679,7 @@ pub fn a_line_file_leaves_with_the_publish_of_its_work(hub: &Hub) {
     line.leave_on_publish("t", other.0, b"task = \"old\"\n");
     line.leave_on_publish("t", name, text);
     let before = hub_git(hub, &["rev-parse", "farm/claims"]);
-    let published = store.publish(
-        &held,
-        &work,
-        &hub.url(),
-        &["HEAD:refs/heads/main".to_owned()],
-        &[],
-    );
+    let published = publish_main(&*store, hub, &held, &work);
     assert!(matches!(published, Ok(Published::Pushed)), "{published:?}");
     assert!(line.left_on_publish(name));
     assert!(!line.left_on_publish(name), "said once");
@@ -725,6 +713,22 @@ fn hub_git(hub: &Hub, args: &[&str]) -> String {
 }
 
 /// A work repository with one commit on `main` (`t.txt`), for publishing.
+/// `store`'s publish, under `held`, of `work`'s HEAD to the hub's `main`.
+fn publish_main(
+    store: &dyn ClaimStore,
+    hub: &Hub,
+    held: &Held,
+    work: &farm::git::command::Repo,
+) -> Result<farm::claims::Published, StoreError> {
+    store.publish(
+        held,
+        work,
+        &hub.url(),
+        &["HEAD:refs/heads/main".to_owned()],
+        &[],
+    )
+}
+
 fn work_repo(dir: &Path) -> farm::git::command::Repo {
     let work = farm::git::command::Repo::new(dir.join("work"));
     std::fs::create_dir_all(work.dir()).unwrap();
@@ -797,13 +801,7 @@ pub fn a_publish_cut_between_its_refs_is_not_pushed(hub: &Hub) {
     hub.client(work.dir());
     let held = won(store.try_claim(claim("t", "alice", me()), false).unwrap());
     let mark = cut_between_refs_once(hub.dir(), LEAVE_LOCK);
-    let published = store.publish(
-        &held,
-        &work,
-        &hub.url(),
-        &["HEAD:refs/heads/main".to_owned()],
-        &[],
-    );
+    let published = publish_main(&*store, hub, &held, &work);
     assert!(mark.exists(), "the hook did not run");
     assert!(
         hub.dir().join("hub.git/refs/heads/main.lock").exists(),
@@ -815,13 +813,7 @@ pub fn a_publish_cut_between_its_refs_is_not_pushed(hub: &Hub) {
     }
     // The next publish is blocked by the lock: said, naming it.
     let held = won(store.try_claim(claim("u", "alice", me()), false).unwrap());
-    let blocked = store.publish(
-        &held,
-        &work,
-        &hub.url(),
-        &["HEAD:refs/heads/main".to_owned()],
-        &[],
-    );
+    let blocked = publish_main(&*store, hub, &held, &work);
     let said = match blocked {
         Err(e) => e.to_string(),
         Ok(p) => panic!("a push through a stale ref lock: {p:?}"),
