@@ -119,7 +119,7 @@ struct Kept {
 }
 
 /// How long an upkeep waits for the claims cache's objects lock (see
-/// [`Kept::patience`]): on the integration's thread, beside the loop.
+/// [`Kept::patience`]): on a thread of its own, which no loop waits for.
 const CACHE_PATIENCE: Duration = Duration::from_secs(1);
 
 /// What this process knows of a repository it keeps packed.
