@@ -449,15 +449,25 @@ fn cycle_why(cycle: &[&TaskId]) -> String {
 /// priority first, then the oldest (tasks that do not say when they were
 /// created come after those that do), then the smallest id.
 pub fn next<'a>(s: &'a Snapshot, skip: &HashSet<TaskId>) -> Option<&'a Task> {
-    let ready: BTreeSet<TaskId> = statuses(s)
-        .into_iter()
-        .filter(|(_, st)| *st == Status::Ready)
-        .map(|(id, _)| id)
-        .collect();
+    let ready = ready(s);
     s.pending
         .iter()
         .filter(|t| ready.contains(&t.id) && !skip.contains(&t.id))
         .min_by(|a, b| run_order(a, b))
+}
+
+/// The ids [`statuses`] calls ready: the unclaimed pending tasks judged so,
+/// read from the judgement alone. A pick reads nothing else, and at every
+/// step: building every status (the done ones too, each id copied twice)
+/// was most of a pick's cost on a board of thousands (perf, `cargo bench
+/// --bench scale -- disk`).
+fn ready(s: &Snapshot) -> HashSet<&TaskId> {
+    Graph::new(s)
+        .judge_open()
+        .into_iter()
+        .filter(|(_, st)| *st == Status::Ready)
+        .map(|(id, _)| id)
+        .collect()
 }
 
 /// How many of the best ready tasks an agent on the git store spreads its
@@ -472,11 +482,7 @@ pub const SPREAD: usize = 8;
 /// first, where each race lost costs a round trip to the hub; a task of a
 /// lower priority is never taken before one of a higher.
 pub fn next_spread<'a>(s: &'a Snapshot, skip: &HashSet<TaskId>, offset: usize) -> Option<&'a Task> {
-    let ready: BTreeSet<TaskId> = statuses(s)
-        .into_iter()
-        .filter(|(_, st)| *st == Status::Ready)
-        .map(|(id, _)| id)
-        .collect();
+    let ready = ready(s);
     let mut best: Vec<&Task> = s
         .pending
         .iter()
