@@ -26,6 +26,9 @@ impl PrivateClone {
     /// all it costs when nothing did: it runs before each of farm's git
     /// commands here.
     pub(super) fn own_config(&self) -> Result<(), Error> {
+        // Every command of farm's here passes this way: what it leaves in
+        // the work tree, the last sweep did not see.
+        self.swept.set(false);
         self.restore_config().map_err(|e| {
             Error::failure(format!(
                 "cannot put back the git config of the clone `{}`: {e}",

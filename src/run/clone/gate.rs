@@ -45,6 +45,7 @@ impl PrivateClone {
         self.behind.set(true);
         self.clean.set(false);
         self.tracked.set(false);
+        self.swept.set(false);
     }
 
     /// A work tree of `commit` at `dir`, apart from the clone's own (the

@@ -107,6 +107,14 @@ pub struct PrivateClone {
     /// sync, or after staging everything; not once a session ran): a sync
     /// may then move them by what changed between the two trees alone.
     tracked: Cell<bool>,
+    /// True when the last sync swept the work tree of what git does not
+    /// track and nothing ran there since — no session, no tests, no git
+    /// command of farm's (each passes [`PrivateClone::own_config`] first): a
+    /// sync that moves nothing may then skip the sweep. A loop's step
+    /// syncs twice (to read the board, then to start the session on the
+    /// task it claimed meanwhile), and a sweep reads every directory of the
+    /// work tree.
+    swept: Cell<bool>,
     name: String,
     out: Out,
     /// The rescue branches pushed when the clone was opened.

@@ -65,6 +65,7 @@ impl PrivateClone {
             clean: Cell::new(false),
             behind: Cell::new(false),
             tracked: Cell::new(false),
+            swept: Cell::new(false),
             _lock: lock,
             name: name.to_owned(),
             out,

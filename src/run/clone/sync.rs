@@ -66,6 +66,8 @@ impl PrivateClone {
     /// Reset to the hub's branch: a clean slate for every session.
     /// Returns the commit it reset to.
     pub fn sync(&self, hub: &Hub) -> Result<String, Error> {
+        // Read before farm's own commands below, which clear it.
+        let swept = self.swept.get();
         self.files_stale()?;
         for state in ["rebase-merge", "rebase-apply"] {
             if self.dir().join(".git").join(state).exists() {
@@ -81,16 +83,20 @@ impl PrivateClone {
             self.repo()?.check(["merge", "--abort"])?;
         }
         let target = self.fetch_if_moved(hub)?;
-        if !(self.clean.get() && !self.behind.get() && self.head()? == target) {
+        let still = self.clean.get() && !self.behind.get() && self.head()? == target;
+        if !still {
             self.reset_to(&target)?;
         }
         self.behind.set(false);
-        match self.work.as_ref().map(Workdir::clean) {
-            Some(Ok(())) => {}
-            _ => drop(self.git(["clean", "-ffdxq"])?),
+        if !(still && swept) {
+            match self.work.as_ref().map(Workdir::clean) {
+                Some(Ok(())) => {}
+                _ => drop(self.git(["clean", "-ffdxq"])?),
+            }
         }
         self.clean.set(true);
         self.tracked.set(true);
+        self.swept.set(true);
         self.files_current()?;
         Ok(target)
     }
@@ -193,6 +199,7 @@ impl PrivateClone {
     pub fn dirty(&self) {
         self.clean.set(false);
         self.tracked.set(false);
+        self.swept.set(false);
     }
 
     /// HEAD was pushed: unless an in-memory rebase left the work tree behind
@@ -250,5 +257,33 @@ mod tests {
             "one\ntwo\nthree\n"
         );
         assert_eq!(clone.git(["status", "--porcelain"]).unwrap(), "");
+    }
+
+    /// A sync sweeps away what git does not track whenever anything may
+    /// have run in the work tree since the last sweep — a session, the
+    /// tests, a git command of farm's — and only then.
+    #[test]
+    fn a_sync_sweeps_again_only_once_something_ran_in_the_work_tree() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (_hub_git, hub, clone) = hub_and_clone(tmp.path());
+        let d = clone.dir().to_path_buf();
+        let stray = d.join("stray.txt");
+        clone.sync(&hub).unwrap();
+        let ran: [(&str, &dyn Fn()); 3] = [
+            ("a session", &|| clone.dirty()),
+            ("the tests", &|| clone.after_tests()),
+            ("a git command", &|| drop(clone.git(["status"]).unwrap())),
+        ];
+        for (what, run) in ran {
+            write(&d, "stray.txt", "left\n");
+            run();
+            clone.sync(&hub).unwrap();
+            assert!(!stray.exists(), "after {what}, the sync sweeps");
+        }
+        // Nothing ran between two syncs: the second reads no directory
+        // (seen here by what it leaves, which nothing could have made).
+        write(&d, "stray.txt", "left\n");
+        clone.sync(&hub).unwrap();
+        assert!(stray.exists(), "a sync after a sync does not sweep again");
     }
 }
