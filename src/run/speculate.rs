@@ -34,6 +34,9 @@
 //!   as any killed farm's is. A change that finds its place taken away
 //!   (its claim taken for gone) is a claim lost when it is; one whose
 //!   claim is still held takes the last place again: no farm ends for it.
+//!   At most [`REJOINS`] times: taken away once more, the queue fails it
+//!   as it fails a change it cannot test (its work to a rescue branch, the
+//!   attempt counted), rather than ride on for ever.
 //! - Across machines (a hub that is only a URL) the line is kept beside the
 //!   claims, and what a farm elsewhere cannot read where it is travels
 //!   through the hub: the candidate ahead is fetched by its ref, and the
@@ -59,6 +62,18 @@ const QUEUE_PAYS: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How often a change in a line elsewhere takes back dead claims.
 const REAP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How many times a change whose place in line was taken away while its
+/// claim was held takes the last place again; taken away once more, the
+/// queue fails it (see [`Rider::update`]). A place is taken away by a
+/// reader that read the claim as gone (a heartbeat late on a loaded
+/// machine, a claims branch read mid-change): once is bad luck, and so may
+/// a second or third time be. More is a reader that will keep doing it
+/// (a farm elsewhere that cannot read this claim), and riding on would
+/// loop for ever, each time a build and maybe a suite run, with nothing
+/// said; failed, the work is kept on its rescue branch and the task tried
+/// again as after any failed attempt.
+const REJOINS: u32 = 3;
 
 /// How long a change in a line elsewhere waits on tips that do not move
 /// before it reads the line again all the same.
@@ -104,6 +119,10 @@ pub(super) struct Rider<'a> {
     /// Landed: the hub refs of the results of the code the branch had
     /// before (see [`Rider::landed`]), to go when it leaves.
     stale_results: Option<String>,
+    /// Times it took the last place again (see [`REJOINS`]).
+    rejoins: u32,
+    /// Why the queue gave it up, once it did (see [`Rider::update`]).
+    given_up: Option<String>,
 }
 
 /// What building a candidate came to.
@@ -185,6 +204,8 @@ impl<'a> Rider<'a> {
             built: None,
             passed: None,
             stale_results: None,
+            rejoins: 0,
+            given_up: None,
         };
         rider.drop_refs(&dead);
         let ahead = rider.queue.view(&rider.entry)?.waiting_ahead;
@@ -215,6 +236,9 @@ impl<'a> Rider<'a> {
         // The candidate ahead that the work conflicted with.
         let mut blocked: Option<String> = None;
         loop {
+            if let Some(why) = self.given_up.take() {
+                return Ok(Ride::Gated(Verdict::Untested(why)));
+            }
             self.tend(beat)?;
             let mut view = self.queue.view(&self.entry)?;
             self.drop_refs(&view.dead_refs);
@@ -682,7 +706,9 @@ impl<'a> Rider<'a> {
     /// change whose claim is still held takes the last place again, and is
     /// built there anew. (A farm once ended with exit 1 here: a place
     /// named again, and removed under its newcomer by the farm that had
-    /// held it.)
+    /// held it.) [`REJOINS`] times at most: taken away once more, it is
+    /// out of line for good, and the ride ends with the queue failing it
+    /// (`given_up`, as a change it cannot test).
     fn update(&mut self, record: Record) -> Result<(), Halt> {
         if self.entry.update(record)? {
             return Ok(());
@@ -695,6 +721,23 @@ impl<'a> Rider<'a> {
         // Its refs went with the place (deleted by its number's prefix,
         // or here).
         let refs = std::mem::take(&mut self.entry.record.refs);
+        self.built = None;
+        if self.rejoins >= REJOINS {
+            self.drop_refs(&refs);
+            let why = format!(
+                "the merge queue gave it up: its place in line was taken away {} times while \
+                 its claim was held (a change takes the last place again {REJOINS} times at most)",
+                self.rejoins + 1
+            );
+            turn.run.say_tone(
+                turn.name,
+                crate::output::Style::Warn,
+                &format!("`{}`: {why}", turn.task.id),
+            );
+            self.given_up = Some(why);
+            return Ok(());
+        }
+        self.rejoins += 1;
         let record = Record {
             candidate: None,
             green: false,
@@ -703,8 +746,13 @@ impl<'a> Rider<'a> {
         let dead = self.queue.rejoin(&mut self.entry, record)?;
         self.drop_refs(&refs);
         self.drop_refs(&dead);
-        self.built = None;
-        self.say("its place in line was taken away; queued again at the end");
+        turn.run.say(
+            turn.name,
+            &format!(
+                "`{}`: its place in line was taken away; queued again at the end ({} of {REJOINS} times)",
+                turn.task.id, self.rejoins
+            ),
+        );
         Ok(())
     }
 

@@ -342,6 +342,15 @@ fn a_change_whose_claim_is_taken_away_in_line_never_lands() {
 /// asks for a note), and an agent script that writes the note; the
 /// daemon, the agent's command and the gate's directory.
 fn served(tasks: &[String]) -> (crate::daemon::Daemon, String, std::path::PathBuf) {
+    served_with(tasks, &[])
+}
+
+/// [`served`], with `more` files (path, text) on the hub's board besides,
+/// written over any of the same path.
+fn served_with(
+    tasks: &[String],
+    more: &[(&str, &str)],
+) -> (crate::daemon::Daemon, String, std::path::PathBuf) {
     let mut files: Vec<(String, String)> = vec![
         ("gate.sh".into(), GATE.into()),
         ("tests/a.t".into(), "1\n".into()),
@@ -359,10 +368,11 @@ fn served(tasks: &[String]) -> (crate::daemon::Daemon, String, std::path::PathBu
             format!("+++\ntitle = \"Task {t}\"\n+++\nWrite your note\n"),
         ));
     }
-    let files: Vec<(&str, &str)> = files
+    let mut files: Vec<(&str, &str)> = files
         .iter()
         .map(|(p, t)| (p.as_str(), t.as_str()))
         .collect();
+    files.extend_from_slice(more);
     let daemon = crate::daemon::Daemon::with_hub(&files);
     let dir = daemon.base.path().join("queue-test");
     let agent_path = daemon.base.path().join("agent.sh");
@@ -646,4 +656,146 @@ fn a_change_whose_place_was_taken_away_takes_the_last_one_again() {
     drop((lost, behind));
     assert_eq!(here.list().unwrap(), []);
     drop((x, y));
+}
+
+/// A scratch clone of the served hub's repository, named `name` beside it
+/// (what a test makes by hand, as a farm elsewhere would).
+fn scratch(daemon: &crate::daemon::Daemon, name: &str) -> crate::daemon::Repo {
+    use crate::daemon::Repo;
+    let home = daemon.base.path().to_owned();
+    let dir = home.join(name);
+    let base = Repo {
+        dir: home.clone(),
+        home: home.clone(),
+    };
+    base.git([
+        "clone",
+        "-q",
+        &daemon.hub_dir().display().to_string(),
+        &dir.display().to_string(),
+    ]);
+    Repo { dir, home }
+}
+
+/// A claim store of "another machine" on the served hub, kept in `dir`.
+fn store_on(daemon: &crate::daemon::Daemon, dir: &std::path::Path) -> farm::claims::git::GitStore {
+    farm::claims::git::GitStore::open(&daemon.url(), &dir.join("claims.git")).unwrap()
+}
+
+/// Regression: a change whose place in a line elsewhere was taken away
+/// while its claim was held took the last place again, with no end: taken
+/// away again and again (by a farm that keeps reading its claim as gone),
+/// it rode on for ever, and nothing said so. It takes the last place again
+/// a few times; then the queue fails it as it fails a change it cannot
+/// test: its work to a rescue branch, the attempt counted with a note that
+/// says why, and the journal has it.
+#[test]
+fn a_change_whose_place_is_taken_away_again_and_again_is_failed_by_the_queue() {
+    use crate::daemon::Running;
+    use farm::run::queue::{Queue, Record};
+
+    let task = "+++\ntitle = \"Task evicted\"\nmax_attempts = 1\n+++\nWrite your note\n";
+    let (daemon, agent, dir) = served_with(&[], &[("tasks/evicted.md", task)]);
+    // First in line, a change of another machine that passed and does not
+    // land: two candidates of other code, for it to move between.
+    let work = scratch(&daemon, "ahead");
+    let hub_dir = daemon.hub_dir().display().to_string();
+    let mut candidates = Vec::new();
+    for n in 1..=2 {
+        work.git(["checkout", "-q", "main"]);
+        std::fs::write(work.dir.join("src/ahead"), format!("{n}\n")).unwrap();
+        work.git(["add", "src/ahead"]);
+        work.git(["commit", "-qm", &format!("ahead {n}")]);
+        work.git([
+            "push",
+            "-q",
+            &hub_dir,
+            &format!("HEAD:refs/heads/ahead-{n}"),
+        ]);
+        candidates.push(work.git(["rev-parse", "HEAD"]));
+        work.git(["reset", "-q", "--hard", "HEAD~"]);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let store = store_on(&daemon, tmp.path());
+    let held = claimed(&store, "west", "ahead");
+    let queue = Queue::remote(&store);
+    let on = |n: usize| Record {
+        candidate: Some(candidates[n % 2].clone()),
+        refs: vec![format!("refs/heads/ahead-{}", n % 2 + 1)],
+        green: true,
+        ..joining(&held)
+    };
+    let (mut ahead, _) = queue.join(on(0)).unwrap();
+    let machine = daemon.machine("east");
+    let mut farm = run_on(&machine, &agent, &dir, "1");
+    farm.cmd.env("FARM_QUEUE_TEST_SLEEP", "2");
+    let mut running = Running::spawn(farm);
+    // Each place the change takes is taken away, and the change ahead then
+    // moves to its other candidate: the change builds on it again and, as
+    // it says so in its place, finds it gone.
+    let line = farm::claims::ClaimStore::line(&store).unwrap();
+    let mut taken = 0;
+    let start = Instant::now();
+    while !running.exited() && taken < 8 {
+        assert!(
+            start.elapsed() < Duration::from_secs(150),
+            "taken away {taken} times in 150 s"
+        );
+        for (name, text) in line.read_line(true).unwrap().files {
+            let of_it = String::from_utf8_lossy(&text).contains("task = \"evicted\"");
+            if of_it && line.remove_from_line(&name, &text).unwrap() {
+                taken += 1;
+                assert!(
+                    ahead.update(on(taken)).unwrap(),
+                    "the change ahead lost its place"
+                );
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // (Riding on without end, it would land once the change ahead left.)
+    drop(ahead);
+    farm::claims::ClaimStore::release_held(&store, held).unwrap();
+    let out = running.finish_by(Instant::now() + Duration::from_secs(120));
+    let said = format!("{out:#?}");
+    let hub = daemon.hub();
+    assert_eq!(
+        hub.board("main", "tasks/failed"),
+        ["evicted".to_owned()].into(),
+        "taken away {taken} times: {said}"
+    );
+    assert_eq!(taken, 4, "{said}");
+    assert_eq!(
+        out.stderr.matches("queued again at the end").count(),
+        3,
+        "{said}"
+    );
+    // Its work is on its rescue branch; the note says why.
+    let rescued = hub.git([
+        "for-each-ref",
+        "--format=%(refname:short)",
+        "refs/heads/farm/rescue/evicted/",
+    ]);
+    assert_eq!(rescued.lines().count(), 1, "{rescued:?}");
+    assert_eq!(
+        hub.show(&format!("{rescued}:src/note-evicted")).as_deref(),
+        Some("evicted\n")
+    );
+    let note = hub.show("main:tasks/failed/evicted.md").unwrap();
+    assert!(note.contains("taken away 4 times"), "{note}");
+    let journal = std::fs::read_to_string(machine.state_dir().join("journal.jsonl")).unwrap();
+    let failed: Vec<serde_json::Value> = journal
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["event"] == "failed" && e["task"] == "evicted")
+        .collect();
+    assert_eq!(failed.len(), 1, "{journal}");
+    assert!(
+        failed[0]["why"]
+            .as_str()
+            .unwrap()
+            .contains("taken away 4 times"),
+        "{journal}"
+    );
+    assert_eq!(out.code, Some(5), "{said}");
 }
