@@ -46,6 +46,15 @@
 //!   that change landed: its results stay there (the branch's), until the
 //!   next landing replaces them. No machine tests again because another landed first:
 //!   the change first in line is the only one that pushes to the branch.
+//! - Each landing in a line elsewhere then deletes the results refs that
+//!   nobody can read any more (see [`unread_results`]): those a killed
+//!   farm left (its change passed, then died; or it landed and was killed
+//!   before it left the line) go with the next landing, not never. A
+//!   change names its code in line before it pushes its results, so a ref
+//!   in use is never taken for one left over; each goes by a
+//!   compare-and-swap on the commit seen, so one pushed again meanwhile
+//!   stays. Nothing can be lost by it: a results ref holds test results,
+//!   no one's work, and one deleted in a race costs a suite run at most.
 
 use crate::error::Error;
 use crate::git::command::Pushed;
@@ -116,9 +125,9 @@ pub(super) struct Rider<'a> {
     /// again with the same code (only the board or the progress document
     /// moved under it) is not tested again.
     passed: Option<(String, Option<Passed>)>,
-    /// Landed: the hub refs of the results of the code the branch had
-    /// before (see [`Rider::landed`]), to go when it leaves.
-    stale_results: Option<String>,
+    /// Landed (see [`Rider::landed`]): the results refs nobody reads any
+    /// more are deleted when it leaves.
+    landed: bool,
     /// Times it took the last place again (see [`REJOINS`]).
     rejoins: u32,
     /// Why the queue gave it up, once it did (see [`Rider::update`]).
@@ -203,7 +212,7 @@ impl<'a> Rider<'a> {
             seen: std::cell::RefCell::new(String::new()),
             built: None,
             passed: None,
-            stale_results: None,
+            landed: false,
             rejoins: 0,
             given_up: None,
         };
@@ -318,11 +327,8 @@ impl<'a> Rider<'a> {
             }
             if view.ahead.is_none() && b.on == tip {
                 self.entry.leave_on_publish();
-                let tests = self.passed.as_ref().and_then(|(_, t)| t.clone());
-                return Ok(Ride::Ready {
-                    at: tip,
-                    passed: tests,
-                });
+                let passed = self.passed.as_ref().and_then(|(_, t)| t.clone());
+                return Ok(Ride::Ready { at: tip, passed });
             }
             self.wait(beat)?;
         }
@@ -596,9 +602,9 @@ impl<'a> Rider<'a> {
         // Best effort: without them, the changes behind test this one (and
         // a ref of that name is another change's of the same code: its
         // results stand for these). Said in the line with the verdict
-        // (`publish`). A farm killed in line leaves the ref (a commit of
-        // results, nothing of anyone's work) until the branch has this
-        // code and moves on: the landing that moves it deletes it.
+        // (`publish`); its key was named with the candidate, before. A farm
+        // killed in line leaves the ref (a commit of results, nothing of
+        // anyone's work) until a landing finds nobody reads it.
         if let Ok(Pushed::Ok) = turn.clone.push_refs(&[format!("{commit}:{name}")]) {
             self.entry.record.refs.push(name);
         }
@@ -630,18 +636,72 @@ impl<'a> Rider<'a> {
 
     /// This change landed: its shared results stay on the hub, the
     /// branch's now (for a change built on it whose tests end after this
-    /// one left the line), and those of the code the branch had before go
-    /// with its candidate ref when it leaves (nobody builds on that code
-    /// any more). A farm killed before leaves them to go with its place.
+    /// one left the line), and when it leaves, those nobody reads any more
+    /// go (see [`Rider::sweep_results`]): the code the branch had before,
+    /// and any a killed farm left. A farm killed before leaves them to the
+    /// next landing.
     pub(super) fn landed(&mut self) {
-        let Some(b) = self.built.as_ref().filter(|_| self.queue.elsewhere()) else {
+        self.landed = true;
+        self.entry.record.refs.retain(|r| !r.starts_with(RESULTS));
+    }
+
+    /// Delete the results refs on the hub that nobody can read any more
+    /// (see [`unread_results`]; best effort: one left is deleted by a
+    /// later landing). In a line elsewhere only: a hub of this machine
+    /// has none (its farms share a state directory).
+    fn sweep_results(&self) {
+        if !self.queue.elsewhere() {
+            return;
+        }
+        let turn = self.turn;
+        let clone = turn.clone;
+        // Read in this order. A results ref listed was pushed by a change
+        // that had named its code in line before; so that change is in
+        // the line read next, or it left it before: landed (the branch,
+        // read last, has its code, or moved on from it) or not (nobody
+        // builds on its candidate).
+        let Ok(listed) = clone.hub_tips(&[format!("{RESULTS}*")]) else {
             return;
         };
-        let before = gate::code_key(self.turn, &b.on).ok();
-        self.stale_results = before
-            .filter(|k| *k != b.key)
-            .map(|k| format!("{RESULTS}{k}"));
-        self.entry.record.refs.retain(|r| !r.starts_with(RESULTS));
+        let listed: Vec<(String, String)> = listed
+            .lines()
+            .filter_map(|l| l.split_once('\t'))
+            .map(|(oid, name)| (name.trim().to_owned(), oid.trim().to_owned()))
+            .collect();
+        if listed.is_empty() {
+            return;
+        }
+        let Ok(line) = self.queue.list() else { return };
+        let Ok(tip) = clone.fetch_if_moved(&turn.run.hub) else {
+            return;
+        };
+        let Ok(branch) = gate::code_key(turn, &tip) else {
+            return;
+        };
+        let stale = unread_results(&listed, &line, &branch);
+        if stale.is_empty() {
+            return;
+        }
+        // Each deleted only while it is the commit listed (a lease: `git
+        // push` takes its options among the refspecs): one pushed again
+        // meanwhile, by a change of that code that named it after the line
+        // was read, stays. A lease forces nothing a deletion would not.
+        let mut specs: Vec<String> = stale
+            .iter()
+            .map(|(name, oid)| format!("--force-with-lease={name}:{oid}"))
+            .collect();
+        specs.extend(stale.iter().map(|(name, _)| format!(":{name}")));
+        let kept = match clone.push_refs(&specs) {
+            Ok(Pushed::Ok) => 0,
+            Ok(Pushed::Rejected(why)) => why.len(),
+            Err(_) => return,
+        };
+        let deleted = stale.len().saturating_sub(kept);
+        if deleted > 0 {
+            self.say(&format!(
+                "deleted {deleted} results ref(s) that nobody reads any more"
+            ));
+        }
     }
 
     /// Say what this change is now: its candidate (pushed to the hub for
@@ -654,6 +714,9 @@ impl<'a> Rider<'a> {
         let old = record.refs.clone();
         let mut refs = old.clone();
         let mut specs: Vec<String> = old.iter().map(|r| format!(":{r}")).collect();
+        // Its code named with the candidate: its results, once pushed, are
+        // known for in use (see `unread_results`).
+        let key = head.and(self.built.as_ref()).map(|b| b.key.clone());
         let new = head.map(|head| {
             self.builds += 1;
             let name = format!(
@@ -671,6 +734,7 @@ impl<'a> Rider<'a> {
         if !self.queue.elsewhere() {
             self.update(Record {
                 candidate: None,
+                key: None,
                 refs,
                 green: false,
                 ..record.clone()
@@ -694,6 +758,7 @@ impl<'a> Rider<'a> {
         }
         self.update(Record {
             candidate: head.map(str::to_owned),
+            key,
             refs: new.into_iter().collect(),
             green,
             ..record
@@ -740,6 +805,7 @@ impl<'a> Rider<'a> {
         self.rejoins += 1;
         let record = Record {
             candidate: None,
+            key: None,
             green: false,
             ..self.entry.record.clone()
         };
@@ -757,10 +823,11 @@ impl<'a> Rider<'a> {
     }
 
     /// Delete hub refs of changes that left the line (best effort: one
-    /// left behind holds only work that is in its owner's clone).
-    fn drop_refs(&self, refs: &[String]) {
+    /// left behind holds only work that is in its owner's clone); false
+    /// when the hub did not answer.
+    fn drop_refs(&self, refs: &[String]) -> bool {
         if refs.is_empty() {
-            return;
+            return true;
         }
         // A pattern (a dead place's prefix, from a line elsewhere) names
         // the refs the hub has under it.
@@ -774,9 +841,9 @@ impl<'a> Rider<'a> {
         }
         let specs: Vec<String> = names.iter().map(|r| format!(":{r}")).collect();
         if specs.is_empty() {
-            return;
+            return true;
         }
-        let _ = self.turn.clone.push_refs(&specs);
+        self.turn.clone.push_refs(&specs).is_ok()
     }
 
     fn say(&self, what: &str) {
@@ -788,11 +855,13 @@ impl<'a> Rider<'a> {
 
 impl Drop for Rider<'_> {
     /// Leave the line: its candidate ref goes (the entry's file goes with
-    /// the entry).
+    /// the entry), and once it landed, the results nobody reads any more.
     fn drop(&mut self) {
-        let mut refs = std::mem::take(&mut self.entry.record.refs);
-        refs.extend(self.stale_results.take());
-        self.drop_refs(&refs);
+        let refs = std::mem::take(&mut self.entry.record.refs);
+        // (Not when the hub did not answer: that took its patience once.)
+        if self.drop_refs(&refs) && self.landed {
+            self.sweep_results();
+        }
         let turn = self.turn;
         turn.run.journal.record(
             turn.name,
@@ -803,5 +872,95 @@ impl Drop for Rider<'_> {
                 tested: self.tested,
             },
         );
+    }
+}
+
+/// Of the results refs `listed` on a hub (name, commit), those nobody can
+/// read any more, given the live changes in `line` read after they were
+/// listed and the code key `branch` of the branch read after that: not the
+/// branch's (a change built on it reads them), not one a change in line
+/// names in its refs or by its code (it may push them still, or the
+/// changes behind read them). A line that has a change of an older farm
+/// (a candidate, and no key: it names its results only after it pushed
+/// them) leaves them all for a later landing to judge.
+fn unread_results<'l>(
+    listed: &'l [(String, String)],
+    line: &[InLine],
+    branch: &str,
+) -> Vec<&'l (String, String)> {
+    if line
+        .iter()
+        .any(|c| c.record.candidate.is_some() && c.record.key.is_none())
+    {
+        return Vec::new();
+    }
+    let read: std::collections::BTreeSet<String> = line
+        .iter()
+        .flat_map(|c| {
+            let named = c.record.refs.iter().filter(|r| r.starts_with(RESULTS));
+            let key = c.record.key.iter().map(|k| format!("{RESULTS}{k}"));
+            named.cloned().chain(key)
+        })
+        .chain([format!("{RESULTS}{branch}")])
+        .collect();
+    listed
+        .iter()
+        .filter(|(name, _)| name.starts_with(RESULTS) && !read.contains(name))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(place: u64, candidate: Option<&str>, key: Option<&str>, refs: &[&str]) -> InLine {
+        InLine {
+            place,
+            record: Record {
+                task: format!("t{place}"),
+                candidate: candidate.map(str::to_owned),
+                key: key.map(str::to_owned),
+                refs: refs.iter().map(|r| (*r).to_owned()).collect(),
+                ..Record::default()
+            },
+        }
+    }
+
+    fn listed(keys: &[&str]) -> Vec<(String, String)> {
+        keys.iter()
+            .map(|k| (format!("{RESULTS}{k}"), format!("oid-{k}")))
+            .collect()
+    }
+
+    fn unread(listed: &[(String, String)], line: &[InLine], branch: &str) -> Vec<String> {
+        unread_results(listed, line, branch)
+            .into_iter()
+            .map(|(name, _)| name.trim_start_matches(RESULTS).to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn results_nobody_reads_go_and_those_in_use_stay() {
+        let hub = listed(&["branch", "named", "keyed", "dead", "before"]);
+        let line = [
+            change(1, Some("c1"), Some("keyed"), &["refs/farm/queue/1-a-1"]),
+            change(2, None, None, &[&format!("{RESULTS}named")]),
+        ];
+        assert_eq!(unread(&hub, &line, "branch"), ["dead", "before"]);
+        // An empty line: only the branch's stay.
+        assert_eq!(
+            unread(&hub, &[], "branch"),
+            ["named", "keyed", "dead", "before"]
+        );
+    }
+
+    #[test]
+    fn a_line_with_a_change_of_an_older_farm_keeps_them_all() {
+        let hub = listed(&["branch", "dead"]);
+        let older = [change(1, Some("c1"), None, &[])];
+        assert!(unread(&hub, &older, "branch").is_empty());
+        // One not built yet has pushed no results.
+        let building = [change(1, None, None, &[])];
+        assert_eq!(unread(&hub, &building, "branch"), ["dead"]);
     }
 }

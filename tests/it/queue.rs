@@ -677,9 +677,136 @@ fn scratch(daemon: &crate::daemon::Daemon, name: &str) -> crate::daemon::Repo {
     Repo { dir, home }
 }
 
+/// A commit of test results (no parent, one `results.json`) pushed to
+/// the served hub as `refs/farm/results/<key>`, as a farm shares the
+/// results a candidate passed with; its name.
+fn results_ref(daemon: &crate::daemon::Daemon, key: &str) -> String {
+    let repo = scratch(daemon, &format!("results-{key}"));
+    repo.git(["checkout", "-q", "--orphan", "results"]);
+    repo.git(["rm", "-rfq", "."]);
+    std::fs::write(repo.dir.join("results.json"), "{}\n").unwrap();
+    repo.git(["add", "results.json"]);
+    repo.git([
+        "commit",
+        "-qm",
+        "farm: test results of a merge queue candidate",
+    ]);
+    let name = format!("refs/farm/results/{key}");
+    repo.git([
+        "push",
+        "-q",
+        &daemon.hub_dir().display().to_string(),
+        &format!("HEAD:{name}"),
+    ]);
+    name
+}
+
+/// The results refs the served hub has.
+fn results_refs(daemon: &crate::daemon::Daemon) -> std::collections::BTreeSet<String> {
+    daemon
+        .hub()
+        .git(["for-each-ref", "--format=%(refname)", "refs/farm/results/"])
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Wait (90 s at most) until the served hub's line holds a change of
+/// `task`.
+#[track_caller]
+fn in_line(daemon: &crate::daemon::Daemon, task: &str) {
+    let hub = daemon.hub();
+    let start = Instant::now();
+    loop {
+        // (No claims branch before the first claim.)
+        let (_, files, _) =
+            hub.git_output(["ls-tree", "--name-only", "farm/claims", "current_tasks/"]);
+        let queued = files.lines().filter(|f| f.contains(".queue.")).any(|f| {
+            hub.show(&format!("farm/claims:{f}"))
+                .is_some_and(|t| t.contains(&format!("task = \"{task}\"")))
+        });
+        if queued {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "`{task}` not queued in 90 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// A claim store of "another machine" on the served hub, kept in `dir`.
 fn store_on(daemon: &crate::daemon::Daemon, dir: &std::path::Path) -> farm::claims::git::GitStore {
     farm::claims::git::GitStore::open(&daemon.url(), &dir.join("claims.git")).unwrap()
+}
+
+/// Regression: the results a candidate passed with (shared on the hub as
+/// `refs/farm/results/<key>`) were deleted only by the change that pushed
+/// them when it left the line, and the branch's by the next landing: a
+/// farm killed after its change passed, or after its landing and before it
+/// left the line, left them on the hub for good, each advertised to every
+/// fetch and `ls-remote` from then on. A landing now deletes every results
+/// ref that nobody can read any more (each by a compare-and-swap on the
+/// commit it saw), never one in use: the branch's, or one a change still
+/// in line names (in its refs, or by its code).
+#[test]
+fn a_landing_deletes_the_results_nobody_reads_and_never_those_in_use() {
+    use crate::daemon::Running;
+    use farm::run::queue::{Queue, Record};
+
+    let tasks = vec!["n1".to_owned()];
+    let (daemon, agent, dir) = served(&tasks);
+    // Left by killed farms: the results of a change that passed then died,
+    // and those of the branch as it is (a farm killed after it landed:
+    // they were the branch's until this run lands).
+    let branch_key = farm::suite::results::code_key(&daemon.hub_dir(), "main", None).unwrap();
+    let dead = results_ref(&daemon, &"d".repeat(40));
+    let branch = results_ref(&daemon, &branch_key);
+    let machine = daemon.machine("east");
+    let running = Running::spawn(run_on(&machine, &agent, &dir, "1"));
+    // A change of another machine joins the line behind this run's (whose
+    // suite takes seconds), its code named with its candidate, and pushes
+    // the results it passed with, then names them in its place (as a farm
+    // does): in use until it leaves, each way.
+    in_line(&daemon, "n1");
+    let tmp = tempfile::tempdir().unwrap();
+    let store = store_on(&daemon, tmp.path());
+    let held = claimed(&store, "west", "behind");
+    let (named, keyed) = ("a".repeat(40), "b".repeat(40));
+    let (behind, _) = Queue::remote(&store)
+        .join(Record {
+            candidate: Some(daemon.hub().git(["rev-parse", "main"])),
+            key: Some(keyed.clone()),
+            refs: vec![format!("refs/farm/results/{named}")],
+            ..joining(&held)
+        })
+        .unwrap();
+    let named = results_ref(&daemon, &named);
+    let keyed = results_ref(&daemon, &keyed);
+    let out = running.finish_by(Instant::now() + Duration::from_secs(120));
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    // Left: the branch's own (the landed change's, of the code it has
+    // now) and the change's in line; gone: the dead change's, and those of
+    // the code the branch had before.
+    let now_key = farm::suite::results::code_key(&daemon.hub_dir(), "main", None).unwrap();
+    let left = results_refs(&daemon);
+    assert!(
+        !left.contains(&dead),
+        "a dead change's results left: {left:?}"
+    );
+    assert!(
+        !left.contains(&branch),
+        "the branch's old results left: {left:?}"
+    );
+    assert_eq!(
+        left,
+        [named, keyed, format!("refs/farm/results/{now_key}")].into(),
+        "{out:#?}"
+    );
+    drop(behind);
+    landed_once_and_queue_gone(&daemon, &tasks, &format!("{out:#?}"));
+    drop(held);
 }
 
 /// Regression: a change whose place in a line elsewhere was taken away

@@ -25,7 +25,9 @@
 //! to a rescue branch, from there. In a line elsewhere the results a
 //! candidate passed with go to `refs/farm/results/<code key>` (see
 //! [`speculate`](super::speculate)): a commit of test results, nothing of
-//! anyone's work.
+//! anyone's work. Its change names that key in its file with the candidate,
+//! before the results are pushed, so that a landing can tell which results
+//! refs nobody reads any more and delete them.
 
 pub mod local;
 pub mod remote;
@@ -43,6 +45,12 @@ pub struct Record {
     /// The commit it would land as, once built.
     #[serde(default)]
     pub candidate: Option<String>,
+    /// The code key of its candidate (written with it): in a line
+    /// elsewhere the results it passes with go to the hub under that key
+    /// (see [`speculate`](super::speculate)), named here before they are
+    /// pushed. None from an older farm.
+    #[serde(default)]
+    pub key: Option<String>,
     /// The hub refs it may have pushed (named here before each push, so
     /// that a farm killed mid-push leaves none that nobody knows of).
     #[serde(default)]
