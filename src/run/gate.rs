@@ -35,6 +35,8 @@ pub(super) enum Verdict {
     Red { why: String, errors: Vec<String> },
     /// Its tests could not be read (a timeout, no report): not pushed.
     Untested(String),
+    /// The merge queue gave it up (why), untested: not pushed.
+    Unqueued(String),
     /// The test command cannot run at all: the run stops.
     Broken(String),
 }

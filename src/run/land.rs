@@ -120,6 +120,9 @@ fn land_in(
         Integrated::Busy => Landed::Busy,
         Integrated::Gated(Verdict::Red { why, errors }) => Landed::Red { why, errors },
         Integrated::Gated(Verdict::Untested(why) | Verdict::Broken(why)) => Landed::Untested(why),
+        Integrated::Gated(Verdict::Unqueued(why)) => {
+            Landed::Untested(format!("the merge queue gave it up: {why}"))
+        }
         Integrated::Gated(Verdict::Pass(_)) => {
             Landed::Untested("the test gate did not judge it".into())
         }

@@ -335,6 +335,10 @@ pub(super) fn landed(result: Result<Integrated, Interrupt>, branch: &str, rounds
             rescue: "the tests cannot run".into(),
             why: format!("the test gate cannot run: {why}"),
         },
+        Integrated::Gated(Verdict::Unqueued(why)) => Step::fail(
+            "the merge queue gave it up",
+            format!("the merge queue gave it up: {why}"),
+        ),
         Integrated::Gated(verdict) => {
             let why = match verdict {
                 Verdict::Untested(why) => why,

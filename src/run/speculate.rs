@@ -246,7 +246,7 @@ impl<'a> Rider<'a> {
         let mut blocked: Option<String> = None;
         loop {
             if let Some(why) = self.given_up.take() {
-                return Ok(Ride::Gated(Verdict::Untested(why)));
+                return Ok(Ride::Gated(Verdict::Unqueued(why)));
             }
             self.tend(beat)?;
             let mut view = self.queue.view(&self.entry)?;
@@ -790,14 +790,14 @@ impl<'a> Rider<'a> {
         if self.rejoins >= REJOINS {
             self.drop_refs(&refs);
             let why = format!(
-                "the merge queue gave it up: its place in line was taken away {} times while \
-                 its claim was held (a change takes the last place again {REJOINS} times at most)",
+                "its place in line was taken away {} times while its claim was held (a change \
+                 takes the last place again {REJOINS} times at most)",
                 self.rejoins + 1
             );
             turn.run.say_tone(
                 turn.name,
                 crate::output::Style::Warn,
-                &format!("`{}`: {why}", turn.task.id),
+                &format!("`{}`: the merge queue gave it up: {why}", turn.task.id),
             );
             self.given_up = Some(why);
             return Ok(());
