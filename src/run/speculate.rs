@@ -682,16 +682,11 @@ impl<'a> Rider<'a> {
         if stale.is_empty() {
             return;
         }
-        // Each deleted only while it is the commit listed (a lease: `git
-        // push` takes its options among the refspecs): one pushed again
+        // Each deleted only while it is the commit listed: one pushed again
         // meanwhile, by a change of that code that named it after the line
-        // was read, stays. A lease forces nothing a deletion would not.
-        let mut specs: Vec<String> = stale
-            .iter()
-            .map(|(name, oid)| format!("--force-with-lease={name}:{oid}"))
-            .collect();
-        specs.extend(stale.iter().map(|(name, _)| format!(":{name}")));
-        let kept = match clone.push_refs(&specs) {
+        // was read, stays.
+        let stale: Vec<(String, String)> = stale.into_iter().cloned().collect();
+        let kept = match clone.delete_refs_leased(&stale) {
             Ok(Pushed::Ok) => 0,
             Ok(Pushed::Rejected(why)) => why.len(),
             Err(_) => return,

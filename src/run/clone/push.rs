@@ -50,6 +50,19 @@ impl PrivateClone {
         })
     }
 
+    /// Delete refs on the hub, each only while it is the commit given (a
+    /// lease): one pushed again meanwhile stays, one already gone is no
+    /// error.
+    pub fn delete_refs_leased(&self, refs: &[(String, String)]) -> Result<Pushed, Error> {
+        // `git push` takes its options among the refspecs.
+        let specs: Vec<String> = refs
+            .iter()
+            .map(|(name, oid)| format!("--force-with-lease={name}:{oid}"))
+            .chain(refs.iter().map(|(name, _)| format!(":{name}")))
+            .collect();
+        self.push_refs(&specs)
+    }
+
     /// Push a commit to a new branch on the hub (a rescue branch).
     pub fn push_ref(&self, commit: &str, branch: &str) -> Result<(), Error> {
         let spec = [format!("{commit}:refs/heads/{branch}")];
