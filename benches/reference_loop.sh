@@ -23,6 +23,9 @@
 # and .gitignore (farm's claims are live files in the hub, never committed),
 # so this script must `git add -f` its lock files: here the lock *is* a commit.
 #
+# With REFERENCE_MAX=N set, it stops after N tasks (the `scale` bench's
+# per-task cost on a board larger than a run).
+#
 # The clone lives in a temp dir next to nothing else and is removed at exit.
 # Prints the number of tasks it did on stdout.
 set -euo pipefail
@@ -54,7 +57,7 @@ push_until_accepted() {
 }
 
 done_count=0
-while :; do
+while [ -z "${REFERENCE_MAX:-}" ] || [ "$done_count" -lt "$REFERENCE_MAX" ]; do
   git pull --quiet --rebase origin "$branch"
 
   # The first pending task with no lock file committed.

@@ -15,7 +15,11 @@
 //! the start-up: the [`FEW`] run's wall less [`FEW`] tasks at that cost.
 //! Medians of [`RUNS`] interleaved rounds, and the ratio large / small of
 //! the per-task cost (goal ≤ 1.3: a task must not cost more because the
-//! board is larger).
+//! board is larger). Beside it, in the same rounds, git alone: the same
+//! difference for `reference_loop.sh` (the claim protocol by hand with the
+//! git CLI, one loop; see the `run` bench) on the same two boards, whose
+//! ratio is what the work tree's size costs git itself — every file of
+//! the board is in each clone, and git's own commands read them all.
 //!
 //! **2. `farm tasks` over 10,000 tasks** (a work-tree hub): the median of
 //! [`RUNS`] runs (goal ≤ 150 ms).
@@ -59,6 +63,7 @@ use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 const FARM: &str = env!("CARGO_BIN_EXE_farm");
+const REFERENCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/reference_loop.sh");
 const RUNS: usize = 5;
 /// Tasks done by the short and the long run of part 1, whatever the
 /// board's size.
@@ -193,9 +198,11 @@ fn per_task(dir: &Path) -> Res<()> {
         )?;
         templates.push(bare);
     }
-    // Per board: the per-task cost and the start-up of each round.
+    // Per board: the per-task cost and the start-up of each round; and
+    // git alone's per-task cost.
     let mut per: Vec<Vec<f64>> = vec![Vec::new(), Vec::new()];
     let mut startup: Vec<Vec<f64>> = vec![Vec::new(), Vec::new()];
+    let mut git_alone: Vec<Vec<f64>> = vec![Vec::new(), Vec::new()];
     for run in 0..RUNS {
         for k in 0..2 {
             // The order alternates, so that drift hits both alike.
@@ -217,6 +224,9 @@ fn per_task(dir: &Path) -> Res<()> {
             let cost = (many - few) / (MANY_SESSIONS - FEW) as f64;
             per[i].push(cost);
             startup[i].push(few - FEW as f64 * cost);
+            let few = ms(reference_run(&agent, &templates[i], FEW, dir)?);
+            let many = ms(reference_run(&agent, &templates[i], MANY_SESSIONS, dir)?);
+            git_alone[i].push((many - few) / (MANY_SESSIONS - FEW) as f64);
         }
     }
     println!(
@@ -230,6 +240,14 @@ fn per_task(dir: &Path) -> Res<()> {
     println!(
         "  ratio {LARGE} / {SMALL}          {ratio:>6.2} x   goal <= {TARGET_RATIO:.1}: {}",
         verdict(ratio <= TARGET_RATIO)
+    );
+    println!("  git alone (reference_loop.sh, one loop), the same difference:");
+    for (i, n) in [SMALL, LARGE].iter().enumerate() {
+        println!("  {n:>6} tasks on the board   {}", summary(&git_alone[i]));
+    }
+    println!(
+        "  ratio {LARGE} / {SMALL}, git alone {:>6.2} x   (farm's floor while every file is in each clone)",
+        median(&git_alone[1]) / median(&git_alone[0])
     );
     println!("  start-up (the agents' clones), once per run:");
     for (i, n) in [SMALL, LARGE].iter().enumerate() {
@@ -283,6 +301,32 @@ fn farm_run(
     }
     let _ = fs::remove_dir_all(&hub);
     let _ = fs::remove_dir_all(&state);
+    Ok(took)
+}
+
+/// `reference_loop.sh` on a fresh copy of `template`, stopped after
+/// `tasks` tasks; its wall, once it said it did them all.
+fn reference_run(agent: &Path, template: &Path, tasks: usize, dir: &Path) -> Res<Duration> {
+    let hub = dir.join("hub-reference.git");
+    let _ = fs::remove_dir_all(&hub);
+    output(command("cp").arg("-a").arg(template).arg(&hub), "cp -a")?;
+    let start = Instant::now();
+    let said = output(
+        command("bash")
+            .arg(REFERENCE)
+            .arg(&hub)
+            .arg(agent)
+            .env("REFERENCE_MAX", tasks.to_string())
+            .env("TMPDIR", dir),
+        "reference_loop.sh",
+    )?;
+    let took = start.elapsed();
+    if said.trim() != tasks.to_string() {
+        return Err(format!(
+            "reference_loop.sh says it did {said:?} tasks, not {tasks}"
+        ));
+    }
+    let _ = fs::remove_dir_all(&hub);
     Ok(took)
 }
 
