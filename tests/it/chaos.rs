@@ -25,13 +25,22 @@
 //! with the fs store) or a bare repository served by `git daemon` (the git
 //! store, by URL; a second test runs rounds through `sshd` and through git's
 //! smart-HTTP backend) — and a restarter: the test itself ("by hand") or
-//! `loop.sh`. Agents are `sh` scripts that append a line to their task's
-//! `work/<task>.txt`, prepend their id to a shared file (a fifth of the tasks
-//! each on `shared-a.txt` and `shared-b.txt`, so rebases conflict and merge
-//! sessions run), start a background `sleep` and an escapee (a loop that
-//! leaves the process group with `setsid` and notes the time it last ran in
-//! `escaped/<session>`), commit, and write what they did to a ledger outside
-//! the hub. Hooks widen the windows on cue: the agent's
+//! `loop.sh`. Agents are `sh`
+//! scripts that append a line to their task's `work/<task>.txt`, prepend
+//! their id to a shared file (a fifth of the tasks each on `shared-a.txt`
+//! and `shared-b.txt`, so rebases conflict and merge sessions run), start a
+//! background `sleep` and an escapee (a loop that leaves the process group
+//! with `setsid` and notes the time it last ran in `escaped/<session>`),
+//! commit, and write what they did to a ledger outside the hub. A session
+//! names itself (`<task>-<attempt>-<nanoseconds>-<random>`, in
+//! `CHAOS_SESSION`, which all its processes carry), not by its pid: in the
+//! sandbox's pid namespace that is small and the same session after
+//! session. All an agent writes outside its clone (ledger, marks, escapee
+//! notes), its script and its git hooks are in `agent/`, the one directory
+//! of the round a sandbox would be shown (the hub, the state dir and the
+//! clones are beside it); the pids its marks
+//! name are `<pid namespace>:<pid>`, which the test finds on the host (see
+//! [`Names`]). Hooks widen the windows on cue: the agent's
 //! `pre-commit` (index.lock held), a `reference-transaction` hook inside
 //! `git rebase` (a ref lock held), the hub's `pre-receive` (a push in flight)
 //! and `post-receive` (the push landed, farm not told yet).
@@ -102,7 +111,12 @@
 //!   or by patch id;
 //! - no claim left (`farm locks`, and `current_tasks/` for the fs store);
 //! - no two sessions of one task overlapping in time (ledger, and each
-//!   session checks for a live twin as it starts);
+//!   session takes its task's lock as it starts: `flock` on a descriptor
+//!   it holds open for its life, released by the kernel when its last
+//!   process dies, SIGKILL or not, sandboxed or not; the lock held is an
+//!   overlap);
+//! - the ledger whole: the session that did each task (named in its work
+//!   file) is in it;
 //! - `git fsck` clean on the hub;
 //! - no agent wedged: the board settles within a generous bound, and farm
 //!   exits only with 0 unless the test killed it;
@@ -125,11 +139,15 @@
 //!   session that did an asked task had its question and its answer in its
 //!   prompt (it names itself in `work/<t>.txt`);
 //! - no session's escapee runs on after its session ended (its last note
-//!   no later than a grace period after the session's `end`);
+//!   no later than a grace period after the session's `end`, or after the
+//!   test SIGKILLed its agent; and none still noting the time once the run
+//!   ended) — by its heartbeat, which means the same sandboxed or not;
 //! - nothing of a session outlives farm: a second or two after a SIGKILL of
 //!   farm (and after the run ends), no process carrying that farm's marker
 //!   in its environment runs (the hub's own receive-pack and hooks aside,
-//!   and farm's own git commands, which the next farm waits for).
+//!   and farm's own git commands, which the next farm waits for), and an
+//!   agent's background `sleep` is gone soon after the test SIGKILLed the
+//!   agent (its pid on the host, found from the one a sandbox gave it).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
@@ -200,6 +218,14 @@ fn env_number(name: &str) -> Option<u64> {
             .parse()
             .unwrap_or_else(|_| panic!("{name}={v:?} is not a number")),
     )
+}
+
+/// Now, as `date +%s%N` in the agents' ledger says it.
+fn epoch_nanos() -> u128 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
 }
 
 // --- processes, read from /proc ----------------------------------------------
@@ -297,6 +323,106 @@ fn kill_tagged(entry: &str) {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+// --- processes named from inside a session's sandbox -------------------------
+
+/// The pid namespace process `pid` (or `self`) is in: the inode of its
+/// `ns/pid` link, the same number inside a namespace and out.
+fn pid_ns(pid: &str) -> Option<u64> {
+    let link = std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok()?;
+    link.to_str()?
+        .strip_prefix("pid:[")?
+        .strip_suffix(']')?
+        .parse()
+        .ok()
+}
+
+/// Processes as sessions and their gate name them: `<ns>:<pid>`, a pid as
+/// the pid namespace `ns` numbers it. Outside the sandbox that is the
+/// test's own namespace and the pid is the host's; inside, each session
+/// has a namespace of its own, whose small pids repeat from session to
+/// session and mean nothing out here: the host's pid is the process, in
+/// that namespace, whose `NSpid` ends in that pid. Each one is taken only
+/// if it carries `entry` in its environment (its session's name, or the
+/// round's marker), so that a namespace number the kernel gave again to a
+/// later session does not name that session's processes.
+struct Names {
+    own: Option<u64>,
+    /// Every process in another pid namespace: (namespace, pid there) to
+    /// the host's pid; read from /proc once, when first needed.
+    foreign: Option<BTreeMap<(u64, u32), u32>>,
+}
+
+impl Names {
+    fn new() -> Names {
+        Names {
+            own: pid_ns("self"),
+            foreign: None,
+        }
+    }
+
+    /// The host's pid of the live process `name` (`<ns>:<pid>`, or a
+    /// host pid) names, if it carries `entry`.
+    fn host(&mut self, name: &str, entry: &str) -> Option<u32> {
+        let pid = match name.split_once(':') {
+            None => name.parse().ok()?,
+            Some((ns, pid)) => {
+                let (ns, pid): (u64, u32) = (ns.parse().ok()?, pid.parse().ok()?);
+                if Some(ns) == self.own {
+                    pid
+                } else {
+                    // Read again on a miss if read before: the process
+                    // may have started since (it wrote its mark since).
+                    let fresh = self.foreign.is_none();
+                    let mut found = self.foreign_pid(ns, pid, fresh);
+                    if found.is_none() && !fresh {
+                        found = self.foreign_pid(ns, pid, true);
+                    }
+                    found?
+                }
+            }
+        };
+        (alive(pid) && has_env(pid, entry)).then_some(pid)
+    }
+
+    fn foreign_pid(&mut self, ns: u64, pid: u32, reread: bool) -> Option<u32> {
+        if reread {
+            self.foreign = Some(foreign_pids(self.own));
+        }
+        self.foreign.as_ref()?.get(&(ns, pid)).copied()
+    }
+}
+
+/// Every live process in a pid namespace other than `own`, by (namespace,
+/// its pid there).
+fn foreign_pids(own: Option<u64>) -> BTreeMap<(u64, u32), u32> {
+    let mut found = BTreeMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for pid in dir
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+    {
+        let Some(ns) = pid_ns(&pid.to_string()).filter(|ns| Some(*ns) != own) else {
+            continue;
+        };
+        let inner = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("NSpid:"))?
+                    .split_whitespace()
+                    .last()?
+                    .parse()
+                    .ok()
+            });
+        if let Some(inner) = inner {
+            found.insert((ns, inner), pid);
+        }
+    }
+    found
 }
 
 // --- what a round is made of ---------------------------------------------------
@@ -514,6 +640,9 @@ struct Round {
     /// Every other farm restarted by hand runs with its wall clock
     /// [`SKEW`] behind (URL hubs, where claims carry stamps).
     skew: bool,
+    /// The sessions whose agent the test SIGKILLed, and when (ns since
+    /// the epoch): their escapees must stop soon after.
+    killed_agents: Vec<(String, u128)>,
 }
 
 /// How far behind a skewed farm's wall clock runs (libfaketime's spelling).
@@ -638,10 +767,16 @@ fn task_id(i: usize) -> String {
 /// file (so no change is ever red), slowed on cue, when `arm-gate` exists,
 /// with the command marked in `gating/` (the test finds it there to kill).
 /// Slowed for longer than [`LEFTOVER_GRACE`], so that a test command that
-/// outlives a farm killed during the gate is seen running. Its directory
-/// is the round's, found from HOME (farm passes it through).
-const GATE: &str = r#"C=$(dirname "$HOME")
-if [ -e "$C/arm-gate" ]; then echo $$ > "$C/gating/$$"; sleep 4; rm -f "$C/gating/$$"; fi
+/// outlives a farm killed during the gate is seen running. The directory
+/// of its cue and marks is the agents' (`FARM_CHAOS_DIR`, which a sandboxed
+/// gate keeps by `--sandbox-env`); in the sandbox it runs in a pid
+/// namespace of its own, so it names itself as `<ns>:<pid>` (see [`Names`]).
+const GATE: &str = r#"A=${FARM_CHAOS_DIR:-/nonexistent}
+if [ -e "$A/arm-gate" ]; then
+  ns=$(readlink /proc/self/ns/pid | tr -dc 0-9)
+  m="$A/gating/gate.$ns.$$"
+  echo "$ns:$$" > "$m"; sleep 4; rm -f "$m"
+fi
 echo "PASS: board"
 for f in work/*.txt; do [ -e "$f" ] && echo "PASS: $f"; done
 exit 0
@@ -673,19 +808,22 @@ impl Round {
     fn new(n: usize, seed: u64, hub: Hub, looped: bool, rng: &mut Rng) -> Round {
         let dir = tempfile::tempdir().unwrap();
         let c = dir.path();
+        // What sessions (and the gate, and the agent's own git hooks)
+        // write goes under `agent/`, the one directory of the round bound
+        // into their sandbox: it holds no hub, state dir or clone.
         for sub in [
-            "live",
-            "bg",
-            "phase",
-            "committing",
+            "agent/live",
+            "agent/bg",
+            "agent/phase",
+            "agent/committing",
+            "agent/gating",
+            "agent/asking",
+            "agent/escaped",
+            "agent/hooks",
             "rebasing",
             "pushing",
             "landed",
-            "gating",
-            "asking",
             "answering",
-            "escaped",
-            "hooks",
             "home",
         ] {
             std::fs::create_dir_all(c.join(sub)).unwrap();
@@ -778,6 +916,7 @@ impl Round {
             answers: 0,
             drained_waiting: 0,
             skew: matches!(hub, Hub::Url(_)) && !looped,
+            killed_agents: Vec::new(),
         };
         round.write_scripts();
         if let Some(d) = round.daemon.as_mut() {
@@ -830,8 +969,15 @@ impl Round {
         self.dir.path()
     }
 
+    /// The agents' own directory (`agent/` in the round's): the ledger,
+    /// the agent script and hooks, the marks sessions leave; bound
+    /// read-write into sandboxed sessions.
+    fn a(&self) -> PathBuf {
+        self.c().join("agent")
+    }
+
     fn ledger(&self) -> Vec<String> {
-        std::fs::read_to_string(self.c().join("ledger"))
+        std::fs::read_to_string(self.a().join("ledger"))
             .unwrap_or_default()
             .lines()
             .map(str::to_owned)
@@ -852,6 +998,7 @@ impl Round {
     /// its own (`FARM_CHAOS_GEN=<tag>-<pid>`) before it execs farm.
     fn write_scripts(&self) {
         let c = self.c().display().to_string();
+        let a = self.a().display().to_string();
         let misdeeds: String = self
             .hostile
             .iter()
@@ -860,55 +1007,67 @@ impl Round {
         let askers: Vec<&str> = self.asking.iter().map(String::as_str).collect();
         let askers = askers.join(" ");
         write_script(
-            &self.c().join("agent.sh"),
+            &self.a().join("agent.sh"),
             &format!(
                 r#"#!/bin/sh
 # A chaos agent: one line of work, maybe a shared-file edit, a commit; or,
 # on the merge prompt, keep both sides of every conflict. Everything it did
-# goes to the ledger, outside the hub.
+# goes to the ledger, outside the hub; everything it writes outside its
+# clone goes under $A, the one directory of the round a sandboxed session
+# is shown (read-write).
 set -u
 # A skewed farm's clock is its own: the ledger's times are the test's.
 unset LD_PRELOAD FAKETIME FAKETIME_DONT_FAKE_MONOTONIC
+# The session's name, unique in the round: not its pid, which in the
+# sandbox's pid namespace is small and the same session after session. Put
+# in its environment before anything else (it runs itself again), so that
+# this shell and every process the session starts carry it: the test tells
+# a session's processes by it.
+if [ -z "${{CHAOS_SESSION:-}}" ]; then
+  CHAOS_SESSION="$FARM_TASK-${{FARM_ATTEMPT:-0}}-$(date +%s%N)-$(od -An -N4 -tu4 /dev/urandom | tr -dc 0-9)"
+  export CHAOS_SESSION
+  exec sh "$0" "$@"
+fi
 C='{c}'
-L="$C/ledger"
+A='{a}'
+L="$A/ledger"
 now() {{ date +%s%N; }}
-pstart() {{
-  s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  s=${{s##*) }}
-  set -- $s
-  case "$1" in Z|X) return 1;; esac
-  echo "${{20}}"
-}}
-me=$$
-mine=$(pstart $me)
+me=$CHAOS_SESSION
+# This shell as the test names it: its pid namespace and its pid there.
+ns=$(readlink /proc/self/ns/pid | tr -dc 0-9)
 kind=work
 case "${{1:-}}" in *"resolving a merge conflict"*) kind=merge;; esac
-echo "$me $mine" > "$C/live/$FARM_TASK.$me"
-for f in "$C/live/$FARM_TASK".*; do
-  [ "$f" = "$C/live/$FARM_TASK.$me" ] && continue
-  read -r p st < "$f" 2>/dev/null || continue
-  if [ -n "$st" ] && [ "$(pstart "$p")" = "$st" ]; then
-    echo "overlap $FARM_TASK $FARM_AGENT $me $p $(now)" >> "$L"
-  fi
-done
-echo "start $FARM_TASK $FARM_AGENT $kind $me $(now) ${{FARM_ATTEMPT:-?}} $(git rev-parse HEAD) $PWD" >> "$L"
+# No other session of this task may run now. Each holds its task's lock
+# for its whole life: flock on a descriptor it keeps open, which the kernel
+# lets go of when the last process holding it dies, SIGKILLed or not (no
+# pid to read back, none to be reused). Held already, it is an overlap; the
+# holder wrote its name beside the lock.
+exec 9>> "$A/live/$FARM_TASK"
+if ! flock -n 9; then
+  echo "overlap $FARM_TASK $FARM_AGENT $me $(cat "$A/live/$FARM_TASK.who" 2>/dev/null || echo unknown) $(now)" >> "$L"
+fi
+echo "$me" > "$A/live/$FARM_TASK.who"
+echo "start $FARM_TASK $FARM_AGENT $kind $me $(now) ${{FARM_ATTEMPT:-?}} $(git rev-parse HEAD) $PWD $ns" >> "$L"
 # Whether the prompt holds this task's question and its answer.
 q=no a=no
 case "${{1:-}}" in *"question-of-$FARM_TASK:"*) q=yes;; esac
 case "${{1:-}}" in *"answer-to-$FARM_TASK:"*) a=yes;; esac
 echo "prompt $FARM_TASK $FARM_AGENT $me $q $a" >> "$L"
-sleep 300 &
-echo "$!" > "$C/bg/$me"
-setsid sh -c 'while :; do date +%s%N > "$1"; sleep 0.05; done' escapee "$C/escaped/$me" < /dev/null > /dev/null 2>&1 &
-echo "$kind" > "$C/phase/$me"
-sleep 0.$(( me % 4 + 1 ))
+# Its background children leave the lock behind: one that outlives the
+# session is the leftover and escapee checks' to find, not an overlap.
+sleep 300 9>&- &
+echo "$ns:$!" > "$A/bg/$me"
+setsid sh -c 'while :; do date +%s%N > "$1"; sleep 0.05; done' escapee "$A/escaped/$me" < /dev/null > /dev/null 2>&1 9>&- &
+echo "$kind $ns:$$" > "$A/phase/$me"
+r=${{me##*-}}
+sleep 0.$(( r % 4 + 1 ))
 if [ "$kind" = merge ]; then
-  git diff --name-only --diff-filter=U > "$C/tmp.$me"
+  git diff --name-only --diff-filter=U > "$A/tmp.$me"
   while read -r f; do
-    grep -v -e '^<<<<<<< ' -e '^=======$' -e '^>>>>>>> ' -e '^||||||| ' "$f" > "$C/tmp.$me.r"
-    cat "$C/tmp.$me.r" > "$f"
+    grep -v -e '^<<<<<<< ' -e '^=======$' -e '^>>>>>>> ' -e '^||||||| ' "$f" > "$A/tmp.$me.r"
+    cat "$A/tmp.$me.r" > "$f"
     git add "$f"
-  done < "$C/tmp.$me"
+  done < "$A/tmp.$me"
 else
   mkdir -p work
   echo "$FARM_TASK $FARM_AGENT session $me attempt ${{FARM_ATTEMPT:-?}}" >> "work/$FARM_TASK.txt"
@@ -918,8 +1077,8 @@ else
   *) f=;;
   esac
   if [ -n "$f" ]; then
-    {{ echo "$FARM_TASK"; cat "$f"; }} > "$C/tmp.$me"
-    cat "$C/tmp.$me" > "$f"
+    {{ echo "$FARM_TASK"; cat "$f"; }} > "$A/tmp.$me"
+    cat "$A/tmp.$me" > "$f"
   fi
   case "$FARM_TASK" in
 {misdeeds}  *) misdeed=;;
@@ -935,7 +1094,7 @@ else
     echo "hostile $FARM_TASK $FARM_AGENT $me $1 $2" >> "$L"
   fi
   git add -A
-  echo commit > "$C/phase/$me"
+  echo "commit $ns:$$" > "$A/phase/$me"
   if git commit -q -m "$FARM_TASK by $FARM_AGENT (session $me)"; then
     sha=$(git rev-parse HEAD)
     pid=$(git show HEAD | git patch-id --stable | cut -d' ' -f1)
@@ -952,10 +1111,10 @@ else
   if [ "$asker" = yes ] && [ "$q" = no ] && [ "${{FARM_ATTEMPT:-}}" = 1 ] && [ -n "${{FARM_ASK:-}}" ]; then
     echo "question-of-$FARM_TASK: tabs or spaces? (session $me)" > "$FARM_ASK"
     echo "asked $FARM_TASK $FARM_AGENT $me" >> "$L"
-    if [ -e "$C/arm-ask" ]; then echo $me > "$C/asking/$me"; sleep 4; rm -f "$C/asking/$me"; fi
+    if [ -e "$A/arm-ask" ]; then echo "$ns:$$" > "$A/asking/$me.$ns.$$"; sleep 4; rm -f "$A/asking/$me.$ns.$$"; fi
   fi
 fi
-rm -f "$C/phase/$me" "$C/live/$FARM_TASK.$me" "$C/tmp.$me" "$C/tmp.$me.r"
+rm -f "$A/phase/$me" "$A/tmp.$me" "$A/tmp.$me.r"
 echo "end $FARM_TASK $FARM_AGENT $kind $me $(now)" >> "$L"
 "#
             ),
@@ -966,12 +1125,22 @@ echo "end $FARM_TASK $FARM_AGENT $kind $me $(now)" >> "$L"
                 "#!/bin/sh\nFARM_CHAOS_GEN=\"$FARM_CHAOS_TAG-$$\"\nexport FARM_CHAOS_GEN\necho $$ >> '{c}/farms'\nexec '{FARM}' \"$@\"\n"
             ),
         );
-        let hooks = self.c().join("hooks");
-        // The agent's commit, with index.lock held.
+        let hooks = self.a().join("hooks");
+        // The agent's commit, with index.lock held; run inside the
+        // sandbox too, so its mark names the hook and its git as the
+        // agent's (see [`Names`]), and the session by its name.
         write_script(
             &hooks.join("pre-commit"),
             &format!(
-                "#!/bin/sh\nC='{c}'\nif [ -e \"$C/arm-commit\" ]; then echo $PPID > \"$C/committing/$$\"; sleep 1; rm -f \"$C/committing/$$\"; fi\nexit 0\n"
+                r#"#!/bin/sh
+A='{a}'
+if [ -e "$A/arm-commit" ]; then
+  ns=$(readlink /proc/self/ns/pid | tr -dc 0-9)
+  m="$A/committing/${{CHAOS_SESSION:-farm}}.$ns.$$"
+  echo "$ns:$$ $ns:$PPID" > "$m"; sleep 1; rm -f "$m"
+fi
+exit 0
+"#
             ),
         );
         // Inside `git rebase`, with a ref lock held.
@@ -1044,22 +1213,25 @@ exit 0
             .env("HOME", c.join("home"))
             .env("USER", "tester")
             .env("NO_COLOR", "1")
-            // Its agents are scripts in the round's directory, which the
-            // sandbox hides (the sandbox has its own tests).
+            // Its sessions' marks are ready for the sandbox (see `a`);
+            // the round that runs them in it is yet to come.
             .env("FARM_SANDBOX", "off")
             .envs(GIT_ENV)
             .env("FARM_HUB", &self.hub_arg)
             .env("FARM_CHAOS_TAG", &self.tag)
+            .env("FARM_CHAOS_DIR", self.a())
             .env("GIT_CONFIG_COUNT", "1")
             .env("GIT_CONFIG_KEY_0", "core.hooksPath")
-            .env("GIT_CONFIG_VALUE_0", c.join("hooks"))
+            .env("GIT_CONFIG_VALUE_0", self.a().join("hooks"))
             .envs(self.daemon.iter().flat_map(Daemon::client_env))
             .current_dir(c.join("home"))
             .stdin(Stdio::null());
     }
 
     fn run_args(&self) -> Vec<String> {
-        let agent = format!("sh '{}'", self.c().join("agent.sh").display());
+        // The agent's directory is its install tree: shown read-only,
+        // then read-write by the bind (see farm_env).
+        let agent = format!("sh '{}'", self.a().join("agent.sh").display());
         [
             "run",
             "--agent",
@@ -1362,7 +1534,7 @@ exit 0
     /// How long since farm or an agent last did something new: farm's
     /// output or the agents' ledger last grew.
     fn quiet_for(&self) -> Duration {
-        let last = ["farm.out", "ledger"]
+        let last = ["farm.out", "agent/ledger"]
             .iter()
             .filter_map(|f| std::fs::metadata(self.c().join(f)).ok()?.modified().ok())
             .max();
@@ -1414,8 +1586,9 @@ exit 0
         }
     }
 
-    /// The live files a hook or agent leaves in `C/<sub>/`: (file name, the
-    /// pid it holds).
+    /// The live files a hook of the hub or of farm's git leaves in
+    /// `C/<sub>/` (those run outside any sandbox): (file name, the pid it
+    /// holds), both host pids.
     fn marks(&self, sub: &str) -> Vec<(u32, u32)> {
         let Ok(dir) = std::fs::read_dir(self.c().join(sub)) else {
             return Vec::new();
@@ -1434,19 +1607,84 @@ exit 0
             .collect()
     }
 
-    /// Live agents (their sh pid) in phase `phase` (session, merge, commit).
-    fn agents_in(&self, phase: &str) -> Vec<u32> {
-        let Ok(dir) = std::fs::read_dir(self.c().join("phase")) else {
+    /// What a process of this round carries in its environment: a
+    /// session's name, or (`farm`, `gate`: farm's own git, the test
+    /// command) the round's marker.
+    fn carried_by(&self, who: &str) -> String {
+        match who {
+            "farm" | "gate" => format!("FARM_CHAOS_TAG={}", self.tag),
+            session => format!("CHAOS_SESSION={session}"),
+        }
+    }
+
+    /// The marks sessions, their git hooks and the gate leave in
+    /// `agent/<sub>/`, whether sandboxed or not: each named
+    /// `<who>.<ns>.<pid>` (who: the session's name, or `farm`, `gate`),
+    /// holding the processes it names as `<ns>:<pid>` (see [`Names`]), the
+    /// marking one first. For each mark whose marking process still runs:
+    /// who, and the host's pids of the processes it names that run. A mark
+    /// whose process is gone (killed mid-way) is removed.
+    fn inside(&self, sub: &str) -> Vec<(String, Vec<u32>)> {
+        let Ok(dir) = std::fs::read_dir(self.a().join(sub)) else {
             return Vec::new();
         };
-        dir.filter_map(Result::ok)
-            .filter_map(|e| {
-                let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-                let text = std::fs::read_to_string(e.path()).ok()?;
-                (text.trim() == phase || phase == "any").then_some(pid)
-            })
-            .filter(|pid| alive(*pid) && has_env(*pid, &format!("FARM_CHAOS_TAG={}", self.tag)))
-            .collect()
+        let mut names = Names::new();
+        let mut found = Vec::new();
+        for e in dir.filter_map(Result::ok) {
+            let file = e.file_name().to_string_lossy().into_owned();
+            let who = file.split('.').next().unwrap_or_default().to_owned();
+            let Ok(text) = std::fs::read_to_string(e.path()) else {
+                continue;
+            };
+            let mut named = text.split_whitespace();
+            // Not written yet: looked at again next time.
+            let Some(first) = named.next().filter(|f| f.contains(':')) else {
+                continue;
+            };
+            let entry = self.carried_by(&who);
+            match names.host(first, &entry) {
+                Some(pid) => {
+                    let mut pids = vec![pid];
+                    pids.extend(named.filter_map(|n| names.host(n, &entry)));
+                    found.push((who, pids));
+                }
+                None => {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        found
+    }
+
+    /// Live agents in phase `phase` (work, merge, commit; `any`): the
+    /// host's pid of each one's `sh`, and its session's name. A phase file
+    /// whose agent is gone (killed) is removed.
+    fn agents_in(&self, phase: &str) -> Vec<(u32, String)> {
+        let Ok(dir) = std::fs::read_dir(self.a().join("phase")) else {
+            return Vec::new();
+        };
+        let mut names = Names::new();
+        let mut found = Vec::new();
+        for e in dir.filter_map(Result::ok) {
+            let session = e.file_name().to_string_lossy().into_owned();
+            let Ok(text) = std::fs::read_to_string(e.path()) else {
+                continue;
+            };
+            let mut words = text.split_whitespace();
+            let (Some(now), Some(agent)) = (words.next(), words.next()) else {
+                continue;
+            };
+            if now != phase && phase != "any" {
+                continue;
+            }
+            match names.host(agent, &self.carried_by(&session)) {
+                Some(pid) => found.push((pid, session)),
+                None => {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        found
     }
 
     fn git_children(&self, farm: u32, verb: &str) -> Vec<u32> {
@@ -1458,30 +1696,34 @@ exit 0
             .collect()
     }
 
-    fn bg_of(&self, agent: u32) -> Option<u32> {
-        let text = std::fs::read_to_string(self.c().join("bg").join(agent.to_string())).ok()?;
-        text.trim().parse().ok().filter(|p| alive(*p))
+    /// The host's pid of session `session`'s background `sleep`, if it runs.
+    fn bg_of(&self, session: &str) -> Option<u32> {
+        let text = std::fs::read_to_string(self.a().join("bg").join(session)).ok()?;
+        Names::new().host(text.trim(), &self.carried_by(session))
     }
 
     /// Wait for `moment` and choose the victim for `target`; None if the
-    /// moment did not come (or the round ended) in time.
+    /// moment did not come (or the round ended) in time. With the farm and
+    /// the victim, the name of the session whose agent the victim is.
     fn find_victim(
         &mut self,
         rng: &mut Rng,
         moment: Moment,
         target: Target,
         deadline: Instant,
-    ) -> Option<(u32, u32)> {
+    ) -> Option<(u32, u32, Option<String>)> {
+        // The cues sessions, their hooks and the gate look for are in the
+        // agents' directory (a sandboxed session sees no other).
         let arm = match moment {
-            Moment::Commit => Some("arm-commit"),
-            Moment::Rebase => Some("arm-rebase"),
-            Moment::Gate | Moment::Queue => Some("arm-gate"),
-            Moment::Push => Some("arm-push"),
-            Moment::Release => Some("arm-release"),
-            Moment::Ask => Some("arm-ask"),
+            Moment::Commit => Some(self.a().join("arm-commit")),
+            Moment::Rebase => Some(self.c().join("arm-rebase")),
+            Moment::Gate | Moment::Queue => Some(self.a().join("arm-gate")),
+            Moment::Push => Some(self.c().join("arm-push")),
+            Moment::Release => Some(self.c().join("arm-release")),
+            Moment::Ask => Some(self.a().join("arm-ask")),
             _ => None,
         };
-        if let Some(a) = arm {
+        if let Some(a) = &arm {
             // How long a push stays in flight: from about as long as a
             // restarted farm takes to claim the task again, to well past
             // the next session's end (a push that lands after its farm was
@@ -1491,7 +1733,7 @@ exit 0
             } else {
                 String::new()
             };
-            std::fs::write(self.c().join(a), hold).unwrap();
+            std::fs::write(a, hold).unwrap();
         }
         let random_at = Instant::now() + rng.millis(200, 2500);
         // Asking sessions are few (one task in ten): wait longer for one.
@@ -1503,6 +1745,8 @@ exit 0
         let give_up = (Instant::now() + wait).min(deadline);
         let found = loop {
             let farm = self.running_farm(deadline)?;
+            // The session whose agent is the victim, when it is one.
+            let mut session = None;
             let victim = match moment {
                 Moment::Session | Moment::MergeSession => {
                     let phase = if moment == Moment::Session {
@@ -1512,21 +1756,33 @@ exit 0
                     };
                     let agents = self.agents_in(phase);
                     (!agents.is_empty()).then(|| {
-                        let a = rng.pick(&agents);
+                        let (a, name) = agents[rng.below(agents.len())].clone();
                         match target {
-                            Target::Agent => Some(a),
-                            Target::Child => self.bg_of(a),
+                            Target::Agent => {
+                                session = Some(name);
+                                Some(a)
+                            }
+                            Target::Child => self.bg_of(&name),
                             _ => Some(farm),
                         }
                     })
                 }
                 Moment::Commit => {
-                    let marks = self.marks("committing");
+                    // The hook and its `git commit`, that one still running.
+                    let marks: Vec<(String, Vec<u32>)> = self
+                        .inside("committing")
+                        .into_iter()
+                        .filter(|(_, pids)| pids.len() == 2)
+                        .collect();
                     (!marks.is_empty()).then(|| {
-                        let (_, git) = rng.pick(&marks);
+                        let (who, pids) = &marks[rng.below(marks.len())];
+                        let git = pids[1];
                         match target {
                             Target::Child => Some(git),
-                            Target::Agent => proc_of(git).map(|p| p.ppid),
+                            Target::Agent => {
+                                session = (who != "farm").then(|| who.clone());
+                                proc_of(git).map(|p| p.ppid)
+                            }
                             _ => Some(farm),
                         }
                     })
@@ -1542,9 +1798,9 @@ exit 0
                     })
                 }
                 Moment::Gate => {
-                    let marks = self.marks("gating");
+                    let marks = self.inside("gating");
                     (!marks.is_empty()).then(|| {
-                        let (_, test) = rng.pick(&marks);
+                        let test = marks[rng.below(marks.len())].1[0];
                         match target {
                             Target::Child => Some(test),
                             _ => Some(farm),
@@ -1564,7 +1820,7 @@ exit 0
                     })
                 }
                 Moment::Release => (!self.marks("landed").is_empty()).then_some(Some(farm)),
-                Moment::Ask => (!self.marks("asking").is_empty()).then_some(Some(farm)),
+                Moment::Ask => (!self.inside("asking").is_empty()).then_some(Some(farm)),
                 Moment::Reap => {
                     // Only a farm that restarted over a dead one has a
                     // claim to reap: kill one at a session first.
@@ -1575,13 +1831,17 @@ exit 0
                     Target::Farm => Some(farm),
                     Target::Agent => {
                         let a = self.agents_in("any");
-                        (!a.is_empty()).then(|| rng.pick(&a))
+                        (!a.is_empty()).then(|| {
+                            let (pid, name) = a[rng.below(a.len())].clone();
+                            session = Some(name);
+                            pid
+                        })
                     }
                     Target::Child => {
                         let a: Vec<u32> = self
                             .agents_in("any")
                             .into_iter()
-                            .filter_map(|a| self.bg_of(a))
+                            .filter_map(|(_, name)| self.bg_of(&name))
                             .collect();
                         (!a.is_empty()).then(|| rng.pick(&a))
                     }
@@ -1593,7 +1853,7 @@ exit 0
                 }),
             };
             if let Some(Some(pid)) = victim {
-                break Some((farm, pid));
+                break Some((farm, pid, session));
             }
             if Instant::now() > give_up {
                 break None;
@@ -1601,7 +1861,7 @@ exit 0
             std::thread::sleep(Duration::from_millis(5));
         };
         if let Some(a) = arm {
-            let _ = std::fs::remove_file(self.c().join(a));
+            let _ = std::fs::remove_file(a);
         }
         found
     }
@@ -1697,6 +1957,30 @@ exit 0
                 format!("{what} (pid {pid}) still runs {LEFTOVER_GRACE:?} after {when}"),
             );
         }
+    }
+
+    /// The sessions whose escapee still runs: its note in
+    /// `agent/escaped/` changes over a few of its beats (one every 50 ms).
+    fn escapees_beating(&self) -> Vec<String> {
+        let notes = || -> BTreeMap<String, String> {
+            std::fs::read_dir(self.a().join("escaped"))
+                .map(|d| {
+                    d.filter_map(Result::ok)
+                        .map(|e| {
+                            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+                            (e.file_name().to_string_lossy().into_owned(), text)
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let before = notes();
+        std::thread::sleep(Duration::from_millis(300));
+        notes()
+            .into_iter()
+            .filter(|(session, text)| before.get(session) != Some(text))
+            .map(|(session, _)| session)
+            .collect()
     }
 
     /// The lines the hub's cut hook wrote: `old new lock|nolock`.
@@ -1819,7 +2103,7 @@ exit 0
             if moment == Moment::Reap {
                 // A farm killed in a session, then its successor right
                 // after it starts, while it reaps.
-                let Some((farm, _)) =
+                let Some((farm, _, _)) =
                     self.find_victim(rng, Moment::Session, Target::Farm, deadline)
                 else {
                     break;
@@ -1848,7 +2132,7 @@ exit 0
                 continue;
             }
             match self.find_victim(rng, moment, target, deadline) {
-                Some((_, hook)) if target == Target::Operator => {
+                Some((_, hook, _)) if target == Target::Operator => {
                     let mark = self.c().join("pushing").join(hook.to_string());
                     let text = std::fs::read_to_string(mark).unwrap_or_default();
                     match text.split_whitespace().nth(1) {
@@ -1863,7 +2147,7 @@ exit 0
                         None => *figures.missed.entry(label).or_default() += 1,
                     }
                 }
-                Some((farm, pid)) => {
+                Some((farm, pid, session)) => {
                     if moment == Moment::Reap {
                         std::thread::sleep(rng.millis(0, 150));
                     }
@@ -1875,8 +2159,11 @@ exit 0
                             self.start();
                         }
                     } else {
-                        let bg = (target == Target::Agent).then(|| self.bg_of(pid)).flatten();
+                        let bg = session.as_deref().and_then(|s| self.bg_of(s));
                         sigkill(pid);
+                        if let Some(s) = session {
+                            self.killed_agents.push((s, epoch_nanos()));
+                        }
                         if let Some(bg) = bg {
                             figures.check("an agent's children die with its session");
                             self.check_gone(
@@ -1947,6 +2234,21 @@ exit 0
         } else {
             figures.check("nothing outlives a run that ended");
             self.check_leftovers(&format!("FARM_CHAOS_TAG={}", self.tag), "the run ended");
+            // The same by heartbeat, whatever a process carries (a
+            // sandboxed session keeps only what it is given of farm's
+            // environment, the round's marker by `--sandbox-env`).
+            figures.check("no escapee beats on after the run ended");
+            let beating = self.escapees_beating();
+            if !beating.is_empty() {
+                self.violation(
+                    "escapee",
+                    format!(
+                        "the escapees of {} session(s) still note the time after the run ended: {}",
+                        beating.len(),
+                        beating.join(", ")
+                    ),
+                );
+            }
         }
         if self.looped {
             // loop.sh says why it respawned: anything but our SIGKILL (137)
@@ -2280,6 +2582,39 @@ exit 0
             }
         }
 
+        // The ledger is whole: the session that did each task (it names
+        // itself in `work/<t>.txt`) wrote its `start` line there. Else the
+        // checks that read the ledger would pass on nothing: an agent that
+        // cannot write the agents' directory (a sandbox without the bind).
+        let started: BTreeSet<&str> = ledger
+            .iter()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                (f[0] == "start" && f.len() >= 5).then(|| f[4])
+            })
+            .collect();
+        let mut unknown = Vec::new();
+        for id in &ids {
+            let work = self.git(&["show", &format!("main:work/{id}.txt")]).1;
+            let Some(session) = work.lines().next().and_then(|l| l.split(' ').nth(3)) else {
+                continue;
+            };
+            figures.check("the session that did each task is in the ledger");
+            if !started.contains(session) {
+                unknown.push(format!("`{id}` by session {session}"));
+            }
+        }
+        if !unknown.is_empty() {
+            self.violation(
+                "ledger-gap",
+                format!(
+                    "{} task(s) done by sessions that never wrote to the ledger: {}",
+                    unknown.len(),
+                    unknown.join(", ")
+                ),
+            );
+        }
+
         // No hostile session's board edit landed: farm.toml as the board
         // had it, and no hostile commit on main, as made or by patch id
         // (its work is on a rescue branch: the check above).
@@ -2429,23 +2764,42 @@ exit 0
         }
 
         // No escapee runs on after its session: farm kills what left the
-        // session's group as the session ends.
+        // session's group as the session ends (in the sandbox, the
+        // session's pid namespace dies with it). Judged by its heartbeat,
+        // the time it last noted: pids from inside a sandbox name nothing
+        // out here once it is gone, a heartbeat does in both modes. After
+        // the session's own end, or after the test SIGKILLed its agent.
         figures.check("no session's setsid escapee outlives it");
         let grace = ESCAPEE_GRACE.as_nanos();
-        for line in &ledger {
-            let f: Vec<&str> = line.split(' ').collect();
-            if f[0] != "end" || f.len() < 6 {
-                continue;
-            }
-            let (task, agent, session) = (f[1], f[2], f[4]);
-            let end: u128 = f[5].parse().unwrap_or(0);
-            let noted = std::fs::read_to_string(self.c().join("escaped").join(session));
+        let mut ended: Vec<(String, u128, String)> = ledger
+            .iter()
+            .filter_map(|line| {
+                let f: Vec<&str> = line.split(' ').collect();
+                (f[0] == "end" && f.len() >= 6).then(|| {
+                    (
+                        f[4].to_owned(),
+                        f[5].parse().unwrap_or(0),
+                        format!("{}'s session {} on `{}` ended", f[2], f[4], f[1]),
+                    )
+                })
+            })
+            .collect();
+        for (session, when) in &self.killed_agents {
+            figures.check("no escapee outlives its agent's SIGKILL");
+            ended.push((
+                session.clone(),
+                *when,
+                format!("the test SIGKILLed the agent of session {session}"),
+            ));
+        }
+        for (session, end, what) in ended {
+            let noted = std::fs::read_to_string(self.a().join("escaped").join(&session));
             let last: u128 = noted.ok().and_then(|t| t.trim().parse().ok()).unwrap_or(0);
             if last > end + grace {
                 self.violation(
                     "escapee",
                     format!(
-                        "the setsid escapee of {agent}'s session {session} on `{task}` ran {:.1}s after the session ended",
+                        "a setsid escapee ran {:.1}s after {what}",
                         (last - end) as f64 / 1e9
                     ),
                 );
