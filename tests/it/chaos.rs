@@ -15,6 +15,8 @@
 //! `FARM_CHAOS_ONLY=rebase/farm,push/git` deals only those kinds of kill
 //! (as the totals name them) and `FARM_CHAOS_HUB=bare|init|daemon|ssh|http`
 //! uses only that hub, to hunt one fault with many rounds;
+//! `FARM_CHAOS_SANDBOX=on|off` runs every round's sessions inside bwrap, or
+//! none (unset: two rounds in, two out, by the seed; see [`sandbox_plan`]);
 //! `FARM_CHAOS_KEEP=1` keeps the directories of a round that found a
 //! violation (ledger, farm's output, state dir and clones, hub). The seed
 //! is printed first; every round prints its figures and the suite ends with
@@ -24,8 +26,9 @@
 //! Each round picks a hub — a bare repository, a `farm init` work tree (both
 //! with the fs store) or a bare repository served by `git daemon` (the git
 //! store, by URL; a second test runs rounds through `sshd` and through git's
-//! smart-HTTP backend) — and a restarter: the test itself ("by hand") or
-//! `loop.sh`. Agents are `sh`
+//! smart-HTTP backend) — a restarter: the test itself ("by hand") or
+//! `loop.sh` — and whether sessions run sandboxed: inside bwrap, as farm
+//! runs them by default (`FARM_SANDBOX=on`), or not. Agents are `sh`
 //! scripts that append a line to their task's `work/<task>.txt`, prepend
 //! their id to a shared file (a fifth of the tasks each on `shared-a.txt`
 //! and `shared-b.txt`, so rebases conflict and merge sessions run), start a
@@ -37,8 +40,8 @@
 //! sandbox's pid namespace that is small and the same session after
 //! session. All an agent writes outside its clone (ledger, marks, escapee
 //! notes), its script and its git hooks are in `agent/`, the one directory
-//! of the round a sandbox would be shown (the hub, the state dir and the
-//! clones are beside it); the pids its marks
+//! of the round bound into the sandbox (`FARM_SANDBOX_BIND=<it>:rw`; the
+//! hub, the state dir and the clones are beside it); the pids its marks
 //! name are `<pid namespace>:<pid>`, which the test finds on the host (see
 //! [`Names`]). Hooks widen the windows on cue: the agent's
 //! `pre-commit` (index.lock held), a `reference-transaction` hook inside
@@ -116,7 +119,8 @@
 //!   process dies, SIGKILL or not, sandboxed or not; the lock held is an
 //!   overlap);
 //! - the ledger whole: the session that did each task (named in its work
-//!   file) is in it;
+//!   file) is in it; and every session ran in a pid namespace of its own
+//!   in a sandboxed round, in the test's otherwise;
 //! - `git fsck` clean on the hub;
 //! - no agent wedged: the board settles within a generous bound, and farm
 //!   exits only with 0 unless the test killed it;
@@ -145,9 +149,10 @@
 //! - nothing of a session outlives farm: a second or two after a SIGKILL of
 //!   farm (and after the run ends), no process carrying that farm's marker
 //!   in its environment runs (the hub's own receive-pack and hooks aside,
-//!   and farm's own git commands, which the next farm waits for), and an
+//!   and farm's own git commands, which the next farm waits for; a
+//!   sandboxed session keeps the markers by `--sandbox-env`), and an
 //!   agent's background `sleep` is gone soon after the test SIGKILLed the
-//!   agent (its pid on the host, found from the one a sandbox gave it).
+//!   agent (its pid on the host, found from the one the sandbox gave it).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
@@ -425,6 +430,22 @@ fn foreign_pids(own: Option<u64>) -> BTreeMap<(u64, u32), u32> {
     found
 }
 
+/// Whether bwrap can sandbox here, as tests/it/sandbox.rs asks; where it
+/// cannot, `FARM_REQUIRE_SERVERS=1` (CI) makes that a failure.
+fn bwrap_works() -> bool {
+    let works = Command::new("bwrap")
+        .args(["--ro-bind", "/", "/", "--unshare-all", "--", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        works || std::env::var("FARM_REQUIRE_SERVERS").as_deref() != Ok("1"),
+        "bwrap cannot sandbox here, and FARM_REQUIRE_SERVERS=1: install bubblewrap (the chaos suite's sandboxed rounds)"
+    );
+    works
+}
+
 // --- what a round is made of ---------------------------------------------------
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -580,6 +601,8 @@ struct Violation {
 #[derive(Default)]
 struct Figures {
     rounds: usize,
+    /// Rounds whose sessions ran inside bwrap.
+    sandboxed: usize,
     kills: BTreeMap<String, usize>,
     missed: BTreeMap<String, usize>,
     checks: BTreeMap<&'static str, usize>,
@@ -640,6 +663,8 @@ struct Round {
     /// Every other farm restarted by hand runs with its wall clock
     /// [`SKEW`] behind (URL hubs, where claims carry stamps).
     skew: bool,
+    /// Sessions (and the gate) run inside bwrap: `FARM_SANDBOX=on`.
+    sandboxed: bool,
     /// The sessions whose agent the test SIGKILLed, and when (ns since
     /// the epoch): their escapees must stop soon after.
     killed_agents: Vec<(String, u128)>,
@@ -805,7 +830,7 @@ fn board_files() -> Vec<(String, String)> {
 }
 
 impl Round {
-    fn new(n: usize, seed: u64, hub: Hub, looped: bool, rng: &mut Rng) -> Round {
+    fn new(n: usize, seed: u64, hub: Hub, looped: bool, sandboxed: bool, rng: &mut Rng) -> Round {
         let dir = tempfile::tempdir().unwrap();
         let c = dir.path();
         // What sessions (and the gate, and the agent's own git hooks)
@@ -916,6 +941,7 @@ impl Round {
             answers: 0,
             drained_waiting: 0,
             skew: matches!(hub, Hub::Url(_)) && !looped,
+            sandboxed,
             killed_agents: Vec::new(),
         };
         round.write_scripts();
@@ -1213,9 +1239,8 @@ exit 0
             .env("HOME", c.join("home"))
             .env("USER", "tester")
             .env("NO_COLOR", "1")
-            // Its sessions' marks are ready for the sandbox (see `a`);
-            // the round that runs them in it is yet to come.
-            .env("FARM_SANDBOX", "off")
+            // On, not auto: a sandboxed round that cannot sandbox fails.
+            .env("FARM_SANDBOX", if self.sandboxed { "on" } else { "off" })
             .envs(GIT_ENV)
             .env("FARM_HUB", &self.hub_arg)
             .env("FARM_CHAOS_TAG", &self.tag)
@@ -1226,13 +1251,18 @@ exit 0
             .envs(self.daemon.iter().flat_map(Daemon::client_env))
             .current_dir(c.join("home"))
             .stdin(Stdio::null());
+        if self.sandboxed {
+            // The agents' directory, and nothing else of the round's: the
+            // hub, the state dir and the clones are beside it, not in it.
+            cmd.env("FARM_SANDBOX_BIND", format!("{}:rw", self.a().display()));
+        }
     }
 
     fn run_args(&self) -> Vec<String> {
         // The agent's directory is its install tree: shown read-only,
         // then read-write by the bind (see farm_env).
         let agent = format!("sh '{}'", self.a().join("agent.sh").display());
-        [
+        let mut args: Vec<String> = [
             "run",
             "--agent",
             &agent,
@@ -1249,7 +1279,27 @@ exit 0
         ]
         .iter()
         .map(|s| (*s).to_owned())
-        .collect()
+        .collect();
+        if self.sandboxed {
+            // What a sandboxed session and its gate keep of farm's
+            // environment besides farm's own: the round's and its farm's
+            // markers (the leftover checks find its processes by them),
+            // where the agents' directory is, and git's hooks and
+            // hermetic config.
+            for name in [
+                "FARM_CHAOS_TAG",
+                "FARM_CHAOS_GEN",
+                "FARM_CHAOS_DIR",
+                "GIT_CONFIG_COUNT",
+                "GIT_CONFIG_KEY_0",
+                "GIT_CONFIG_VALUE_0",
+                "GIT_CONFIG_GLOBAL",
+                "GIT_CONFIG_NOSYSTEM",
+            ] {
+                args.extend(["--sandbox-env".to_owned(), name.to_owned()]);
+            }
+        }
+        args
     }
 
     fn out_file(&self) -> std::fs::File {
@@ -1304,11 +1354,37 @@ exit 0
             self.n,
             self.gens + 1
         );
-        vec![
+        let mut env = vec![
             ("LD_PRELOAD", lib.display().to_string()),
             ("FAKETIME", SKEW.to_owned()),
             ("FAKETIME_DONT_FAKE_MONOTONIC", "1".to_owned()),
-        ]
+        ];
+        if self.sandboxed {
+            // farm probes bwrap with its own environment, preload and all:
+            // libfaketime, in the probe's read-only root, cannot open the
+            // semaphore it shares through /dev/shm and fails the probe
+            // ("sem_open failed … Read-only file system"). The skew is
+            // farm's, not bwrap's: the skewed farm finds first a bwrap
+            // that drops it. (Sessions are given no LD_PRELOAD anyway.)
+            let bin = self.c().join("skew-bin");
+            if !bin.exists() {
+                let bwrap = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+                    .map(|d| d.join("bwrap"))
+                    .find(|p| p.is_file())
+                    .expect("a sandboxed round has bwrap");
+                std::fs::create_dir_all(&bin).unwrap();
+                write_script(
+                    &bin.join("bwrap"),
+                    &format!(
+                        "#!/bin/sh\nunset LD_PRELOAD FAKETIME FAKETIME_SHARED FAKETIME_DONT_FAKE_MONOTONIC\nexec '{}' \"$@\"\n",
+                        bwrap.display()
+                    ),
+                );
+            }
+            let path = std::env::var("PATH").unwrap_or_default();
+            env.push(("PATH", format!("{}:{path}", bin.display())));
+        }
+        env
     }
 
     /// loop.sh's lines on respawning a farm that ended by itself: any exit
@@ -2593,6 +2669,39 @@ exit 0
                 (f[0] == "start" && f.len() >= 5).then(|| f[4])
             })
             .collect();
+        // And each session ran where the round said: in a pid namespace of
+        // its own (bwrap's) if sandboxed, else in the test's.
+        let own = pid_ns("self").map(|ns| ns.to_string());
+        let misplaced: Vec<&str> = ledger
+            .iter()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                (f[0] == "start" && f.len() >= 10).then(|| (f[4], f[9]))
+            })
+            .filter(|(_, ns)| (Some(*ns) == own.as_deref()) == self.sandboxed)
+            .map(|(session, _)| session)
+            .collect();
+        figures.check("every session sandboxed as the round says");
+        if !misplaced.is_empty() {
+            self.violation(
+                "sandbox",
+                format!(
+                    "{} session(s) ran {} (in {} pid namespace): {}",
+                    misplaced.len(),
+                    if self.sandboxed {
+                        "unsandboxed"
+                    } else {
+                        "sandboxed"
+                    },
+                    if self.sandboxed {
+                        "the test's"
+                    } else {
+                        "another"
+                    },
+                    misplaced.join(", ")
+                ),
+            );
+        }
         let mut unknown = Vec::new();
         for id in &ids {
             let work = self.git(&["show", &format!("main:work/{id}.txt")]).1;
@@ -3115,6 +3224,35 @@ fn chaos_cut_hook_leaves_a_live_pushs_lock_alone() {
     );
 }
 
+/// Which rounds run their sessions (and gate) inside bwrap, from
+/// `FARM_CHAOS_SANDBOX` (`on`: every round, bwrap required; `off`: none) or
+/// else by the seed: two rounds in, two out, starting in or out as the seed
+/// is even or odd — so the default 3 rounds have each kind, and over four
+/// rounds each kind runs both restarted by hand and under loop.sh (which
+/// alternate round by round). Where bwrap cannot sandbox, no round is
+/// (said), unless `FARM_REQUIRE_SERVERS=1`, where that fails.
+fn sandbox_plan(seed: u64) -> impl Fn(usize) -> bool {
+    let wanted = std::env::var("FARM_CHAOS_SANDBOX").ok();
+    let works = wanted.as_deref() != Some("off") && bwrap_works();
+    match wanted.as_deref() {
+        None | Some("on" | "off") => {}
+        Some(other) => panic!("FARM_CHAOS_SANDBOX={other:?}: on or off (unset: alternate)"),
+    }
+    assert!(
+        works || wanted.as_deref() != Some("on"),
+        "FARM_CHAOS_SANDBOX=on, and bwrap cannot sandbox here: install bubblewrap"
+    );
+    if !works && wanted.is_none() {
+        eprintln!("chaos: bwrap cannot sandbox here: every round's sessions run unsandboxed");
+    }
+    let first = seed.is_multiple_of(2);
+    move |n| match wanted.as_deref() {
+        Some("on") => true,
+        Some(_) => false,
+        None => works && (n / 2 % 2 == 0) == first,
+    }
+}
+
 /// `rounds` rounds, round `n` on the hub `plan(n)` names, under loop.sh if
 /// it says so (else restarted by hand); the figures printed, every
 /// violation a failure. A round whose server cannot run here is skipped
@@ -3130,6 +3268,7 @@ fn campaign(rounds: usize, plan: impl Fn(usize) -> (Hub, bool)) {
     eprintln!(
         "chaos: seed {seed} (replay: FARM_CHAOS_SEED={seed}), {rounds} round(s) of {TASKS} tasks, {kills} planned kills each"
     );
+    let sandbox = sandbox_plan(seed);
     let mut rng = Rng(seed);
     let mut deck = Deck(Vec::new());
     let mut figures = Figures::default();
@@ -3143,20 +3282,27 @@ fn campaign(rounds: usize, plan: impl Fn(usize) -> (Hub, bool)) {
         }
         let round_seed = rng.next();
         let mut round_rng = Rng(round_seed);
+        let sandboxed = sandbox(n);
         eprintln!(
-            "chaos: round {n}: {hub:?} hub, {}, round seed {round_seed}",
+            "chaos: round {n}: {hub:?} hub, {}, {}, round seed {round_seed}",
             if looped {
                 "loop.sh"
             } else {
                 "restarted by hand"
+            },
+            if sandboxed {
+                "sessions sandboxed (bwrap)"
+            } else {
+                "sessions unsandboxed"
             }
         );
         let round_started = Instant::now();
-        let mut round = Round::new(n, seed, hub, looped, &mut round_rng);
+        let mut round = Round::new(n, seed, hub, looped, sandboxed, &mut round_rng);
         round.drive(&mut round_rng, &mut deck, kills, &mut figures);
         round.check(&mut figures);
         eprintln!("chaos: round {n} took {:?}", round_started.elapsed());
         figures.rounds += 1;
+        figures.sandboxed += usize::from(sandboxed);
         if !round.violations.is_empty() && std::env::var_os("FARM_CHAOS_KEEP").is_some() {
             round.keep();
         }
@@ -3171,9 +3317,10 @@ fn campaign(rounds: usize, plan: impl Fn(usize) -> (Hub, bool)) {
     }
     let checks: usize = figures.checks.values().sum();
     let summary = format!(
-        "chaos: seed {seed}: {} round(s) in {:?}; {total_kills} kill(s): {:?}; moments not reached: {:?}; \
+        "chaos: seed {seed}: {} round(s) ({} sandboxed) in {:?}; {total_kills} kill(s): {:?}; moments not reached: {:?}; \
          {checks} invariant check(s): {:?}; {} violation(s): {by_kind:?}",
         figures.rounds,
+        figures.sandboxed,
         started.elapsed(),
         figures.kills,
         figures.missed,
