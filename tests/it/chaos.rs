@@ -33,7 +33,7 @@
 //! their id to a shared file (a fifth of the tasks each on `shared-a.txt`
 //! and `shared-b.txt`, so rebases conflict and merge sessions run), start a
 //! background `sleep` and an escapee (a loop that leaves the process group
-//! with `setsid` and notes the time it last ran in `escaped/<session>`),
+//! with `setsid` and appends the time to `escaped/<session>` as it runs),
 //! commit, and write what they did to a ledger outside the hub. A session
 //! names itself (`<task>-<attempt>-<nanoseconds>-<random>`, in
 //! `CHAOS_SESSION`, which all its processes carry), not by its pid: in the
@@ -1083,7 +1083,10 @@ echo "prompt $FARM_TASK $FARM_AGENT $me $q $a" >> "$L"
 # session is the leftover and escapee checks' to find, not an overlap.
 sleep 300 9>&- &
 echo "$ns:$!" > "$A/bg/$me"
-setsid sh -c 'while :; do date +%s%N > "$1"; sleep 0.05; done' escapee "$A/escaped/$me" < /dev/null > /dev/null 2>&1 9>&- &
+# The escapee's heartbeat is appended, never rewritten: killed between
+# the truncation and the write, `>` would leave an empty note, which no
+# check can judge.
+setsid sh -c 'while :; do date +%s%N >> "$1"; sleep 0.05; done' escapee "$A/escaped/$me" < /dev/null > /dev/null 2>&1 9>&- &
 echo "$kind $ns:$$" > "$A/phase/$me"
 r=${{me##*-}}
 sleep 0.$(( r % 4 + 1 ))
@@ -2036,7 +2039,7 @@ exit 0
     }
 
     /// The sessions whose escapee still runs: its note in
-    /// `agent/escaped/` changes over a few of its beats (one every 50 ms).
+    /// `agent/escaped/` grows over a few of its beats (one every 50 ms).
     fn escapees_beating(&self) -> Vec<String> {
         let notes = || -> BTreeMap<String, String> {
             std::fs::read_dir(self.a().join("escaped"))
@@ -2903,7 +2906,12 @@ exit 0
         }
         for (session, end, what) in ended {
             let noted = std::fs::read_to_string(self.a().join("escaped").join(&session));
-            let last: u128 = noted.ok().and_then(|t| t.trim().parse().ok()).unwrap_or(0);
+            let last = noted
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.parse::<u128>().ok())
+                .max()
+                .unwrap_or(0);
             if last > end + grace {
                 self.violation(
                     "escapee",
