@@ -792,12 +792,13 @@ fn task_id(i: usize) -> String {
 /// file (so no change is ever red), slowed on cue, when `arm-gate` exists,
 /// with the command marked in `gating/` (the test finds it there to kill).
 /// Slowed for longer than [`LEFTOVER_GRACE`], so that a test command that
-/// outlives a farm killed during the gate is seen running. The directory
-/// of its cue and marks is the agents' (`FARM_CHAOS_DIR`, which a sandboxed
-/// gate keeps by `--sandbox-env`); in the sandbox it runs in a pid
+/// outlives a farm killed during the gate is seen running. Its cue is
+/// `FARM_CHAOS_GATE` (`agent/arm-gate`, which a sandboxed gate keeps by
+/// `--sandbox-env`), its marks beside it; in the sandbox it runs in a pid
 /// namespace of its own, so it names itself as `<ns>:<pid>` (see [`Names`]).
-const GATE: &str = r#"A=${FARM_CHAOS_DIR:-/nonexistent}
-if [ -e "$A/arm-gate" ]; then
+const GATE: &str = r#"arm=${FARM_CHAOS_GATE:-/nonexistent/arm-gate}
+A=${arm%/*}
+if [ -e "$arm" ]; then
   ns=$(readlink /proc/self/ns/pid | tr -dc 0-9)
   m="$A/gating/gate.$ns.$$"
   echo "$ns:$$" > "$m"; sleep 4; rm -f "$m"
@@ -1124,7 +1125,9 @@ else
   fi
   git add -A
   echo "commit $ns:$$" > "$A/phase/$me"
-  if git commit -q -m "$FARM_TASK by $FARM_AGENT (session $me)"; then
+  # Its hooks named here, not by GIT_CONFIG_* from farm's environment,
+  # which a sandboxed session is not given (see run_args).
+  if git -c core.hooksPath="$A/hooks" commit -q -m "$FARM_TASK by $FARM_AGENT (session $me)"; then
     sha=$(git rev-parse HEAD)
     pid=$(git show HEAD | git patch-id --stable | cut -d' ' -f1)
     echo "commit $FARM_TASK $FARM_AGENT $me $sha $pid" >> "$L"
@@ -1247,7 +1250,7 @@ exit 0
             .envs(GIT_ENV)
             .env("FARM_HUB", &self.hub_arg)
             .env("FARM_CHAOS_TAG", &self.tag)
-            .env("FARM_CHAOS_DIR", self.a())
+            .env("FARM_CHAOS_GATE", self.a().join("arm-gate"))
             .env("GIT_CONFIG_COUNT", "1")
             .env("GIT_CONFIG_KEY_0", "core.hooksPath")
             .env("GIT_CONFIG_VALUE_0", self.a().join("hooks"))
@@ -1287,15 +1290,15 @@ exit 0
             // What a sandboxed session and its gate keep of farm's
             // environment besides farm's own: the round's and its farm's
             // markers (the leftover checks find its processes by them),
-            // where the agents' directory is, and git's hooks and
-            // hermetic config.
+            // the gate's cue, and git's hermetic config. None of them names
+            // a directory: farm binds one a kept variable names read-write
+            // (as it would a CLI's config directory), unchecked against the
+            // hub and the state dir, unlike `--sandbox-bind`; the agents'
+            // directory is to be shown by the bind alone.
             for name in [
                 "FARM_CHAOS_TAG",
                 "FARM_CHAOS_GEN",
-                "FARM_CHAOS_DIR",
-                "GIT_CONFIG_COUNT",
-                "GIT_CONFIG_KEY_0",
-                "GIT_CONFIG_VALUE_0",
+                "FARM_CHAOS_GATE",
                 "GIT_CONFIG_GLOBAL",
                 "GIT_CONFIG_NOSYSTEM",
             ] {
