@@ -72,6 +72,23 @@ impl From<ExitStatus> for Outcome {
     }
 }
 
+impl Outcome {
+    /// The outcome of a session bwrap led: bwrap reports the agent's death
+    /// by signal N as its own exit with 128 + N (its pid 1 reaped the
+    /// agent), which read as a plain failure made a killed agent look like
+    /// one that never started, and two in a row stopped the run (the
+    /// chaos suite's kills, sandboxed). An agent that exits 129–192 itself
+    /// reads as killed too, as a shell reports it.
+    pub fn of_sandboxed(status: ExitStatus) -> Outcome {
+        match Outcome::from(status) {
+            Outcome::Failed { code } if (129..=128 + 64).contains(&code) => {
+                Outcome::Killed { signal: code - 128 }
+            }
+            other => other,
+        }
+    }
+}
+
 impl std::fmt::Display for Outcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -277,7 +294,10 @@ fn run_logged(spec: &Spec<'_>, mut tick: impl FnMut() -> Tick) -> std::io::Resul
     loop {
         if let Some(status) = group.child.try_wait()? {
             group.done = true;
-            return Ok(status.into());
+            return Ok(match spec.sandboxed {
+                true => Outcome::of_sandboxed(status),
+                false => status.into(),
+            });
         }
         if Instant::now() >= deadline {
             group.stop(spec.grace)?;

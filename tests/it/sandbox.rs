@@ -295,6 +295,35 @@ fn a_timed_out_sandboxed_session_is_told_to_stop() {
     assert!(text.contains("ended: timed out"), "{text}");
 }
 
+/// Regression: bwrap reports its agent's death by a signal as its own
+/// exit, 128 + the signal. farm took a sandboxed agent killed with SIGKILL
+/// for one that failed with exit 137 at once, silent — one that cannot
+/// start — and two such in a row stopped the run ("cannot work: it does
+/// not start"). A killed agent is a killed agent, sandboxed or not.
+#[test]
+fn a_sandboxed_agent_killed_by_a_signal_is_killed_not_unstarted() {
+    if !bwrap_works() {
+        return;
+    }
+    let env = Env::git_hub(&[]);
+    for task in ["t1", "t2", "t3"] {
+        add_task(&env, &[task, "-m", "dies at once"]);
+    }
+    let agent = env.agent_script("dies.sh", "kill -9 $$\n");
+    let out = sandboxed(&env, &agent, &["--max-sessions", "3"]).run_within(LIMIT);
+    assert!(!out.stderr.contains("does not start"), "{out:#?}");
+    let journal = std::fs::read_to_string(env.tmp.path().join("state/journal.jsonl")).unwrap();
+    let ends: Vec<serde_json::Value> = journal
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["event"] == "session_end")
+        .collect();
+    assert_eq!(ends.len(), 3, "{journal}");
+    for end in &ends {
+        assert_eq!(end["outcome"], "killed by signal 9", "{journal}");
+    }
+}
+
 /// Every session log under `dir`, one after the other.
 fn all_logs(dir: &Path) -> String {
     let mut text = String::new();
