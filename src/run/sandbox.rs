@@ -251,6 +251,17 @@ impl Sandbox {
                 holds(&bind.path).unwrap().display()
             ));
         }
+        // A directory shown read-write because a kept variable names it
+        // (a CLI's config moved there) is held to the same: it must not
+        // show the hub or the state directory either.
+        if let Some(dir) = self.home_binds.iter().find(|d| holds(d).is_some()) {
+            return Err(format!(
+                "`{}` holds `{}`, which sessions must not see; a variable the sandbox keeps \
+                 (--sandbox-env, sandbox_env) names it",
+                dir.display(),
+                holds(dir).unwrap().display()
+            ));
+        }
         // bwrap would refuse it at every session's start: once, now.
         if let Some(bind) = self.binds.iter().find(|b| !b.path.exists()) {
             return Err(format!(
@@ -641,6 +652,25 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.install, [PathBuf::from("/tmp/t/agent")]);
+    }
+
+    /// Regression: a directory a kept variable names was bound read-write
+    /// unchecked, so one that held the hub or the state directory showed
+    /// them to every session, round the refusal of such a bind.
+    #[test]
+    fn a_kept_variables_directory_holding_the_state_dir_is_refused() {
+        let mut s = sandbox();
+        s.home_binds.push("/srv/work".into());
+        let err = s.seal(&["/srv/work/state".into()], &[]).unwrap_err();
+        assert!(
+            err.contains("`/srv/work`")
+                && err.contains("/srv/work/state")
+                && err.contains("--sandbox-env"),
+            "{err}"
+        );
+        let mut s = sandbox();
+        s.home_binds.push("/srv/config".into());
+        s.seal(&["/srv/work/state".into()], &[]).unwrap();
     }
 
     #[test]
