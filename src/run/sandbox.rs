@@ -504,7 +504,13 @@ fn interpreter(script: &Path) -> Option<String> {
 /// Whether bwrap can make the sandbox's namespaces here: `Err` with
 /// bwrap's own words when it cannot.
 pub fn probe(bwrap: &Path) -> Result<(), String> {
+    // In the environment bwrap gets at a session's start (see
+    // `Sandbox::environment`), not farm's whole one: a library farm runs
+    // under (libfaketime in `LD_PRELOAD`, whose start needs a writable
+    // /dev/shm) would fail the probe and never a session.
     let out = Command::new(bwrap)
+        .env_clear()
+        .envs(std::env::var_os("PATH").map(|p| ("PATH", p)))
         .args([
             "--ro-bind",
             "/",

@@ -324,6 +324,40 @@ fn a_sandboxed_agent_killed_by_a_signal_is_killed_not_unstarted() {
     }
 }
 
+/// Regression: farm checked that bwrap works here with its own whole
+/// environment, which sessions never get: under libfaketime (its
+/// `LD_PRELOAD` wants a writable /dev/shm at start) the check failed and a
+/// sandbox asked for refused to start, though every session would have
+/// run.
+#[test]
+fn a_preloaded_library_of_farms_own_does_not_fail_the_sandbox_check() {
+    if !bwrap_works() {
+        return;
+    }
+    let Some(lib) = ["x86_64", "aarch64"]
+        .iter()
+        .map(|a| format!("/usr/lib/{a}-linux-gnu/faketime/libfaketime.so.1"))
+        .find(|p| Path::new(p).exists())
+    else {
+        assert!(
+            std::env::var_os("FARM_REQUIRE_SERVERS").is_none(),
+            "libfaketime is not installed: apt-get install faketime"
+        );
+        return;
+    };
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["t1", "-m", "one line"]);
+    let agent = env.agent_script(
+        "one.sh",
+        "echo x > one.txt\ngit add -A\ngit commit -qm one\n",
+    );
+    let mut farm = sandboxed(&env, &agent, &["--once"]);
+    farm.cmd.env("LD_PRELOAD", lib).env("FAKETIME", "+0");
+    let out = farm.run_within(LIMIT);
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert!(out.stderr.contains("sandbox: on"), "{out:#?}");
+}
+
 /// Every session log under `dir`, one after the other.
 fn all_logs(dir: &Path) -> String {
     let mut text = String::new();
