@@ -674,7 +674,7 @@ struct Round {
 const SKEW: &str = "-7m";
 
 /// libfaketime, if installed: where the distribution puts it.
-fn faketime_lib() -> Option<PathBuf> {
+pub(crate) fn faketime_lib() -> Option<PathBuf> {
     let found = [
         "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
         "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
