@@ -128,6 +128,9 @@ pub(super) struct Rider<'a> {
     /// Landed (see [`Rider::landed`]): the results refs nobody reads any
     /// more are deleted when it leaves.
     landed: bool,
+    /// Passed first in line, and not said so in line yet (see
+    /// [`Rider::ride`]).
+    unsaid: bool,
     /// Times it took the last place again (see [`REJOINS`]).
     rejoins: u32,
     /// Why the queue gave it up, once it did (see [`Rider::update`]).
@@ -213,6 +216,7 @@ impl<'a> Rider<'a> {
             built: None,
             passed: None,
             landed: false,
+            unsaid: false,
             rejoins: 0,
             given_up: None,
         };
@@ -268,6 +272,7 @@ impl<'a> Rider<'a> {
                     // its code.)
                     Some(c) if blocked.as_ref() != Some(c) && self.have(ahead)? => c.clone(),
                     _ => {
+                        self.say_passed()?;
                         self.wait(beat)?;
                         continue;
                     }
@@ -315,6 +320,19 @@ impl<'a> Rider<'a> {
                     // What it was built on went away: build again.
                     None => self.built = None,
                     Some(_) if moot => self.built = None,
+                    // First in line: it lands next (put on the branch
+                    // first, if the change ahead landed with a progress
+                    // document), and no change behind can use its verdict
+                    // before it has. In a line elsewhere the verdict said
+                    // in line and the results pushed were two round trips
+                    // more between its suite and its landing, which the
+                    // changes behind wait on: the results are pushed once
+                    // it landed (see `landed`), for the branch. (Both said
+                    // all the same if it must wait.)
+                    Some(Verdict::Pass(tests)) if view.ahead.is_none() => {
+                        self.passed = Some((b.key.clone(), tests));
+                        self.unsaid = true;
+                    }
                     Some(Verdict::Pass(tests)) => {
                         let (key, head) = (b.key.clone(), b.head.clone());
                         self.share_results(&key)?;
@@ -330,8 +348,25 @@ impl<'a> Rider<'a> {
                 let passed = self.passed.as_ref().and_then(|(_, t)| t.clone());
                 return Ok(Ride::Ready { at: tip, passed });
             }
+            self.say_passed()?;
             self.wait(beat)?;
         }
+    }
+
+    /// Say in line that the candidate passed, and share its results, if
+    /// that was put off for its landing (see [`Rider::ride`]) and it must
+    /// wait after all: the changes behind go on with it.
+    fn say_passed(&mut self) -> Result<(), Halt> {
+        if !std::mem::take(&mut self.unsaid) {
+            return Ok(());
+        }
+        let Some((key, _)) = &self.passed else {
+            return Ok(());
+        };
+        let key = key.clone();
+        self.share_results(&key)?;
+        let head = self.built.as_ref().map(|b| b.head.clone());
+        self.publish(head.as_deref(), true)
     }
 
     /// Whether the change just ahead in `view` landed already: the
@@ -642,6 +677,15 @@ impl<'a> Rider<'a> {
     /// next landing.
     pub(super) fn landed(&mut self) {
         self.landed = true;
+        // Passed first in line and landed at once: its results are shared
+        // only now, the branch's (best effort: a change that finds none
+        // tests the branch itself). Its code was named in line with its
+        // candidate, and the branch has it: a sweep keeps them.
+        if std::mem::take(&mut self.unsaid)
+            && let Some((key, _)) = self.passed.clone()
+        {
+            let _ = self.share_results(&key);
+        }
         self.entry.record.refs.retain(|r| !r.starts_with(RESULTS));
     }
 

@@ -492,6 +492,42 @@ fn queued_changes_across_two_machines_are_tested_side_by_side() {
     assert!(results.lines().count() <= 1, "results left: {results}");
 }
 
+/// A change first in line when its suite passes lands next, and nothing
+/// behind it can use its verdict before it has: it is not said in line
+/// first, and its results are shared once it landed, for the branch. Each
+/// was a round trip to the hub between its suite and its landing, which
+/// every change behind waits on. A change writes the claims branch four
+/// times (its claim, its place, its candidate, its release with its
+/// landing), not five; the branch's results are on the hub all the same.
+#[test]
+fn a_change_first_in_line_lands_without_saying_it_passed_first() {
+    use crate::daemon::Running;
+    // (One: a second one's change might pass with the first still in line.)
+    let tasks = vec!["n1".to_owned()];
+    let (daemon, agent, dir) = served(&tasks);
+    let machine = daemon.machine("east");
+    let out = Running::spawn(run_on(&machine, &agent, &dir, "1"))
+        .finish_by(Instant::now() + Duration::from_secs(120));
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    landed_once_and_queue_gone(&daemon, &tasks, &format!("{out:#?}"));
+    let writes = daemon.hub().git(["log", "--format=%s", "farm/claims"]);
+    let updates = writes
+        .lines()
+        .filter(|w| w.starts_with("farm: update"))
+        .count();
+    assert_eq!(
+        updates,
+        tasks.len(),
+        "one update in line a change (its candidate named):\n{writes}"
+    );
+    let key = farm::suite::results::code_key(&daemon.hub_dir(), "main", None).unwrap();
+    assert!(
+        results_refs(&daemon).contains(&format!("refs/farm/results/{key}")),
+        "the branch's results are not on the hub: {:?}",
+        results_refs(&daemon)
+    );
+}
+
 /// A farm SIGKILLed while two changes or more of its wait in a line
 /// elsewhere (its places beside the claims, its candidates on the hub):
 /// run again on the same machine, it takes back its dead claims, the dead
