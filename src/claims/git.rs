@@ -73,7 +73,8 @@ use crate::names::TaskId;
 
 /// The branch of the hub that holds the claims.
 pub const BRANCH: &str = "farm/claims";
-const REF: &str = "refs/heads/farm/claims";
+/// Its full ref name.
+pub const REF: &str = "refs/heads/farm/claims";
 const DIR: &str = crate::names::CLAIMS_DIR;
 /// Compare-and-swap rounds before a task is called too busy.
 /// Generous: every agent on every machine moves the one claims branch, and
@@ -652,6 +653,14 @@ impl LineStore for GitStore {
             }
         }
         Ok(snapshot)
+    }
+
+    fn read_line_at(&self, tip: &str) -> Result<Snapshot, StoreError> {
+        // The same commit holds the same files: one fetch for the farm's
+        // changes in line that each saw the claims move (and none after a
+        // write of this farm's own).
+        let known = self.state().tip.as_ref().and_then(|t| t.commit.clone());
+        self.read_line(known.as_deref() != Some(tip))
     }
 
     fn add_to_line(&self, name: &str, text: &[u8]) -> Result<bool, StoreError> {

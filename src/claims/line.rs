@@ -27,6 +27,14 @@ pub trait LineStore: Send + Sync {
     /// The line now (`fresh`: asked of the hub, not the last tip seen).
     fn read_line(&self, fresh: bool) -> Result<Snapshot, StoreError>;
 
+    /// The line as a look at the hub that found the claims branch at
+    /// commit `tip` (`git ls-remote`) has it: read from the last tip this
+    /// store fetched or pushed when that is the one, else asked of the hub.
+    fn read_line_at(&self, tip: &str) -> Result<Snapshot, StoreError> {
+        let _ = tip;
+        self.read_line(true)
+    }
+
     /// Add `name` with `text`, unless a file of that name, or of a later
     /// place (see [`place`]), is there: false then (someone else took that
     /// place, or one behind it). The line's order is the order its files

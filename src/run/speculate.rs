@@ -56,6 +56,7 @@
 //!   stays. Nothing can be lost by it: a results ref holds test results,
 //!   no one's work, and one deleted in a race costs a suite run at most.
 
+use crate::claims::git::REF as CLAIMS;
 use crate::error::Error;
 use crate::git::command::Pushed;
 use crate::run::event::Event;
@@ -119,6 +120,9 @@ pub(super) struct Rider<'a> {
     /// The hub's claims and branch tips as last looked at (a line
     /// elsewhere): while they stand, nothing in line or on the branch moved.
     seen: std::cell::RefCell<String>,
+    /// What the look that ended the last wait found, for the next reading
+    /// of the line and the branch (see [`Rider::look`]).
+    looked: std::cell::Cell<Option<Looked>>,
     /// The candidate now.
     built: Option<Built>,
     /// The code that passed the gate, and its tests: a candidate built
@@ -154,6 +158,14 @@ enum Ahead {
     Passed,
     /// Left the line without landing.
     Gone,
+}
+
+/// The tips of the claims branch and of the branch a look at a hub
+/// elsewhere found (`None`: not there, or not listed).
+#[derive(Default)]
+struct Looked {
+    claims: Option<String>,
+    branch: Option<String>,
 }
 
 /// A candidate: the work `from` put on top of `on` (the candidate of the
@@ -213,6 +225,7 @@ impl<'a> Rider<'a> {
             joined: std::time::Instant::now(),
             reaped: std::cell::Cell::new(std::time::Instant::now()),
             seen: std::cell::RefCell::new(String::new()),
+            looked: std::cell::Cell::new(None),
             built: None,
             passed: None,
             landed: false,
@@ -244,7 +257,7 @@ impl<'a> Rider<'a> {
         beat: &mut Heartbeat<'_>,
     ) -> Result<Ride, Halt> {
         let turn = self.turn;
-        let (run, clone) = (turn.run, turn.clone);
+        let clone = turn.clone;
         let own = clone.head()?;
         // The candidate ahead that the work conflicted with.
         let mut blocked: Option<String> = None;
@@ -253,9 +266,10 @@ impl<'a> Rider<'a> {
                 return Ok(Ride::Gated(Verdict::Unqueued(why)));
             }
             self.tend(beat)?;
-            let mut view = self.queue.view(&self.entry)?;
+            let looked = self.looked.take();
+            let mut view = self.view(&looked)?;
             self.drop_refs(&view.dead_refs);
-            let tip = clone.fetch_if_moved(&run.hub)?;
+            let tip = self.branch_tip(&looked)?;
             if self.ahead_landed(&view, &tip)? {
                 view.ahead = None;
                 view.waiting_ahead = 0;
@@ -408,10 +422,8 @@ impl<'a> Rider<'a> {
             return Ok(());
         }
         let turn = self.turn;
-        let tips = [
-            "refs/heads/farm/claims".to_owned(),
-            format!("refs/heads/{}", turn.run.hub.branch),
-        ];
+        let branch = format!("refs/heads/{}", turn.run.hub.branch);
+        let tips = [CLAIMS.to_owned(), branch.clone()];
         // A full look now and then all the same (a claim gone stale moves
         // no tip).
         let until = std::time::Instant::now() + LOOK_AGAIN;
@@ -419,14 +431,41 @@ impl<'a> Rider<'a> {
             std::thread::sleep(every);
             self.tend(beat)?;
             let now = turn.clone.hub_tips(&tips).unwrap_or_default();
-            if now.is_empty() || *self.seen.borrow() != now {
+            let moved = now.is_empty() || *self.seen.borrow() != now;
+            if moved || std::time::Instant::now() >= until {
+                let tip = |name: &str| {
+                    now.lines()
+                        .filter_map(|l| l.split_once('\t'))
+                        .find(|(_, r)| r.trim() == name)
+                        .map(|(oid, _)| oid.trim().to_owned())
+                };
+                self.looked.set(Some(Looked {
+                    claims: tip(CLAIMS),
+                    branch: tip(&branch),
+                }));
                 *self.seen.borrow_mut() = now;
                 return Ok(());
             }
-            if std::time::Instant::now() >= until {
-                return Ok(());
-            }
         }
+    }
+
+    /// The line as this change sees it now, as of the look that ended its
+    /// last wait (`looked`, see [`Rider::wait`]) when there was one: each
+    /// change in line of every farm looks again each time any claim or
+    /// place moves, and a farm's changes read the same claims; those that
+    /// this farm has read already are not fetched again.
+    fn view(&self, looked: &Option<Looked>) -> Result<View, Halt> {
+        let at = looked.as_ref().and_then(|l| l.claims.as_deref());
+        Ok(self.queue.view_at(&self.entry, at)?)
+    }
+
+    /// The branch's tip, as of that look (see [`Rider::view`]): fetched
+    /// only when it moved past what the clone has (most looks follow a
+    /// write to the claims, not a landing).
+    fn branch_tip(&self, looked: &Option<Looked>) -> Result<String, Halt> {
+        let turn = self.turn;
+        let at = looked.as_ref().and_then(|l| l.branch.as_deref());
+        Ok(turn.clone.fetch_unless_at(&turn.run.hub, at)?)
     }
 
     /// What a change does each time it looks at the line: beat its claim,
@@ -563,7 +602,8 @@ impl<'a> Rider<'a> {
     fn ahead(&self, on: &str, key: &str) -> Result<Ahead, Halt> {
         let turn = self.turn;
         let same_code = |c: &str| c == on || gate::code_key(turn, c).is_ok_and(|k| k == key);
-        let view = self.queue.view(&self.entry)?;
+        let looked = self.looked.take();
+        let view = self.view(&looked)?;
         let place = self.built.as_ref().and_then(|b| b.ahead);
         let ahead = view.ahead.as_ref().filter(|a| Some(a.place) == place);
         // (Its candidate is read here: fetched from a hub elsewhere.)
@@ -589,7 +629,7 @@ impl<'a> Rider<'a> {
             // branch moved by the board or a progress document: the same
             // code), or not.
             None => {
-                let tip = turn.clone.fetch_if_moved(&turn.run.hub)?;
+                let tip = self.branch_tip(&looked)?;
                 if turn.clone.is_ancestor(on, &tip)? || same_code(&tip) {
                     Ahead::Passed
                 } else {

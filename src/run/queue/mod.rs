@@ -151,9 +151,16 @@ impl<'s> Queue<'s> {
     /// The line as `entry` sees it now; dead changes are removed on the
     /// way.
     pub fn view(&self, entry: &Entry<'_>) -> Result<View, Error> {
+        self.view_at(entry, None)
+    }
+
+    /// [`Queue::view`]; in a line elsewhere, as of claims tip `at` when a
+    /// look at the hub just found it there: read again only if this farm
+    /// has not read that one yet.
+    pub fn view_at(&self, entry: &Entry<'_>, at: Option<&str>) -> Result<View, Error> {
         let (live, dead) = match self {
             Queue::Local(dir) => dir.read(true)?,
-            Queue::Remote(line) => line.read(true)?,
+            Queue::Remote(line) => line.read(true, at)?,
         };
         let ahead: Vec<InLine> = live.into_iter().filter(|c| c.place < entry.place).collect();
         Ok(View {
@@ -168,7 +175,7 @@ impl<'s> Queue<'s> {
     pub fn list(&self) -> Result<Vec<InLine>, Error> {
         Ok(match self {
             Queue::Local(dir) => dir.list()?,
-            Queue::Remote(line) => line.read(false)?.0,
+            Queue::Remote(line) => line.read(false, None)?.0,
         })
     }
 

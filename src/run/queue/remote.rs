@@ -47,7 +47,7 @@ impl<'s> Line<'s> {
     pub(super) fn join(&self, text: &[u8]) -> Result<(File<'s>, u64, Vec<String>), Error> {
         let mut dead = Vec::new();
         for _ in 0..ROUNDS {
-            let (last, gone) = self.read_all(true)?;
+            let (last, gone) = self.read_all(true, None)?;
             dead.extend(gone.1);
             let now = std::time::SystemTime::now();
             let place = place_after(last, now);
@@ -67,14 +67,19 @@ impl<'s> Line<'s> {
     }
 
     /// The live changes in line, in order, and the candidate refs of the
-    /// dead ones (removed when `remove`).
-    pub(super) fn read(&self, remove: bool) -> Result<Read, Error> {
-        Ok(self.read_all(remove)?.1)
+    /// dead ones (removed when `remove`); as of claims tip `at` when a look
+    /// at the hub just found it there (see [`LineStore::read_line_at`]),
+    /// else asked of the hub.
+    pub(super) fn read(&self, remove: bool, at: Option<&str>) -> Result<Read, Error> {
+        Ok(self.read_all(remove, at)?.1)
     }
 
     /// [`Line::read`], and the last place taken by any file there.
-    fn read_all(&self, remove: bool) -> Result<(u64, Read), Error> {
-        let snapshot = self.store.read_line(true)?;
+    fn read_all(&self, remove: bool, at: Option<&str>) -> Result<(u64, Read), Error> {
+        let snapshot = match at {
+            Some(tip) => self.store.read_line_at(tip)?,
+            None => self.store.read_line(true)?,
+        };
         let mut last = 0;
         let mut live = Vec::new();
         let mut dead = Vec::new();
