@@ -94,7 +94,13 @@ impl Ctx {
         Ctx {
             hub_arg: global.hub.clone(),
             claims: global.claims,
-            state_dir: global.state_dir.clone(),
+            // Taken from the directory farm started in: farm's git runs
+            // elsewhere (in a clone, in the hub), where a relative path
+            // names another place.
+            state_dir: global
+                .state_dir
+                .as_ref()
+                .map(|dir| std::path::absolute(dir).unwrap_or_else(|_| dir.clone())),
             out: Out::new(global.color, global.quiet, global.verbose),
         }
     }

@@ -388,6 +388,37 @@ echo "$(git rev-parse HEAD) $(git show HEAD | git patch-id --stable | cut -d' ' 
 /// An agent that commits and exits non-zero: retried up to `max_attempts`,
 /// each attempt noted in the task, which ends in `tasks/failed/`; each
 /// attempt's commit is on its own rescue branch, and none reached main.
+/// Regression: a relative `--state-dir`, as a person types it, failed
+/// every agent at its first task ("cannot open the clone
+/// `st/clones/vm`"): the clone was made by a git run in another
+/// directory, where the path named another place (`st/clones/st/…`).
+/// It is taken from the directory farm started in.
+#[test]
+fn a_relative_state_dir_names_the_directory_farm_started_in() {
+    let env = Env::git_hub(&[]);
+    add_task(&env, &["one", "-m", "Write one"]);
+    add_task(&env, &["two", "-m", "Write two"]);
+    let agent = env.agent_script(
+        "agent.sh",
+        "set -eu\necho \"$FARM_TASK\" > \"$FARM_TASK.txt\"\ngit add -A\ngit commit -qm \"$FARM_TASK\"\n",
+    );
+    let out = env
+        .farm_git(["run", "--agent", &agent, "--state-dir", "st"])
+        .run_within(LIMIT)
+        .success();
+    assert_eq!(
+        board(&env, "tasks/done"),
+        BTreeSet::from(["one".to_owned(), "two".to_owned()]),
+        "{out:#?}"
+    );
+    let state = env.tmp.path().join("st");
+    assert!(state.join("journal.jsonl").is_file(), "{out:#?}");
+    assert!(
+        !state.join("clones/st").exists(),
+        "a state dir inside its own clones"
+    );
+}
+
 #[test]
 fn failing_agent_is_retried_then_failed_with_notes_and_rescue_branches() {
     let env = Env::git_hub(&[]);
