@@ -792,10 +792,11 @@ impl<'a> Rider<'a> {
         }
         let old = record.refs.clone();
         let mut refs = old.clone();
-        let mut specs: Vec<String> = old.iter().map(|r| format!(":{r}")).collect();
         // Its code named with the candidate: its results, once pushed, are
         // known for in use (see `unread_results`).
         let key = head.and(self.built.as_ref()).map(|b| b.key.clone());
+        let (kept, gone) = refs_rebuilt(&old, key.as_deref());
+        let mut specs: Vec<String> = gone.iter().map(|r| format!(":{r}")).collect();
         let new = head.map(|head| {
             self.builds += 1;
             let name = format!(
@@ -838,7 +839,7 @@ impl<'a> Rider<'a> {
         self.update(Record {
             candidate: head.map(str::to_owned),
             key,
-            refs: new.into_iter().collect(),
+            refs: kept.into_iter().chain(new).collect(),
             green,
             ..record
         })
@@ -954,6 +955,17 @@ impl Drop for Rider<'_> {
     }
 }
 
+/// A change's hub refs `old` as it publishes a new candidate whose code is
+/// `key`: those it keeps (the results it shared for that code: a
+/// candidate built again with the same code, the board or a progress
+/// document moved under it, passed with them) and those that go.
+fn refs_rebuilt(old: &[String], key: Option<&str>) -> (Vec<String>, Vec<String>) {
+    let results = key.map(|k| format!("{RESULTS}{k}"));
+    old.iter()
+        .cloned()
+        .partition(|r| results.as_ref() == Some(r))
+}
+
 /// Of the results refs `listed` on a hub (name, commit), those nobody can
 /// read any more, given the live changes in `line` read after they were
 /// listed and the code key `branch` of the branch read after that: not the
@@ -1016,6 +1028,25 @@ mod tests {
             .into_iter()
             .map(|(name, _)| name.trim_start_matches(RESULTS).to_owned())
             .collect()
+    }
+
+    /// Regression: a change built again with the same code (behind a
+    /// change ahead moved by a progress document) deleted the results it
+    /// had shared for that code with its old candidate, and did not share
+    /// them again: the changes behind found none, and ran the suite on it
+    /// again.
+    #[test]
+    fn a_candidate_built_again_with_the_same_code_keeps_its_results() {
+        let old = ["refs/farm/queue/7-a-1".to_owned(), format!("{RESULTS}k1")];
+        let (kept, gone) = refs_rebuilt(&old, Some("k1"));
+        assert_eq!(kept, [format!("{RESULTS}k1")]);
+        assert_eq!(gone, ["refs/farm/queue/7-a-1"]);
+        // Other code: its results are not these.
+        let (kept, gone) = refs_rebuilt(&old, Some("k2"));
+        assert!(kept.is_empty());
+        assert_eq!(gone, old);
+        // No candidate (its work conflicts with the one ahead): all go.
+        assert_eq!(refs_rebuilt(&old, None).1, old);
     }
 
     #[test]
