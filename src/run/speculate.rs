@@ -120,9 +120,9 @@ pub(super) struct Rider<'a> {
     /// The hub's claims and branch tips as last looked at (a line
     /// elsewhere): while they stand, nothing in line or on the branch moved.
     seen: std::cell::RefCell<String>,
-    /// What the look that ended the last wait found, for the next reading
-    /// of the line and the branch (see [`Rider::look`]).
-    looked: std::cell::Cell<Option<Looked>>,
+    /// The claims tip the look that ended the last wait found, for the
+    /// next reading of the line (see [`Rider::view`]).
+    looked: std::cell::Cell<Option<String>>,
     /// The candidate now.
     built: Option<Built>,
     /// The code that passed the gate, and its tests: a candidate built
@@ -158,14 +158,6 @@ enum Ahead {
     Passed,
     /// Left the line without landing.
     Gone,
-}
-
-/// The tips of the claims branch and of the branch a look at a hub
-/// elsewhere found (`None`: not there, or not listed).
-#[derive(Default)]
-struct Looked {
-    claims: Option<String>,
-    branch: Option<String>,
 }
 
 /// A candidate: the work `from` put on top of `on` (the candidate of the
@@ -266,10 +258,9 @@ impl<'a> Rider<'a> {
                 return Ok(Ride::Gated(Verdict::Unqueued(why)));
             }
             self.tend(beat)?;
-            let looked = self.looked.take();
-            let mut view = self.view(&looked)?;
+            let mut view = self.view()?;
             self.drop_refs(&view.dead_refs);
-            let tip = self.branch_tip(&looked)?;
+            let tip = clone.fetch_if_moved(&turn.run.hub)?;
             if self.ahead_landed(&view, &tip)? {
                 view.ahead = None;
                 view.waiting_ahead = 0;
@@ -422,8 +413,10 @@ impl<'a> Rider<'a> {
             return Ok(());
         }
         let turn = self.turn;
-        let branch = format!("refs/heads/{}", turn.run.hub.branch);
-        let tips = [CLAIMS.to_owned(), branch.clone()];
+        let tips = [
+            CLAIMS.to_owned(),
+            format!("refs/heads/{}", turn.run.hub.branch),
+        ];
         // A full look now and then all the same (a claim gone stale moves
         // no tip).
         let until = std::time::Instant::now() + LOOK_AGAIN;
@@ -433,39 +426,29 @@ impl<'a> Rider<'a> {
             let now = turn.clone.hub_tips(&tips).unwrap_or_default();
             let moved = now.is_empty() || *self.seen.borrow() != now;
             if moved || std::time::Instant::now() >= until {
-                let tip = |name: &str| {
-                    now.lines()
-                        .filter_map(|l| l.split_once('\t'))
-                        .find(|(_, r)| r.trim() == name)
-                        .map(|(oid, _)| oid.trim().to_owned())
-                };
-                self.looked.set(Some(Looked {
-                    claims: tip(CLAIMS),
-                    branch: tip(&branch),
-                }));
+                let claims = now
+                    .lines()
+                    .filter_map(|l| l.split_once('\t'))
+                    .find(|(_, r)| r.trim() == CLAIMS)
+                    .map(|(oid, _)| oid.trim().to_owned());
+                self.looked.set(claims);
                 *self.seen.borrow_mut() = now;
                 return Ok(());
             }
         }
     }
 
-    /// The line as this change sees it now, as of the look that ended its
-    /// last wait (`looked`, see [`Rider::wait`]) when there was one: each
-    /// change in line of every farm looks again each time any claim or
-    /// place moves, and a farm's changes read the same claims; those that
-    /// this farm has read already are not fetched again.
-    fn view(&self, looked: &Option<Looked>) -> Result<View, Halt> {
-        let at = looked.as_ref().and_then(|l| l.claims.as_deref());
-        Ok(self.queue.view_at(&self.entry, at)?)
-    }
-
-    /// The branch's tip, as of that look (see [`Rider::view`]): fetched
-    /// only when it moved past what the clone has (most looks follow a
-    /// write to the claims, not a landing).
-    fn branch_tip(&self, looked: &Option<Looked>) -> Result<String, Halt> {
-        let turn = self.turn;
-        let at = looked.as_ref().and_then(|l| l.branch.as_deref());
-        Ok(turn.clone.fetch_unless_at(&turn.run.hub, at)?)
+    /// The line as this change sees it now, as of the claims tip the look
+    /// that ended its last wait found (see [`Rider::wait`]), when there
+    /// was one: each change in line of every farm looks again each time
+    /// any claim or place moves, and a farm's changes read the same
+    /// claims; a tip this farm has read already is not fetched again. (The
+    /// branch is fetched after, never taken from that look: a look in the
+    /// middle of a landing's push may list the claims it released and the
+    /// branch from before it, and the change ahead would read as gone.)
+    fn view(&self) -> Result<View, Halt> {
+        let at = self.looked.take();
+        Ok(self.queue.view_at(&self.entry, at.as_deref())?)
     }
 
     /// What a change does each time it looks at the line: beat its claim,
@@ -602,8 +585,7 @@ impl<'a> Rider<'a> {
     fn ahead(&self, on: &str, key: &str) -> Result<Ahead, Halt> {
         let turn = self.turn;
         let same_code = |c: &str| c == on || gate::code_key(turn, c).is_ok_and(|k| k == key);
-        let looked = self.looked.take();
-        let view = self.view(&looked)?;
+        let view = self.view()?;
         let place = self.built.as_ref().and_then(|b| b.ahead);
         let ahead = view.ahead.as_ref().filter(|a| Some(a.place) == place);
         // (Its candidate is read here: fetched from a hub elsewhere.)
@@ -629,7 +611,7 @@ impl<'a> Rider<'a> {
             // branch moved by the board or a progress document: the same
             // code), or not.
             None => {
-                let tip = self.branch_tip(&looked)?;
+                let tip = turn.clone.fetch_if_moved(&turn.run.hub)?;
                 if turn.clone.is_ancestor(on, &tip)? || same_code(&tip) {
                     Ahead::Passed
                 } else {

@@ -63,18 +63,6 @@ impl PrivateClone {
         }
     }
 
-    /// [`PrivateClone::fetch_if_moved`], when a look at the hub (`git
-    /// ls-remote`) just found its branch at `seen`: no fetch when
-    /// `origin/<branch>` is that commit already.
-    pub fn fetch_unless_at(&self, hub: &Hub, seen: Option<&str>) -> Result<String, Error> {
-        if let Some(seen) = seen
-            && self.origin(&hub.branch).as_deref() == Some(seen)
-        {
-            return Ok(seen.to_owned());
-        }
-        self.fetch_if_moved(hub)
-    }
-
     /// Reset to the hub's branch: a clean slate for every session.
     /// Returns the commit it reset to.
     pub fn sync(&self, hub: &Hub) -> Result<String, Error> {
