@@ -426,12 +426,8 @@ impl<'a> Rider<'a> {
             let now = turn.clone.hub_tips(&tips).unwrap_or_default();
             let moved = now.is_empty() || *self.seen.borrow() != now;
             if moved || std::time::Instant::now() >= until {
-                let claims = now
-                    .lines()
-                    .filter_map(|l| l.split_once('\t'))
-                    .find(|(_, r)| r.trim() == CLAIMS)
-                    .map(|(oid, _)| oid.trim().to_owned());
-                self.looked.set(claims);
+                let claims = refs_listed(&now).find(|(r, _)| *r == CLAIMS);
+                self.looked.set(claims.map(|(_, oid)| oid.to_owned()));
                 *self.seen.borrow_mut() = now;
                 return Ok(());
             }
@@ -726,13 +722,11 @@ impl<'a> Rider<'a> {
         // the line read next, or it left it before: landed (the branch,
         // read last, has its code, or moved on from it) or not (nobody
         // builds on its candidate).
-        let Ok(listed) = clone.hub_tips(&[format!("{RESULTS}*")]) else {
+        let Ok(out) = clone.hub_tips(&[format!("{RESULTS}*")]) else {
             return;
         };
-        let listed: Vec<(String, String)> = listed
-            .lines()
-            .filter_map(|l| l.split_once('\t'))
-            .map(|(oid, name)| (name.trim().to_owned(), oid.trim().to_owned()))
+        let listed: Vec<(String, String)> = refs_listed(&out)
+            .map(|(name, oid)| (name.to_owned(), oid.to_owned()))
             .collect();
         if listed.is_empty() {
             return;
@@ -935,6 +929,13 @@ impl Drop for Rider<'_> {
             },
         );
     }
+}
+
+/// The refs a `git ls-remote` listed, as (name, commit).
+fn refs_listed(out: &str) -> impl Iterator<Item = (&str, &str)> {
+    out.lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(oid, name)| (name.trim(), oid.trim()))
 }
 
 /// A change's hub refs `old` as it publishes a new candidate whose code is
