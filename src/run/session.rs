@@ -294,9 +294,10 @@ fn run_logged(spec: &Spec<'_>, mut tick: impl FnMut() -> Tick) -> std::io::Resul
     loop {
         if let Some(status) = group.child.try_wait()? {
             group.done = true;
-            return Ok(match spec.sandboxed {
-                true => Outcome::of_sandboxed(status),
-                false => status.into(),
+            return Ok(if spec.sandboxed {
+                Outcome::of_sandboxed(status)
+            } else {
+                status.into()
             });
         }
         if Instant::now() >= deadline {
