@@ -23,7 +23,9 @@
 //! - It is ready to push when it passed, nothing is ahead of it, and it
 //!   sits on the branch's commit — the change ahead landed. A progress
 //!   document that landed with it changes no code: the work is put on top
-//!   again and its tests stand.
+//!   again and its tests stand. One that passes first in line lands at
+//!   once, its verdict unsaid in line (no change behind can use it
+//!   sooner) and its results shared once it landed.
 //! - FIFO: a change builds on every one ahead of it and pushes only when
 //!   none is left; a newer one can never pass it. One whose work conflicts
 //!   with the change ahead waits for it to land, then merges as any change
