@@ -62,7 +62,7 @@ use super::{
     record_of,
 };
 use crate::claims::host::{self, Here};
-use crate::claims::line::{self, LineStore, Snapshot};
+use crate::claims::line::{self, Landing, LineStore, Snapshot};
 use crate::claims::liveness::{Judge, Sighting};
 use crate::claims::notice::{self, Kind, Notice, Target};
 use crate::claims::protocol;
@@ -121,8 +121,9 @@ struct State {
     /// seen later is one it saw appear).
     looked: Option<SystemTime>,
     /// Line files to take out with the publish of a task's work (task →
-    /// name, text), and those a publish took out.
-    leaving: HashMap<String, (String, Vec<u8>)>,
+    /// name, text, and the changes behind that land with it), and those a
+    /// publish took out.
+    leaving: HashMap<String, (String, Vec<u8>, Vec<Landing>)>,
     left: std::collections::HashSet<String>,
 }
 
@@ -614,6 +615,26 @@ impl GitStore {
         };
         Ok(self.contents(&[oid])?.get(oid).map(Vec::as_slice) == Some(text))
     }
+
+    /// Whether each change in `with` is on `tip` as it was read: its file
+    /// as seen, and its claim held with the nonce it names.
+    fn still_there(&self, tip: &Tip, with: &[Landing]) -> Result<bool, StoreError> {
+        for l in with {
+            if !self.holds(tip, &l.name, &l.seen)? {
+                return Ok(false);
+            }
+            let Some(oid) = tip.files.get(&l.task) else {
+                return Ok(false);
+            };
+            let held = self.contents(&[oid])?.get(oid).is_some_and(|text| {
+                record_of(&l.task, text).is_ok_and(|c| c.nonce.to_string() == l.claim)
+            });
+            if !held {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
 }
 
 /// Whether `tip` holds a file of the line at a place after `name`'s. (Two
@@ -689,10 +710,10 @@ impl LineStore for GitStore {
         })
     }
 
-    fn leave_on_publish(&self, task: &str, name: &str, seen: &[u8]) {
+    fn leave_on_publish(&self, task: &str, name: &str, seen: &[u8], with: Vec<Landing>) {
         self.state()
             .leaving
-            .insert(task.to_owned(), (name.to_owned(), seen.to_vec()));
+            .insert(task.to_owned(), (name.to_owned(), seen.to_vec(), with));
     }
 
     fn left_on_publish(&self, name: &str) -> bool {
@@ -1143,11 +1164,24 @@ impl ClaimStore for GitStore {
                 Err(e) => return Err(e),
             };
             let leave = match &leaving {
-                Some((name, text)) if self.holds(&tip, name, text)? => Some(name.as_str()),
+                Some((name, text, _)) if self.holds(&tip, name, text)? => Some(name.as_str()),
                 _ => None,
             };
-            let both = [Change::Remove(task), Change::Remove(leave.unwrap_or(task))];
-            let release = self.commit(&tip, Change::Many(&both), &message)?;
+            let with = leaving
+                .as_ref()
+                .map_or(&[][..], |(_, _, with)| with.as_slice());
+            if !self.still_there(&tip, with)? {
+                // A change to land with this one moved, left or lost its
+                // claim since it was read: not this push (the caller builds
+                // again from what is there now).
+                return Ok(Published::Rejected(Vec::new()));
+            }
+            let mut changes = vec![Change::Remove(task), Change::Remove(leave.unwrap_or(task))];
+            changes.extend(
+                with.iter()
+                    .map(|l| Change::Put(l.name.as_str(), l.text.as_slice())),
+            );
+            let release = self.commit(&tip, Change::Many(&changes), &message)?;
             let mut specs = refspecs.to_vec();
             specs.push(format!(
                 "{}:{REF}",

@@ -22,6 +22,19 @@ pub struct Snapshot {
     pub holders: BTreeMap<String, String>,
 }
 
+/// A change behind another that lands with it (see
+/// [`LineStore::leave_on_publish`]): its file `name`, which must still hold
+/// `seen` and name `task`'s claim as held with nonce `claim`, rewritten as
+/// `text` (which says it landed).
+#[derive(Clone, Debug)]
+pub struct Landing {
+    pub name: String,
+    pub seen: Vec<u8>,
+    pub text: Vec<u8>,
+    pub task: String,
+    pub claim: String,
+}
+
 /// A store that keeps a line (see the module's doc).
 pub trait LineStore: Send + Sync {
     /// The line now (`fresh`: asked of the hub, not the last tip seen).
@@ -57,8 +70,13 @@ pub trait LineStore: Send + Sync {
     /// Take `name` out of the line, while it holds `seen`, in the very
     /// commit that publishes the work of `task` and releases its claim
     /// (the next publish of it, if that lands): one write to the hub, not
-    /// two, and no moment when the file names a claim that is gone.
-    fn leave_on_publish(&self, task: &str, name: &str, seen: &[u8]);
+    /// two, and no moment when the file names a claim that is gone. The
+    /// changes behind it that the publish lands too (`with`) are said
+    /// landed in that commit; unless each still holds what was read of it
+    /// and names a claim still held, nothing is pushed (the publish is
+    /// rejected, as for a branch that moved): the work of a change whose
+    /// claim was taken away meanwhile never lands.
+    fn leave_on_publish(&self, task: &str, name: &str, seen: &[u8], with: Vec<Landing>);
 
     /// Whether a publish took `name` out of the line (see
     /// [`LineStore::leave_on_publish`]).

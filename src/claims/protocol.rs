@@ -14,12 +14,16 @@
 //!    (`.msg.*`, read once by each agent), and tasks that wait for an answer
 //!    (`asked` in a task's front matter): a farm that knows neither would
 //!    leave the one unread and take the other for an invalid task.
+//! 3. A change first in the line elsewhere lands the passed changes behind
+//!    it with its own, in one push, and says so in their files (`landed`):
+//!    a farm that does not read that would build the work of its landed
+//!    change on the branch again.
 
 use crate::claims::ClaimStore;
 use crate::error::Error;
 
 /// This farm's protocol.
-pub const PROTOCOL: u32 = 2;
+pub const PROTOCOL: u32 = 3;
 
 /// The file's name beside the claims (without `.txt`).
 pub const NAME: &str = ".protocol";

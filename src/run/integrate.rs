@@ -181,6 +181,12 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str, work: Work) -> Result<Integr
                 }
                 InLine::Again => continue,
                 InLine::Gated(verdict) => return Ok(Integrated::Gated(verdict)),
+                InLine::Landed => {
+                    if let Some(rider) = rider.as_mut() {
+                        rider.landed();
+                    }
+                    return Ok(Integrated::Pushed);
+                }
             }
         } else {
             // The tree pushed is the tree tested (under the push lock when the
@@ -190,11 +196,15 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str, work: Work) -> Result<Integr
                 verdict => return Ok(Integrated::Gated(verdict)),
             }
         };
-        if land(turn, passed.as_ref(), lock, round)? {
+        let with = rider.as_ref().map(Rider::landing_with).unwrap_or_default();
+        if land(turn, passed.as_ref(), &with, lock, round)? {
             if let Some(rider) = rider.as_mut() {
                 rider.landed();
             }
             return Ok(Integrated::Pushed);
+        }
+        if let Some(rider) = rider.as_mut() {
+            rider.unbatch()?;
         }
     }
     Ok(Integrated::Busy)
@@ -202,11 +212,14 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str, work: Work) -> Result<Integr
 
 /// Push the tested work (`passed`, with its progress document) as one
 /// commit: true once it is on the branch, false when the push was rejected
-/// (the branch moved: integrate again). `lock` is the hub's push lock, if
-/// held; it is let go before a rejected round goes on.
+/// (the branch moved: integrate again). `with`: the changes behind in the
+/// merge queue that land with it (task, agent; see `speculate`). `lock`
+/// is the hub's push lock, if held; it is let go before a rejected round
+/// goes on.
 fn land(
     turn: Turn<'_>,
     passed: Option<&Passed>,
+    with: &[(String, String)],
     lock: Option<std::fs::File>,
     round: usize,
 ) -> Result<bool, Halt> {
@@ -222,17 +235,18 @@ fn land(
     // The progress document goes in the same push, written over the
     // branch's own (it comes off again if the push is rejected).
     let before_progress = match &run.config.progress {
-        Some(path) => Some(progress_commit(turn, path, passed)?),
+        Some(path) => Some(progress_commit(turn, path, passed, with)?),
         None => None,
     };
     // Fencing: the store publishes only while the claim is still ours.
     let pushing = Instant::now();
     match publish_branch(run, clone, held, lock.as_ref())? {
         Published::Pushed => {
+            let also: String = with.iter().map(|(t, _)| format!(", `{t}`")).collect();
             run.detail(
                 name,
                 &format!(
-                    "`{id}`: pushed to `{branch}` in {} ms (round {})",
+                    "`{id}`{also}: pushed to `{branch}` in {} ms (round {})",
                     pushing.elapsed().as_millis(),
                     round + 1
                 ),
@@ -244,14 +258,20 @@ fn land(
             run.say(name, &format!("`{id}`: not published: {why}"));
             Err(Interrupt::Lost(why).into())
         }
-        Published::Rejected(_) => {
+        Published::Rejected(moved) => {
             drop(lock);
             if let Some(work) = &before_progress {
                 clone.move_head(work)?;
             }
+            // (Nothing named: a change to land with it moved in line.)
+            let why = if moved.is_empty() {
+                "a change landing with it moved in line".to_owned()
+            } else {
+                format!("{branch} moved")
+            };
             run.say(
                 name,
-                &format!("`{id}`: push rejected ({branch} moved); integrating again"),
+                &format!("`{id}`: push rejected ({why}); integrating again"),
             );
             after_rejection(run, round);
             Ok(false)
@@ -268,6 +288,8 @@ enum InLine {
     /// it), or ride on (it moved at the last moment).
     Again,
     Gated(Verdict),
+    /// Landed by the change ahead with its own: release the claim.
+    Landed,
 }
 
 /// Take the work's place in line (once: `rider` keeps it between rounds)
@@ -300,6 +322,7 @@ fn ride<'a>(
             *rider = None;
             InLine::Again
         }
+        Ride::Landed => InLine::Landed,
     })
 }
 
@@ -404,9 +427,15 @@ fn resolve(turn: Turn<'_>, files: &[String]) -> Result<Merge, Halt> {
 }
 
 /// Commit the progress document at `path` on top of the clone's HEAD, with
-/// this task's line (and the tests, when the gate knows them); the commit
-/// HEAD was before.
-fn progress_commit(turn: Turn<'_>, path: &str, passed: Option<&Passed>) -> Result<String, Error> {
+/// this task's line (and the tests, when the gate knows them), and a line
+/// for each change landing with it (`with`: task, agent); the commit HEAD
+/// was before.
+fn progress_commit(
+    turn: Turn<'_>,
+    path: &str,
+    passed: Option<&Passed>,
+    with: &[(String, String)],
+) -> Result<String, Error> {
     let Turn {
         run,
         clone,
@@ -426,7 +455,16 @@ fn progress_commit(turn: Turn<'_>, path: &str, passed: Option<&Passed>) -> Resul
         tests: passed.map(|p| (p.before, p.after)),
     };
     let old = clone.file_at_head(path)?.unwrap_or_default();
-    let text = progress::update(&old, &run.hub.branch, &entry, tests.as_ref());
+    let mut text = progress::update(&old, &run.hub.branch, &entry, tests.as_ref());
+    for (task, agent) in with {
+        let entry = progress::Entry {
+            at: entry.at,
+            task,
+            agent,
+            tests: None,
+        };
+        text = progress::update(&text, &run.hub.branch, &entry, None);
+    }
     let work = clone.head()?;
     clone.commit_file(
         path,

@@ -91,6 +91,10 @@ const REJOINS: u32 = 3;
 /// before it reads the line again all the same.
 const LOOK_AGAIN: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// How long a change whose file says the change ahead landed it waits for
+/// the branch to show that commit (see [`Rider::landed_by_another`]).
+const LANDED_SHOWS: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Where the test results a candidate passed with are shared, by the code
 /// key they are of (`<RESULTS><key>`): a farm that has none kept for a code
 /// finds them there, the change that passed with them in line or landed.
@@ -106,6 +110,9 @@ pub(super) enum Ride {
     /// The work conflicts with the branch as it is now (moved by a change
     /// that landed, or by hand): HEAD is the work as it was; catch up.
     Conflict,
+    /// The change ahead landed this one's work with its own (see
+    /// [`Rider::gather`]): nothing to push; release the claim.
+    Landed,
 }
 
 /// A change in line, and what it was built on and tested as.
@@ -139,6 +146,12 @@ pub(super) struct Rider<'a> {
     unsaid: bool,
     /// Times it took the last place again (see [`REJOINS`]).
     rejoins: u32,
+    /// The changes behind that land with this one's next push, each with
+    /// the commit its work lands as (see [`Rider::gather`]).
+    with: Vec<(InLine, String)>,
+    /// Since when its file has said it landed (written by the change
+    /// ahead) while the branch did not show it yet.
+    marked: Option<std::time::Instant>,
     /// Why the queue gave it up, once it did (see [`Rider::update`]).
     given_up: Option<String>,
 }
@@ -225,6 +238,8 @@ impl<'a> Rider<'a> {
             landed: false,
             unsaid: false,
             rejoins: 0,
+            with: Vec::new(),
+            marked: None,
             given_up: None,
         };
         rider.drop_refs(&dead);
@@ -263,6 +278,20 @@ impl<'a> Rider<'a> {
             let mut view = self.view()?;
             self.drop_refs(&view.dead_refs);
             let tip = clone.fetch_if_moved(&turn.run.hub)?;
+            match self.landed_by_another(&view, &tip)? {
+                Some(true) => return Ok(Ride::Landed),
+                Some(false) => {
+                    self.wait(beat)?;
+                    continue;
+                }
+                None => {}
+            }
+            // Its task done on the branch, and not by a landing that says
+            // so: settled by hand meanwhile. Never pushed again: catching
+            // up says where it went.
+            if view.ahead.is_none() && crate::run::landing::done_at(clone, &tip, &turn.task.id)? {
+                return Ok(Ride::Conflict);
+            }
             if self.ahead_landed(&view, &tip)? {
                 view.ahead = None;
                 view.waiting_ahead = 0;
@@ -351,13 +380,125 @@ impl<'a> Rider<'a> {
                 continue;
             }
             if view.ahead.is_none() && b.on == tip {
-                self.entry.leave_on_publish();
+                self.with = self.gather(&view.behind)?;
+                self.entry.leave_on_publish(&self.with)?;
                 let passed = self.passed.as_ref().and_then(|(_, t)| t.clone());
                 return Ok(Ride::Ready { at: tip, passed });
             }
             self.say_passed()?;
             self.wait(beat)?;
         }
+    }
+
+    /// Whether the change ahead landed this one's work with its own (see
+    /// [`Rider::gather`]): its file says so, and the branch has the commit
+    /// it names. `Some(false)` while the file says so and the branch does
+    /// not show it yet (the hub commits an atomic push's refs one after
+    /// another); after [`LANDED_SHOWS`] the file is taken for one that a
+    /// push cut between its refs left, and the change rides on: its next
+    /// write finds its place taken, as any place taken away.
+    fn landed_by_another(&mut self, view: &View, tip: &str) -> Result<Option<bool>, Halt> {
+        let Some(mine) = &view.mine else {
+            return Ok(None);
+        };
+        let Some(landed) = &mine.record.landed else {
+            return Ok(None);
+        };
+        if self.turn.clone.is_ancestor(landed, tip)? {
+            // Its file goes when it leaves, as written there.
+            self.entry.adopt(&mine.text);
+            self.say(&format!(
+                "landed by the change ahead with its own, as {}",
+                &landed[..landed.len().min(10)]
+            ));
+            return Ok(Some(true));
+        }
+        let since = *self.marked.get_or_insert_with(std::time::Instant::now);
+        Ok((since.elapsed() < LANDED_SHOWS).then_some(false))
+    }
+
+    /// The changes just behind this one that land with it, in one push
+    /// (a line elsewhere only): in order, each passed and built on the
+    /// code of the one ahead of it, its claim held; each one's own commits
+    /// (those since what it was built on) are put on top of the last, and
+    /// it lands only if that gives the very code that passed — the tree
+    /// pushed is a tree tested. HEAD ends on the last one's work; the
+    /// first that does not qualify ends the batch. Without it, each change
+    /// behind waits for this one's push to show, builds on the branch
+    /// again and pushes in turn: about a second a landing through a hub
+    /// elsewhere, whatever the suite (the `daemon` bench's changes waited
+    /// up to 3 s in line after passing). Nothing of fencing changes: the
+    /// push is refused unless each one's claim is held on the claims tip
+    /// it lands on (see [`Entry::leave_on_publish`]), and each one's farm,
+    /// which finds its file saying it landed, releases its claim.
+    fn gather(&mut self, behind: &[InLine]) -> Result<Vec<(InLine, String)>, Halt> {
+        let mut with = Vec::new();
+        let Some(b) = &self.built else {
+            return Ok(with);
+        };
+        if !self.queue.elsewhere() {
+            return Ok(with);
+        }
+        let turn = self.turn;
+        let clone = turn.clone;
+        let (mut head, mut key) = (b.head.clone(), b.key.clone());
+        for change in behind {
+            let r = &change.record;
+            let (Some(candidate), Some(on), Some(code)) = (&r.candidate, &r.on, &r.key) else {
+                break;
+            };
+            if !r.green || r.claim.is_none() || r.landed.is_some() || !self.have(change)? {
+                break;
+            }
+            if gate::code_key(turn, on)? != key {
+                break;
+            }
+            clone.move_head(candidate)?;
+            if !clone.rebase_onto(&head, on)? {
+                break;
+            }
+            let replayed = clone.head()?;
+            if gate::code_key(turn, &replayed)? != *code {
+                break;
+            }
+            head = replayed;
+            key = code.clone();
+            with.push((change.clone(), head.clone()));
+        }
+        if clone.head()? != head {
+            clone.move_head(&head)?;
+        }
+        if !with.is_empty() {
+            let tasks: Vec<&str> = with.iter().map(|(c, _)| c.record.task.as_str()).collect();
+            self.say(&format!(
+                "landing with the {} passed change(s) behind it: {}",
+                with.len(),
+                tasks.join(" ")
+            ));
+        }
+        Ok(with)
+    }
+
+    /// The tasks and agents of the changes behind that land with this one's
+    /// next push (see [`Rider::gather`]).
+    pub(super) fn landing_with(&self) -> Vec<(String, String)> {
+        self.with
+            .iter()
+            .map(|(c, _)| (c.record.task.clone(), c.record.agent.clone()))
+            .collect()
+    }
+
+    /// The push did not land: HEAD back on this change's own candidate,
+    /// which the next round catches up from (the changes behind are
+    /// gathered again when it is ready).
+    pub(super) fn unbatch(&mut self) -> Result<(), Halt> {
+        if std::mem::take(&mut self.with).is_empty() {
+            return Ok(());
+        }
+        if let Some(b) = &self.built {
+            self.turn.clone.move_head(&b.head)?;
+        }
+        Ok(())
     }
 
     /// Say in line that the candidate passed, and share its results, if
@@ -792,6 +933,7 @@ impl<'a> Rider<'a> {
         if !self.queue.elsewhere() {
             self.update(Record {
                 candidate: None,
+                on: None,
                 key: None,
                 refs,
                 green: false,
@@ -814,8 +956,10 @@ impl<'a> Rider<'a> {
                 ))));
             }
         }
+        let on = head.and(self.built.as_ref()).map(|b| b.on.clone());
         self.update(Record {
             candidate: head.map(str::to_owned),
+            on,
             key,
             refs: kept.into_iter().chain(new).collect(),
             green,
@@ -835,6 +979,15 @@ impl<'a> Rider<'a> {
     fn update(&mut self, record: Record) -> Result<(), Halt> {
         if self.entry.update(record)? {
             return Ok(());
+        }
+        // Its file rewritten by the change ahead, which landed it (see
+        // `landed_by_another`, which the ride reads next): not taken away.
+        if self.queue.elsewhere() && self.marked.is_none_or(|t| t.elapsed() < LANDED_SHOWS) {
+            let view = self.queue.view(&self.entry)?;
+            if view.mine.is_some_and(|m| m.record.landed.is_some()) {
+                self.marked.get_or_insert_with(std::time::Instant::now);
+                return Ok(());
+            }
         }
         let turn = self.turn;
         // A beat asks the hub. (One that cannot say leaves the change to
@@ -863,8 +1016,10 @@ impl<'a> Rider<'a> {
         self.rejoins += 1;
         let record = Record {
             candidate: None,
+            on: None,
             key: None,
             green: false,
+            landed: None,
             ..self.entry.record.clone()
         };
         let dead = self.queue.rejoin(&mut self.entry, record)?;
@@ -999,6 +1154,7 @@ mod tests {
                 refs: refs.iter().map(|r| (*r).to_owned()).collect(),
                 ..Record::default()
             },
+            text: Vec::new(),
         }
     }
 

@@ -377,7 +377,8 @@ macro_rules! git_contract {
             a_claim_stamped_by_a_clock_far_behind_is_not_reaped_as_it_appears,
             a_claims_cache_missing_an_old_commit_still_claims,
             the_line_gives_each_place_once_beside_the_claims,
-            a_line_file_leaves_with_the_publish_of_its_work);
+            a_line_file_leaves_with_the_publish_of_its_work,
+            a_publish_lands_the_changes_behind_only_while_they_are_held);
     };
 }
 
@@ -676,8 +677,8 @@ pub fn a_line_file_leaves_with_the_publish_of_its_work(hub: &Hub) {
     let other = (".queue.000000000002", b"task = \"u\"\n");
     assert!(line.add_to_line(other.0, other.1).unwrap());
     // Rewritten after it was named to leave: not the file seen, left.
-    line.leave_on_publish("t", other.0, b"task = \"old\"\n");
-    line.leave_on_publish("t", name, text);
+    line.leave_on_publish("t", other.0, b"task = \"old\"\n", Vec::new());
+    line.leave_on_publish("t", name, text, Vec::new());
     let before = hub_git(hub, &["rev-parse", "farm/claims"]);
     let published = publish_main(&*store, hub, &held, &work);
     assert!(matches!(published, Ok(Published::Pushed)), "{published:?}");
@@ -692,6 +693,93 @@ pub fn a_line_file_leaves_with_the_publish_of_its_work(hub: &Hub) {
         .collect();
     assert_eq!(files, [other.0]);
     assert!(store.list().unwrap().is_empty());
+    let commits = hub_git(
+        hub,
+        &["rev-list", &format!("{}..farm/claims", before.trim())],
+    );
+    assert_eq!(commits.lines().count(), 1, "one write: {commits}");
+}
+
+/// A change first in the line elsewhere lands the changes behind it with
+/// its own (their work is in its push) only while each is in line as it
+/// was read and its claim is held, on the very claims tip the push lands
+/// on: a change whose claim was taken away meanwhile, or whose file moved,
+/// refuses the whole publish and nothing is pushed (fencing for every work
+/// in the push, not only the publisher's). Landed, each one's file says
+/// so, and its claim stays for its own farm to release.
+pub fn a_publish_lands_the_changes_behind_only_while_they_are_held(hub: &Hub) {
+    use farm::claims::Published;
+    use farm::claims::line::Landing;
+    let store = hub.store();
+    let line = store.line().expect("the git store keeps a line");
+    let tmp = tempfile::tempdir().unwrap();
+    let work = work_repo(tmp.path());
+    hub.client(work.dir());
+    let held = won(store.try_claim(claim("t", "alice", me()), false).unwrap());
+    let behind = won(store.try_claim(claim("u", "bob", me()), false).unwrap());
+    let (name, text) = (".queue.000000000001", b"task = \"t\"\n");
+    let (other, seen) = (".queue.000000000002", b"task = \"u\"\n");
+    assert!(line.add_to_line(name, text).unwrap());
+    assert!(line.add_to_line(other, seen).unwrap());
+    let landing = |claim: &str, seen: &[u8]| Landing {
+        name: other.into(),
+        seen: seen.to_vec(),
+        text: b"task = \"u\"\nlanded = \"abc\"\n".to_vec(),
+        task: "u".into(),
+        claim: claim.into(),
+    };
+    let nonce = behind.claim().nonce.to_string();
+    let main_before = hub_git(hub, &["for-each-ref", "refs/heads/main"]);
+    // Its claim is not the one read (taken away and claimed again, say).
+    line.leave_on_publish("t", name, text, vec![landing("another-nonce", seen)]);
+    let published = publish_main(&*store, hub, &held, &work);
+    assert!(
+        matches!(&published, Ok(Published::Rejected(moved)) if moved.is_empty()),
+        "{published:?}"
+    );
+    assert_eq!(
+        hub_git(hub, &["for-each-ref", "refs/heads/main"]),
+        main_before,
+        "nothing pushed"
+    );
+    // Its file is not as read.
+    line.leave_on_publish("t", name, text, vec![landing(&nonce, b"task = \"old\"\n")]);
+    let published = publish_main(&*store, hub, &held, &work);
+    assert!(
+        matches!(&published, Ok(Published::Rejected(_))),
+        "{published:?}"
+    );
+    assert_eq!(
+        hub_git(hub, &["for-each-ref", "refs/heads/main"]),
+        main_before,
+        "nothing pushed"
+    );
+    assert!(line.read_line(true).unwrap().files.len() == 2);
+    assert_eq!(store.list().unwrap().len(), 2, "both claims still held");
+    // As read, its claim held: both land in one write.
+    let before = hub_git(hub, &["rev-parse", "farm/claims"]);
+    line.leave_on_publish("t", name, text, vec![landing(&nonce, seen)]);
+    let published = publish_main(&*store, hub, &held, &work);
+    assert!(matches!(published, Ok(Published::Pushed)), "{published:?}");
+    assert_ne!(
+        hub_git(hub, &["for-each-ref", "refs/heads/main"]),
+        main_before
+    );
+    let files = line.read_line(true).unwrap().files;
+    assert_eq!(
+        files,
+        [(
+            other.to_owned(),
+            b"task = \"u\"\nlanded = \"abc\"\n".to_vec()
+        )]
+    );
+    let left: Vec<String> = store
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|l| l.name.to_string())
+        .collect();
+    assert_eq!(left, ["u"], "the change behind releases its own claim");
     let commits = hub_git(
         hub,
         &["rev-list", &format!("{}..farm/claims", before.trim())],

@@ -2356,7 +2356,7 @@ fn a_hub_whose_farms_speak_a_newer_protocol_is_refused() {
     env.farm_git(run_args(&env, &agent, &[])).run().success();
     let file = env.hub.join("current_tasks/.protocol.txt");
     let text = std::fs::read_to_string(&file).unwrap();
-    assert!(text.starts_with("version = 2\n"), "{text}");
+    assert!(text.starts_with("version = 3\n"), "{text}");
 
     add_task(&env, &["q", "-m", "Anything"]);
     std::fs::write(&file, "version = 99\nby = \"farm 9 on elsewhere\"\n").unwrap();

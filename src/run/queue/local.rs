@@ -101,7 +101,8 @@ impl Dir {
             let Ok(file) = open(&path, false) else {
                 continue;
             };
-            let record = parse(&std::fs::read(&path).unwrap_or_default());
+            let text = std::fs::read(&path).unwrap_or_default();
+            let record = parse(&text);
             // Its owner holds the lock while it waits: a lock to be had is
             // a change whose farm is gone.
             if file.try_lock_shared().is_ok() {
@@ -111,7 +112,11 @@ impl Dir {
                 }
                 continue;
             }
-            live.push(InLine { place, record });
+            live.push(InLine {
+                place,
+                record,
+                text,
+            });
         }
         live.sort_by_key(|c| c.place);
         Ok((live, dead))

@@ -34,7 +34,7 @@ pub mod remote;
 
 use serde::{Deserialize, Serialize};
 
-use crate::claims::line::LineStore;
+use crate::claims::line::{Landing, LineStore};
 use crate::error::Error;
 
 /// What a change in line says of itself.
@@ -45,6 +45,12 @@ pub struct Record {
     /// The commit it would land as, once built.
     #[serde(default)]
     pub candidate: Option<String>,
+    /// The commit its candidate was built on (written with it): the
+    /// candidate's own commits are those since, which a change ahead
+    /// landing it with its own puts on top of its work (see
+    /// [`speculate`](super::speculate)).
+    #[serde(default)]
+    pub on: Option<String>,
     /// The code key of its candidate (written with it): in a line
     /// elsewhere the results it passes with go to the hub under that key
     /// (see [`speculate`](super::speculate)), named here before they are
@@ -65,6 +71,11 @@ pub struct Record {
     /// is in line for as long as that claim is held.
     #[serde(default)]
     pub claim: Option<String>,
+    /// Landed by the change ahead with its own, in a line elsewhere: the
+    /// commit its work landed as. Written by that change, in the push that
+    /// lands it; the change's own farm then releases its claim.
+    #[serde(default)]
+    pub landed: Option<String>,
 }
 
 /// A change in line, as another reads it: its place and what it says.
@@ -72,15 +83,22 @@ pub struct Record {
 pub struct InLine {
     pub place: u64,
     pub record: Record,
+    /// Its file's text as read (what a write over it must find there).
+    pub text: Vec<u8>,
 }
 
 /// The line as one change sees it: the change just ahead of it (if any),
-/// how many wait ahead, and the hub refs of the dead changes removed from
-/// it meanwhile (for the caller to delete).
+/// how many wait ahead, the changes behind it in order, its own file as
+/// read, and the hub refs of the dead changes removed from it meanwhile
+/// (for the caller to delete). A change landed already by the one ahead of
+/// it (see [`Record::landed`]) is in nobody's way: neither ahead nor
+/// behind.
 #[derive(Debug, Default)]
 pub struct View {
     pub ahead: Option<InLine>,
     pub waiting_ahead: usize,
+    pub behind: Vec<InLine>,
+    pub mine: Option<InLine>,
     pub dead_refs: Vec<String>,
 }
 
@@ -162,10 +180,24 @@ impl<'s> Queue<'s> {
             Queue::Local(dir) => dir.read(true)?,
             Queue::Remote(line) => line.read(true, at)?,
         };
-        let ahead: Vec<InLine> = live.into_iter().filter(|c| c.place < entry.place).collect();
+        let mut mine = None;
+        let (mut ahead, mut behind) = (Vec::new(), Vec::new());
+        for c in live {
+            if c.place == entry.place {
+                mine = Some(c);
+            } else if c.record.landed.is_some() {
+                continue;
+            } else if c.place < entry.place {
+                ahead.push(c);
+            } else {
+                behind.push(c);
+            }
+        }
         Ok(View {
             waiting_ahead: ahead.len(),
-            ahead: ahead.into_iter().last(),
+            ahead: ahead.pop(),
+            behind,
+            mine,
             dead_refs: dead,
         })
     }
@@ -213,9 +245,46 @@ impl Entry<'_> {
     /// fewer a landing (of six: the claim, the place, the candidate, its
     /// verdict, the release and the leaving), each a compare-and-swap that
     /// the pushes of landings race with.
-    pub fn leave_on_publish(&self) {
-        if let Kept::Remote(file) = &self.kept {
-            file.leave_on_publish(&self.record.task);
+    ///
+    /// The changes behind it in `with`, each with the commit its work lands
+    /// as (see [`Record::landed`]), are said landed in that write too; the
+    /// publish is refused unless each is still in line as read, its claim
+    /// held. (A line of this machine lands one change a push: `with` must
+    /// be empty there.)
+    pub fn leave_on_publish(&self, with: &[(InLine, String)]) -> Result<(), Error> {
+        let Kept::Remote(file) = &self.kept else {
+            return Ok(());
+        };
+        let mut landing = Vec::with_capacity(with.len());
+        for (change, landed) in with {
+            let record = &change.record;
+            let Some(claim) = record.claim.clone() else {
+                return Err(Error::failure(format!(
+                    "the merge queue: `{}` names no claim and cannot land with another",
+                    record.task
+                )));
+            };
+            landing.push(Landing {
+                name: remote::File::name_of(change.place),
+                seen: change.text.clone(),
+                text: text(&Record {
+                    landed: Some(landed.clone()),
+                    ..record.clone()
+                })?,
+                task: record.task.clone(),
+                claim,
+            });
+        }
+        file.leave_on_publish(&self.record.task, landing);
+        Ok(())
+    }
+
+    /// Take `text`, its file as read, for what this farm last wrote there
+    /// (its file said it landed, rewritten by the change that landed it:
+    /// it goes when the entry is dropped).
+    pub fn adopt(&mut self, text: &[u8]) {
+        if let Kept::Remote(file) = &mut self.kept {
+            file.adopt(text);
         }
     }
 

@@ -11,7 +11,7 @@
 //! is stale) says when its farm is gone.
 
 use super::{InLine, parse};
-use crate::claims::line::{LineStore, PREFIX};
+use crate::claims::line::{Landing, LineStore, PREFIX};
 use crate::error::Error;
 
 /// Rounds of taking a place that another took first.
@@ -51,7 +51,7 @@ impl<'s> Line<'s> {
             dead.extend(gone.1);
             let now = std::time::SystemTime::now();
             let place = place_after(last, now);
-            let name = format!("{PREFIX}{place:012}");
+            let name = File::name_of(place);
             if self.store.add_to_line(&name, text)? {
                 let file = File {
                     store: self.store,
@@ -94,7 +94,11 @@ impl<'s> Line<'s> {
                 .as_ref()
                 .is_some_and(|nonce| snapshot.holders.get(&record.task) == Some(nonce));
             if held {
-                live.push(InLine { place, record });
+                live.push(InLine {
+                    place,
+                    record,
+                    text: text.clone(),
+                });
             } else if remove
                 && self
                     .store
@@ -140,12 +144,24 @@ impl File<'_> {
 }
 
 impl File<'_> {
-    /// Leave the line with the publish of `task`'s work, if it lands (see
-    /// [`LineStore::leave_on_publish`]).
-    pub(super) fn leave_on_publish(&self, task: &str) {
+    /// Leave the line with the publish of `task`'s work, if it lands, the
+    /// changes `with` landing with it (see [`LineStore::leave_on_publish`]).
+    pub(super) fn leave_on_publish(&self, task: &str, with: Vec<Landing>) {
         if let Some(text) = &self.text {
-            self.store.leave_on_publish(task, &self.name, text);
+            self.store.leave_on_publish(task, &self.name, text, with);
         }
+    }
+
+    /// Take `text` for what this farm last wrote in its file.
+    pub(super) fn adopt(&mut self, text: &[u8]) {
+        if self.text.is_some() {
+            self.text = Some(text.to_vec());
+        }
+    }
+
+    /// Its name in the line (`.queue.<place>`).
+    pub(super) fn name_of(place: u64) -> String {
+        format!("{PREFIX}{place:012}")
     }
 }
 
