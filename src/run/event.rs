@@ -284,6 +284,14 @@ pub enum Event<'a> {
         #[serde(default)]
         tested: u32,
     },
+    /// `task`'s change landed from the merge queue with the passed changes
+    /// just behind it, `with`, in one push (a line elsewhere).
+    Batch {
+        #[serde(default, borrow)]
+        task: Cow<'a, str>,
+        #[serde(default)]
+        with: Vec<String>,
+    },
     /// The test suite ran for `task` (`kind`: "gate", "rerun", "baseline"):
     /// its counts, or the error that kept it from a report.
     Tests {
@@ -454,6 +462,10 @@ impl Event<'_> {
             Event::Message { id, by } => {
                 format!("took message `{id}` from {by}: its next session's prompt holds it")
             }
+            Event::Batch { task, with } => format!(
+                "`{task}` landed with the change(s) behind it in line: {}",
+                with.join(", ")
+            ),
             Event::Review { task, change } => format!(
                 "`{task}`: its change waits for review on `{change}` \
                  (farm approve {task}, or farm reject {task} -m WHY)"

@@ -201,6 +201,16 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str, work: Work) -> Result<Integr
             if let Some(rider) = rider.as_mut() {
                 rider.landed();
             }
+            if !with.is_empty() {
+                let batch = Event::Batch {
+                    task: task.id.as_str().into(),
+                    with: with.into_iter().map(|(t, _)| t).collect(),
+                };
+                if let Some(line) = batch.line() {
+                    run.say(turn.name, &line);
+                }
+                run.journal.record(turn.name, &batch);
+            }
             return Ok(Integrated::Pushed);
         }
         if let Some(rider) = rider.as_mut() {

@@ -442,6 +442,10 @@ mod tests {
                 builds: 2,
                 tested: 1,
             },
+            Event::Batch {
+                task: "t1".into(),
+                with: vec!["t2".into(), "t3".into()],
+            },
             Event::Unknown,
         ]
     }
@@ -484,6 +488,7 @@ mod tests {
             Event::Message { .. } => 32,
             Event::Asked { .. } => 33,
             Event::Review { .. } => 34,
+            Event::Batch { .. } => 35,
             Event::Unknown => 28,
         }
     }
@@ -492,7 +497,7 @@ mod tests {
     fn every_kind_of_event_reads_back_as_it_was_recorded() {
         let events = every_kind();
         let kinds: std::collections::BTreeSet<usize> = events.iter().map(kind).collect();
-        assert_eq!(kinds, (0..=34).collect(), "a kind without a sample");
+        assert_eq!(kinds, (0..=35).collect(), "a kind without a sample");
         let tmp = tempfile::tempdir().unwrap();
         let j = Journal::open(tmp.path());
         for (i, e) in events.iter().enumerate() {
