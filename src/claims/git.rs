@@ -97,9 +97,6 @@ pub struct GitStore {
     remote: String,
     cache: Repo,
     state: Mutex<State>,
-    /// Held by each write of this store's for its push (see
-    /// [`GitStore::one_writer`]).
-    writing: Mutex<()>,
     say: Arc<dyn Fn(&str) + Send + Sync>,
 }
 
@@ -179,7 +176,6 @@ impl GitStore {
                 looked,
                 ..State::default()
             }),
-            writing: Mutex::new(()),
             say: Arc::new(|_| {}),
         })
     }
@@ -383,27 +379,9 @@ impl GitStore {
         Ok(())
     }
 
-    /// This farm's turn to push a write built on `base`: `None` when the
-    /// tip this store knows moved since `base` was read — a write of
-    /// another of its threads, or a fetch that saw another farm's — and
-    /// the write would lose. Two threads of a farm that read the same tip
-    /// (an agent's claim, another's place in line) each pushed, and all
-    /// but one lost a round trip to the hub to learn it: in a round of the
-    /// `daemon` queue bench 45 pushes of 93 lost a race, each then
-    /// fetched, built and pushed again; with this, 21 to 31 of 69 to 79.
-    fn one_writer(&self, base: &Tip) -> Option<std::sync::MutexGuard<'_, ()>> {
-        let turn = self.writing.lock().unwrap_or_else(|e| e.into_inner());
-        let known = self.state().tip.as_ref().map(|t| t.commit.clone());
-        (known.is_none_or(|known| known == base.commit)).then_some(turn)
-    }
-
     /// Commit `change` on `base` and push it as a fast-forward.
     fn write(&self, base: &Tip, change: Change<'_>, message: &str) -> Result<Wrote, StoreError> {
         let new = self.commit(base, change, message)?;
-        // (A commit made and not pushed cannot have landed unseen.)
-        let Some(_turn) = self.one_writer(base) else {
-            return Ok(Wrote::Moved(new));
-        };
         let commit = new.commit.clone().expect("a commit was made");
         let spec = [format!("{commit}:{REF}")];
         let say = |l: &str| (self.say)(l);
@@ -1204,11 +1182,6 @@ impl ClaimStore for GitStore {
                     .map(|l| Change::Put(l.name.as_str(), l.text.as_slice())),
             );
             let release = self.commit(&tip, Change::Many(&changes), &message)?;
-            let Some(turn) = self.one_writer(&tip) else {
-                fresh = true;
-                back_off(round);
-                continue;
-            };
             let mut specs = refspecs.to_vec();
             specs.push(format!(
                 "{}:{REF}",
@@ -1224,7 +1197,6 @@ impl ClaimStore for GitStore {
                 // not parse commit" for a claims commit: see `write`): try
                 // again on a freshly fetched tip before calling it an error.
                 Err(e) if !e.transient && round + 1 < 3 => {
-                    drop(turn);
                     say(&format!(
                         "publishing work failed ({}); fetching the claims and trying again",
                         e.said
@@ -1242,7 +1214,6 @@ impl ClaimStore for GitStore {
                 state.left.extend(leave.map(str::to_owned));
                 return Ok(Published::Pushed);
             }
-            drop(turn);
             // The work's branch moved: the caller integrates again. The
             // claims branch moved, or the remote's compare-and-swap failed
             // without saying for which ref: fetch the claims and push again
