@@ -352,20 +352,28 @@ impl<'a> Rider<'a> {
                         self.ahead(&b.on, &gate::code_key(turn, &b.on)?)?,
                         Ahead::Gone
                     );
+                // (The line read again: the view above was read before
+                // the suite ran, maybe before the changes behind joined.)
+                let alone = view.ahead.is_none()
+                    && matches!(verdict, Some(Verdict::Pass(_)))
+                    && self.queue.view(&self.entry)?.behind.is_empty();
                 match verdict {
                     // What it was built on went away: build again.
                     None => self.built = None,
                     Some(_) if moot => self.built = None,
-                    // First in line: it lands next (put on the branch
-                    // first, if the change ahead landed with a progress
-                    // document), and no change behind can use its verdict
-                    // before it has. In a line elsewhere the verdict said
-                    // in line and the results pushed were two round trips
-                    // more between its suite and its landing, which the
-                    // changes behind wait on: the results are pushed once
-                    // it landed (see `landed`), for the branch. (Both said
-                    // all the same if it must wait.)
-                    Some(Verdict::Pass(tests)) if view.ahead.is_none() => {
+                    // First in line with nobody behind: it lands next (put
+                    // on the branch first, if the change ahead landed with
+                    // a progress document). In a line elsewhere the verdict
+                    // said in line and the results pushed were two round
+                    // trips more between its suite and its landing: the
+                    // results are pushed once it landed (see `landed`), for
+                    // the branch. (Both said all the same if it must wait.)
+                    // With changes behind, both are said first: those
+                    // judge their tests against its results while it
+                    // lands, and pass in time to land together (see
+                    // `gather`) — unsaid, each waited for the landing
+                    // ahead before its verdict, and none ever had.
+                    Some(Verdict::Pass(tests)) if alone => {
                         self.passed = Some((b.key.clone(), tests));
                         self.unsaid = true;
                     }

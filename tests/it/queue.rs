@@ -528,6 +528,89 @@ fn a_change_first_in_line_lands_without_saying_it_passed_first() {
     );
 }
 
+/// A change that is ready to land in a line elsewhere lands the passed
+/// changes just behind it in the same push. Machine `east` queues `n1`
+/// (its suite slow), then `west` queues `n2` and `n3` behind it; `n1`'s
+/// landing is held up at the hub (a hook that sleeps on the first push to
+/// `main`) while the two behind pass, and `n2`, next to land, takes `n3`
+/// with it. Each task lands once, every tip of `main` is green, the
+/// journal records the batch, and `n3`, landed by another's push, releases
+/// its own claim: nothing is left in line. Before, each change pushed on
+/// its own: three landings for three changes.
+#[test]
+fn a_change_ready_to_land_takes_the_passed_ones_behind_it() {
+    use crate::daemon::Running;
+    let tasks: Vec<String> = (1..=3).map(|i| format!("n{i}")).collect();
+    let (daemon, agent, dir) = served(&tasks);
+    let hook = daemon.hub_dir().join("hooks/pre-receive");
+    let held = daemon.base.path().join("held-once");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\nif grep -q ' refs/heads/main$' && mkdir '{}' 2>/dev/null; then sleep 8; fi\nexit 0\n",
+            held.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let [east, west] = [daemon.machine("east"), daemon.machine("west")];
+    let mut first = run_on(&east, &agent, &dir, "1");
+    first.cmd.arg("--max-sessions").arg("1");
+    first.cmd.env("FARM_QUEUE_TEST_SLEEP", "6");
+    let first = Running::spawn(first);
+    let hub = daemon.hub();
+    let start = Instant::now();
+    while !hub
+        .git_output(["ls-tree", "--name-only", "farm/claims", "current_tasks/"])
+        .1
+        .contains(".queue.")
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "nothing queued in 90 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut behind = run_on(&west, &agent, &dir, "2");
+    behind.cmd.env("FARM_QUEUE_TEST_SLEEP", "2");
+    let behind = Running::spawn(behind);
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let outs = [first.finish_by(deadline), behind.finish_by(deadline)];
+    // (`east` stops after its one session, the others' tasks still in
+    // flight: exit 6, work left.)
+    assert!(matches!(outs[0].code, Some(0 | 6)), "{:#?}", outs[0]);
+    assert_eq!(outs[1].code, Some(0), "{:#?}", outs[1]);
+    let said = format!("{outs:#?}");
+    assert!(held.is_dir(), "the hook never held a push");
+    landed_once_and_queue_gone(&daemon, &tasks, &said);
+    let subjects = hub.git(["log", "--format=%s", "main"]);
+    let landings = subjects
+        .lines()
+        .filter(|s| s.starts_with(farm::run::progress::SUBJECT))
+        .count();
+    assert_eq!(
+        landings, 2,
+        "two pushes for three changes:\n{subjects}\n{said}"
+    );
+    assert!(
+        said.contains("landed with the change(s) behind it in line"),
+        "{said}"
+    );
+    let journal = std::fs::read_to_string(west.state_dir().join("journal.jsonl")).unwrap();
+    assert_eq!(
+        journal.matches("\"event\":\"batch\"").count(),
+        1,
+        "{journal}"
+    );
+    let claims = hub.git(["ls-tree", "--name-only", "farm/claims", "current_tasks/"]);
+    for t in &tasks {
+        assert!(
+            !claims.contains(&format!("{t}.txt")),
+            "{t} still claimed: {claims}"
+        );
+    }
+}
+
 /// A farm SIGKILLed while two changes or more of its wait in a line
 /// elsewhere (its places beside the claims, its candidates on the hub):
 /// run again on the same machine, it takes back its dead claims, the dead
