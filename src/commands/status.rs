@@ -553,8 +553,12 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
 }
 
 /// Where a change in the merge queue is: being built on the one ahead,
-/// under test, or passed (waiting for those ahead to land).
+/// under test, passed (waiting for those ahead to land), or landed by the
+/// change ahead with its own (its farm yet to release its claim).
 fn queue_state(c: &InLine) -> &'static str {
+    if c.record.landed.is_some() {
+        return "landed with the change ahead";
+    }
     match (&c.record.candidate, c.record.green) {
         (None, _) => "building",
         (Some(_), false) => "testing",
@@ -1115,5 +1119,30 @@ mod tests {
         let text = wrap("totals: 1 done, 2 sessions, 3 merge sessions", 20);
         assert!(text.lines().all(|l| l.chars().count() <= 20), "{text}");
         assert!(text.lines().skip(1).all(|l| l.starts_with("  ")), "{text}");
+    }
+
+    #[test]
+    fn a_change_in_line_says_where_it_is() {
+        use crate::run::queue::Record;
+        let at = |candidate: Option<&str>, green, landed: Option<&str>| InLine {
+            place: 1,
+            record: Record {
+                candidate: candidate.map(str::to_owned),
+                green,
+                landed: landed.map(str::to_owned),
+                ..Record::default()
+            },
+            text: Vec::new(),
+        };
+        assert_eq!(queue_state(&at(None, false, None)), "building");
+        assert_eq!(queue_state(&at(Some("c"), false, None)), "testing");
+        assert_eq!(
+            queue_state(&at(Some("c"), true, None)),
+            "passed, landing in turn"
+        );
+        assert_eq!(
+            queue_state(&at(Some("c"), true, Some("d"))),
+            "landed with the change ahead"
+        );
     }
 }
