@@ -197,7 +197,15 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str, work: Work) -> Result<Integr
             }
         };
         let with = rider.as_ref().map(Rider::landing_with).unwrap_or_default();
-        if land(turn, passed.as_ref(), &with, lock, round)? {
+        let landed = land(turn, passed.as_ref(), &with, lock, round);
+        // Not landed: HEAD back on this change's own work, never left on
+        // the changes behind (a rescue takes HEAD).
+        if !matches!(landed, Ok(true))
+            && let Some(rider) = rider.as_mut()
+        {
+            rider.unbatch()?;
+        }
+        if landed? {
             if let Some(rider) = rider.as_mut() {
                 rider.landed();
             }
@@ -212,9 +220,6 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str, work: Work) -> Result<Integr
                 run.journal.record(turn.name, &batch);
             }
             return Ok(Integrated::Pushed);
-        }
-        if let Some(rider) = rider.as_mut() {
-            rider.unbatch()?;
         }
     }
     Ok(Integrated::Busy)

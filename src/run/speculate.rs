@@ -440,37 +440,44 @@ impl<'a> Rider<'a> {
     /// it lands on (see [`Entry::leave_on_publish`]), and each one's farm,
     /// which finds its file saying it landed, releases its claim.
     fn gather(&mut self, behind: &[InLine]) -> Result<Vec<(InLine, String)>, Halt> {
-        let mut with = Vec::new();
         let Some(b) = &self.built else {
-            return Ok(with);
+            return Ok(Vec::new());
         };
-        if !self.queue.elsewhere() {
-            return Ok(with);
+        if !self.queue.elsewhere() || behind.is_empty() {
+            return Ok(Vec::new());
         }
+        let (own, key) = (b.head.clone(), b.key.clone());
+        let gathered = self.gather_on(&own, &key, behind);
+        if gathered.is_err() {
+            // HEAD never left on others' work: a rescue of this change's
+            // takes HEAD.
+            let _ = self.turn.clone.move_head(&own);
+        }
+        gathered
+    }
+
+    /// [`Rider::gather`] on top of `own`, this change's candidate, whose
+    /// code is `key`.
+    fn gather_on(
+        &self,
+        own: &str,
+        key: &str,
+        behind: &[InLine],
+    ) -> Result<Vec<(InLine, String)>, Halt> {
         let turn = self.turn;
         let clone = turn.clone;
-        let (mut head, mut key) = (b.head.clone(), b.key.clone());
+        let mut with = Vec::new();
+        let mut head = own.to_owned();
+        let mut key = key.to_owned();
         for change in behind {
-            let r = &change.record;
-            let (Some(candidate), Some(on), Some(code)) = (&r.candidate, &r.on, &r.key) else {
-                break;
+            // A change behind that cannot be put on top (its candidate
+            // gone from the hub, its commits not replayed cleanly) ends
+            // the batch; it lands in its own turn.
+            (head, key) = match self.replay(change, &head, &key) {
+                Ok(Some(replayed)) => replayed,
+                Ok(None) | Err(Halt::Failed(_)) => break,
+                Err(cut) => return Err(cut),
             };
-            if !r.green || r.claim.is_none() || r.landed.is_some() || !self.have(change)? {
-                break;
-            }
-            if gate::code_key(turn, on)? != key {
-                break;
-            }
-            clone.move_head(candidate)?;
-            if !clone.rebase_onto(&head, on)? {
-                break;
-            }
-            let replayed = clone.head()?;
-            if gate::code_key(turn, &replayed)? != *code {
-                break;
-            }
-            head = replayed;
-            key = code.clone();
             with.push((change.clone(), head.clone()));
         }
         if clone.head()? != head {
@@ -485,6 +492,36 @@ impl<'a> Rider<'a> {
             ));
         }
         Ok(with)
+    }
+
+    /// The commit of `change`'s own commits put on top of `head`, whose
+    /// code is `key`, and the code it passed with, if it qualifies (see
+    /// [`Rider::gather`]): passed, its claim named, built on that code,
+    /// and giving that code. HEAD moves.
+    fn replay(
+        &self,
+        change: &InLine,
+        head: &str,
+        key: &str,
+    ) -> Result<Option<(String, String)>, Halt> {
+        let r = &change.record;
+        let (Some(candidate), Some(on), Some(code)) = (&r.candidate, &r.on, &r.key) else {
+            return Ok(None);
+        };
+        if !r.green || r.claim.is_none() || r.landed.is_some() || !self.have(change)? {
+            return Ok(None);
+        }
+        let turn = self.turn;
+        let clone = turn.clone;
+        if gate::code_key(turn, on)? != key {
+            return Ok(None);
+        }
+        clone.move_head(candidate)?;
+        if !clone.rebase_onto(head, on)? {
+            return Ok(None);
+        }
+        let replayed = clone.head()?;
+        Ok((gate::code_key(turn, &replayed)? == *code).then(|| (replayed, code.clone())))
     }
 
     /// The tasks and agents of the changes behind that land with this one's
