@@ -234,6 +234,13 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             }
         }
         let run = self.run;
+        let gone = crate::run::speculate::sweep_left(run, self.clones.in_use());
+        if gone > 0 {
+            run.detail(
+                self.name,
+                &format!("deleted {gone} candidate ref(s) of changes no longer in line"),
+            );
+        }
         if !self.inbox.is_empty() {
             run.say(
                 self.name,

@@ -905,6 +905,12 @@ impl<'a> Rider<'a> {
         }
         let turn = self.turn;
         let clone = turn.clone;
+        let gone = sweep_candidates(clone, &self.queue);
+        if gone > 0 {
+            self.say(&format!(
+                "deleted {gone} candidate ref(s) of changes no longer in line"
+            ));
+        }
         // Read in this order. A results ref listed was pushed by a change
         // that had named its code in line before; so that change is in
         // the line read next, or it left it before: landed (the branch,
@@ -1151,6 +1157,73 @@ fn refs_rebuilt(old: &[String], key: Option<&str>) -> (Vec<String>, Vec<String>)
         .partition(|r| results.as_ref() == Some(r))
 }
 
+/// Delete the candidate refs on the hub (`refs/farm/queue/<place>-…`) of
+/// places no longer in the line elsewhere `queue`: a change's place is in
+/// line from before its first candidate is pushed until it leaves, so one
+/// listed whose place the line read after has not is of a change that left
+/// — a farm killed after its landing, whose place went in the push that
+/// landed it, or a change landed by the one ahead whose farm died before
+/// it left. Each by a compare-and-swap on the commit listed; best effort
+/// (a ref left is deleted by a later sweep). How many went.
+pub(super) fn sweep_candidates(
+    clone: &crate::run::clone::PrivateClone,
+    queue: &Queue<'_>,
+) -> usize {
+    let Ok(out) = clone.hub_tips(&[format!("{CANDIDATES}*")]) else {
+        return 0;
+    };
+    let listed: Vec<(String, String)> = refs_listed(&out)
+        .map(|(name, oid)| (name.to_owned(), oid.to_owned()))
+        .collect();
+    if listed.is_empty() {
+        return 0;
+    }
+    let Ok(line) = queue.live() else { return 0 };
+    let stale: Vec<(String, String)> = left_line(&listed, &line).into_iter().cloned().collect();
+    if stale.is_empty() {
+        return 0;
+    }
+    match clone.delete_refs_leased(&stale) {
+        Ok(Pushed::Ok) => stale.len(),
+        Ok(Pushed::Rejected(why)) => stale.len().saturating_sub(why.len()),
+        Err(_) => 0,
+    }
+}
+
+/// [`sweep_candidates`] at the end of an agent's loop, in a line elsewhere:
+/// a farm run again after one was killed may land nothing more, and its
+/// dead predecessor's places and candidates would wait for the next line.
+pub(super) fn sweep_left(
+    run: &crate::run::state::Run,
+    clone: &crate::run::clone::PrivateClone,
+) -> usize {
+    if run.config.gate.is_none() || run.hub.local.is_some() {
+        return 0;
+    }
+    let Some(line) = run.store.line() else {
+        return 0;
+    };
+    sweep_candidates(clone, &Queue::remote(line))
+}
+
+/// Where a change's candidates are pushed, by its place (see
+/// [`queue`](super::queue)).
+const CANDIDATES: &str = "refs/farm/queue/";
+
+/// The candidate refs listed (name, commit) whose place is not in `line`.
+fn left_line<'l>(listed: &'l [(String, String)], line: &[InLine]) -> Vec<&'l (String, String)> {
+    let places: std::collections::BTreeSet<u64> = line.iter().map(|c| c.place).collect();
+    listed
+        .iter()
+        .filter(|(name, _)| {
+            name.strip_prefix(CANDIDATES)
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|p| p.parse::<u64>().ok())
+                .is_some_and(|place| !places.contains(&place))
+        })
+        .collect()
+}
+
 /// Of the results refs `listed` on a hub (name, commit), those nobody can
 /// read any more, given the live changes in `line` read after they were
 /// listed and the code key `branch` of the branch read after that: not the
@@ -1201,6 +1274,26 @@ mod tests {
             },
             text: Vec::new(),
         }
+    }
+
+    #[test]
+    fn candidate_refs_of_places_no_longer_in_line_are_the_ones_left() {
+        let listed: Vec<(String, String)> = [
+            "refs/farm/queue/17-a-1",
+            "refs/farm/queue/17-a-2",
+            "refs/farm/queue/18-b-1",
+            "refs/farm/queue/not-a-place",
+        ]
+        .iter()
+        .map(|n| ((*n).to_owned(), "c".to_owned()))
+        .collect();
+        let line = [change(18, Some("x"), Some("k"), &[])];
+        let left: Vec<&str> = left_line(&listed, &line)
+            .into_iter()
+            .map(|(n, _)| n.as_str())
+            .collect();
+        assert_eq!(left, ["refs/farm/queue/17-a-1", "refs/farm/queue/17-a-2"]);
+        assert!(left_line(&listed[2..3], &line).is_empty());
     }
 
     fn listed(keys: &[&str]) -> Vec<(String, String)> {

@@ -611,6 +611,99 @@ fn a_change_ready_to_land_takes_the_passed_ones_behind_it() {
     }
 }
 
+/// A farm SIGKILLed while its push that lands the changes behind its own
+/// (their files said landed in its claims commit) is held at the hub
+/// (`pre-receive`): whether the push lands after all or not, run again,
+/// every task lands once, every tip is green and nothing is left in line or
+/// claimed — the changes whose claims were left by the dead farm are taken
+/// back, their work already on `main` or done again, never twice.
+#[test]
+fn a_farm_killed_mid_batch_landing_loses_nothing_and_lands_nothing_twice() {
+    use crate::daemon::Running;
+    let tasks: Vec<String> = (1..=3).map(|i| format!("n{i}")).collect();
+    let (daemon, agent, dir) = served(&tasks);
+    let base = daemon.base.path();
+    let (held, batch) = (base.join("held-once"), base.join("batch-held"));
+    // The first push to main held 8 s; a push whose claims commit says a
+    // change landed held until the test has killed its farm (60 s at
+    // most), then let go on.
+    let hook = format!(
+        r#"#!/bin/sh
+main=; claims=
+while read old new ref; do
+  case "$ref" in refs/heads/main) main=$new ;; refs/heads/farm/claims) claims=$new ;; esac
+done
+[ -n "$main" ] || exit 0
+if mkdir '{held}' 2>/dev/null; then sleep 8; exit 0; fi
+if [ -n "$claims" ] && git grep -q '^landed' "$claims" -- current_tasks/ && mkdir '{batch}' 2>/dev/null; then
+  i=0
+  while [ ! -e '{go}' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+fi
+exit 0
+"#,
+        held = held.display(),
+        batch = batch.display(),
+        go = base.join("go-on").display()
+    );
+    let path = daemon.hub_dir().join("hooks/pre-receive");
+    std::fs::write(&path, hook).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let [east, west] = [daemon.machine("east"), daemon.machine("west")];
+    let mut first = run_on(&east, &agent, &dir, "1");
+    first.cmd.arg("--max-sessions").arg("1");
+    first.cmd.env("FARM_QUEUE_TEST_SLEEP", "6");
+    let first = Running::spawn(first);
+    let hub = daemon.hub();
+    let queued = || {
+        hub.git_output(["ls-tree", "--name-only", "farm/claims", "current_tasks/"])
+            .1
+            .contains(".queue.")
+    };
+    let start = Instant::now();
+    while !queued() {
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "nothing queued in 90 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let behind = |west: &crate::daemon::Machine| {
+        let mut farm = run_on(west, &agent, &dir, "2");
+        farm.cmd.env("FARM_QUEUE_TEST_SLEEP", "2");
+        Running::spawn(farm)
+    };
+    let killed = behind(&west);
+    while !batch.is_dir() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no push landing changes together in 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    crate::daemon::signal_group(killed.pid() as i32, libc::SIGKILL);
+    let killed = killed.finish_by(Instant::now() + Duration::from_secs(10));
+    // The push goes on at the hub with nobody to tell.
+    std::fs::write(base.join("go-on"), "").unwrap();
+    eprintln!(
+        "after the kill, main has: {}",
+        hub.git(["log", "--format=%s", "main"]).replace('\n', " | ")
+    );
+    let again = behind(&west);
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let outs = [first.finish_by(deadline), again.finish_by(deadline)];
+    assert!(matches!(outs[0].code, Some(0 | 6)), "{:#?}", outs[0]);
+    assert_eq!(outs[1].code, Some(0), "{killed:#?}\n{:#?}", outs[1]);
+    let said = format!("{killed:#?}\n{outs:#?}");
+    landed_once_and_queue_gone(&daemon, &tasks, &said);
+    let claims = hub.git(["ls-tree", "--name-only", "farm/claims", "current_tasks/"]);
+    for t in &tasks {
+        assert!(
+            !claims.contains(&format!("{t}.txt")),
+            "{t} still claimed: {claims}"
+        );
+    }
+}
+
 /// A farm SIGKILLed while two changes or more of its wait in a line
 /// elsewhere (its places beside the claims, its candidates on the hub):
 /// run again on the same machine, it takes back its dead claims, the dead

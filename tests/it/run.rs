@@ -2356,14 +2356,15 @@ fn a_hub_whose_farms_speak_a_newer_protocol_is_refused() {
     env.farm_git(run_args(&env, &agent, &[])).run().success();
     let file = env.hub.join("current_tasks/.protocol.txt");
     let text = std::fs::read_to_string(&file).unwrap();
-    assert!(text.starts_with("version = 3\n"), "{text}");
+    let ours = farm::claims::protocol::PROTOCOL;
+    assert!(text.starts_with(&format!("version = {ours}\n")), "{text}");
 
     add_task(&env, &["q", "-m", "Anything"]);
     std::fs::write(&file, "version = 99\nby = \"farm 9 on elsewhere\"\n").unwrap();
     let refused = env.farm_git(run_args(&env, &agent, &[])).run().code(2);
     assert!(
         refused.stderr.contains("speak protocol 99, this farm")
-            && refused.stderr.contains("speaks 2"),
+            && refused.stderr.contains(&format!("speaks {ours}")),
         "{refused:#?}"
     );
     assert!(board(&env, "tasks").contains("q"), "q was worked");

@@ -202,6 +202,15 @@ impl<'s> Queue<'s> {
         })
     }
 
+    /// Every live change in line, in order, the dead ones removed on the
+    /// way (their refs are the caller's to delete).
+    pub fn live(&self) -> Result<Vec<InLine>, Error> {
+        Ok(match self {
+            Queue::Local(dir) => dir.read(true)?.0,
+            Queue::Remote(line) => line.read(true, None)?.0,
+        })
+    }
+
     /// Every live change in line, in order (for `farm status`: a reader
     /// that removes nothing).
     pub fn list(&self) -> Result<Vec<InLine>, Error> {
