@@ -209,16 +209,7 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str, work: Work) -> Result<Integr
             if let Some(rider) = rider.as_mut() {
                 rider.landed();
             }
-            if !with.is_empty() {
-                let batch = Event::Batch {
-                    task: task.id.as_str().into(),
-                    with: with.into_iter().map(|(t, _)| t).collect(),
-                };
-                if let Some(line) = batch.line() {
-                    run.say(turn.name, &line);
-                }
-                run.journal.record(turn.name, &batch);
-            }
+            say_batch(turn, with);
             return Ok(Integrated::Pushed);
         }
     }
@@ -292,6 +283,22 @@ fn land(
             Ok(false)
         }
     }
+}
+
+/// Say, and record in the journal, that the changes behind (`with`: task,
+/// agent) landed in this change's push (see `speculate`), if any did.
+fn say_batch(turn: Turn<'_>, with: Vec<(String, String)>) {
+    if with.is_empty() {
+        return;
+    }
+    let batch = Event::Batch {
+        task: turn.task.id.as_str().into(),
+        with: with.into_iter().map(|(t, _)| t).collect(),
+    };
+    if let Some(line) = batch.line() {
+        turn.run.say(turn.name, &line);
+    }
+    turn.run.journal.record(turn.name, &batch);
 }
 
 /// What the merge queue came to for the work, in one round.

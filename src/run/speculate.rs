@@ -330,60 +330,8 @@ impl<'a> Rider<'a> {
                 continue;
             };
             if self.passed.as_ref().is_none_or(|(k, _)| *k != b.key) {
-                self.tested += 1;
-                let verdict = if view.ahead.is_none() {
-                    // The branch's results, from the change that landed
-                    // it, when this farm has none: not tested again.
-                    if gate::kept_results(turn, &b.on)?.is_none() {
-                        self.shared_results(&b.on)?;
-                    }
-                    Some(gate::check(turn, &b.on)?)
-                } else {
-                    let on = b.on.clone();
-                    let mut results = || self.results_of(&on, beat);
-                    gate::check_ahead(turn, &b.on, &mut results)?
-                };
-                // Red on top of a change that then left the line unlanded
-                // (its farm killed, its claim lost): not this change's
-                // doing alone; built again and tested on what is left.
-                let moot = matches!(verdict, Some(Verdict::Red { .. }))
-                    && view.ahead.is_some()
-                    && matches!(
-                        self.ahead(&b.on, &gate::code_key(turn, &b.on)?)?,
-                        Ahead::Gone
-                    );
-                // (The line read again: the view above was read before
-                // the suite ran, maybe before the changes behind joined.)
-                let alone = view.ahead.is_none()
-                    && matches!(verdict, Some(Verdict::Pass(_)))
-                    && self.queue.view(&self.entry)?.behind.is_empty();
-                match verdict {
-                    // What it was built on went away: build again.
-                    None => self.built = None,
-                    Some(_) if moot => self.built = None,
-                    // First in line with nobody behind: it lands next (put
-                    // on the branch first, if the change ahead landed with
-                    // a progress document). In a line elsewhere the verdict
-                    // said in line and the results pushed were two round
-                    // trips more between its suite and its landing: the
-                    // results are pushed once it landed (see `landed`), for
-                    // the branch. (Both said all the same if it must wait.)
-                    // With changes behind, both are said first: those
-                    // judge their tests against its results while it
-                    // lands, and pass in time to land together (see
-                    // `gather`) — unsaid, each waited for the landing
-                    // ahead before its verdict, and none ever had.
-                    Some(Verdict::Pass(tests)) if alone => {
-                        self.passed = Some((b.key.clone(), tests));
-                        self.unsaid = true;
-                    }
-                    Some(Verdict::Pass(tests)) => {
-                        let (key, head) = (b.key.clone(), b.head.clone());
-                        self.share_results(&key)?;
-                        self.passed = Some((key, tests));
-                        self.publish(Some(&head), true)?;
-                    }
-                    Some(verdict) => return Ok(Ride::Gated(verdict)),
+                if let Some(verdict) = self.test(&view, beat)? {
+                    return Ok(Ride::Gated(verdict));
                 }
                 continue;
             }
@@ -396,6 +344,70 @@ impl<'a> Rider<'a> {
             self.say_passed()?;
             self.wait(beat)?;
         }
+    }
+
+    /// Test the candidate (against the branch's results when it is first
+    /// in line, else against those of the change ahead, once known) and
+    /// act on the verdict: a red one the ride ends with (`Some`); a pass
+    /// kept, and said in line unless it lands next with nobody behind it;
+    /// built again when what it was built on went away.
+    fn test(&mut self, view: &View, beat: &mut Heartbeat<'_>) -> Result<Option<Verdict>, Halt> {
+        let turn = self.turn;
+        let Some(b) = self.built.as_ref() else {
+            return Ok(None);
+        };
+        let (on, key, head) = (b.on.clone(), b.key.clone(), b.head.clone());
+        self.tested += 1;
+        let verdict = if view.ahead.is_none() {
+            // The branch's results, from the change that landed
+            // it, when this farm has none: not tested again.
+            if gate::kept_results(turn, &on)?.is_none() {
+                self.shared_results(&on)?;
+            }
+            Some(gate::check(turn, &on)?)
+        } else {
+            let mut results = || self.results_of(&on, beat);
+            gate::check_ahead(turn, &on, &mut results)?
+        };
+        // Red on top of a change that then left the line unlanded
+        // (its farm killed, its claim lost): not this change's
+        // doing alone; built again and tested on what is left.
+        let moot = matches!(verdict, Some(Verdict::Red { .. }))
+            && view.ahead.is_some()
+            && matches!(self.ahead(&on, &gate::code_key(turn, &on)?)?, Ahead::Gone);
+        // (The line read again: the view above was read before
+        // the suite ran, maybe before the changes behind joined.)
+        let alone = view.ahead.is_none()
+            && matches!(verdict, Some(Verdict::Pass(_)))
+            && self.queue.view(&self.entry)?.behind.is_empty();
+        match verdict {
+            // What it was built on went away: build again.
+            None => self.built = None,
+            Some(_) if moot => self.built = None,
+            // First in line with nobody behind: it lands next (put
+            // on the branch first, if the change ahead landed with
+            // a progress document). In a line elsewhere the verdict
+            // said in line and the results pushed were two round
+            // trips more between its suite and its landing: the
+            // results are pushed once it landed (see `landed`), for
+            // the branch. (Both said all the same if it must wait.)
+            // With changes behind, both are said first: those
+            // judge their tests against its results while it
+            // lands, and pass in time to land together (see
+            // `gather`) — unsaid, each waited for the landing
+            // ahead before its verdict, and none ever had.
+            Some(Verdict::Pass(tests)) if alone => {
+                self.passed = Some((key, tests));
+                self.unsaid = true;
+            }
+            Some(Verdict::Pass(tests)) => {
+                self.share_results(&key)?;
+                self.passed = Some((key, tests));
+                self.publish(Some(&head), true)?;
+            }
+            Some(verdict) => return Ok(Some(verdict)),
+        }
+        Ok(None)
     }
 
     /// Whether the change ahead landed this one's work with its own (see
