@@ -539,41 +539,20 @@ fn a_change_first_in_line_lands_without_saying_it_passed_first() {
 /// its own: three landings for three changes.
 #[test]
 fn a_change_ready_to_land_takes_the_passed_ones_behind_it() {
-    use crate::daemon::Running;
     let tasks: Vec<String> = (1..=3).map(|i| format!("n{i}")).collect();
     let (daemon, agent, dir) = served(&tasks);
-    let hook = daemon.hub_dir().join("hooks/pre-receive");
     let held = daemon.base.path().join("held-once");
-    std::fs::write(
-        &hook,
-        format!(
+    pre_receive(
+        &daemon,
+        &format!(
             "#!/bin/sh\nif grep -q ' refs/heads/main$' && mkdir '{}' 2>/dev/null; then sleep 8; fi\nexit 0\n",
             held.display()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    );
     let [east, west] = [daemon.machine("east"), daemon.machine("west")];
-    let mut first = run_on(&east, &agent, &dir, "1");
-    first.cmd.arg("--max-sessions").arg("1");
-    first.cmd.env("FARM_QUEUE_TEST_SLEEP", "6");
-    let first = Running::spawn(first);
+    let first = first_in_line(&daemon, &east, &agent, &dir);
     let hub = daemon.hub();
-    let start = Instant::now();
-    while !hub
-        .git_output(["ls-tree", "--name-only", "farm/claims", "current_tasks/"])
-        .1
-        .contains(".queue.")
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(90),
-            "nothing queued in 90 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let mut behind = run_on(&west, &agent, &dir, "2");
-    behind.cmd.env("FARM_QUEUE_TEST_SLEEP", "2");
-    let behind = Running::spawn(behind);
+    let behind = two_behind(&west, &agent, &dir);
     let deadline = Instant::now() + Duration::from_secs(180);
     let outs = [first.finish_by(deadline), behind.finish_by(deadline)];
     // (`east` stops after its one session, the others' tasks still in
@@ -619,7 +598,6 @@ fn a_change_ready_to_land_takes_the_passed_ones_behind_it() {
 /// back, their work already on `main` or done again, never twice.
 #[test]
 fn a_farm_killed_mid_batch_landing_loses_nothing_and_lands_nothing_twice() {
-    use crate::daemon::Running;
     let tasks: Vec<String> = (1..=3).map(|i| format!("n{i}")).collect();
     let (daemon, agent, dir) = served(&tasks);
     let base = daemon.base.path();
@@ -645,33 +623,12 @@ exit 0
         batch = batch.display(),
         go = base.join("go-on").display()
     );
-    let path = daemon.hub_dir().join("hooks/pre-receive");
-    std::fs::write(&path, hook).unwrap();
-    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    pre_receive(&daemon, &hook);
     let [east, west] = [daemon.machine("east"), daemon.machine("west")];
-    let mut first = run_on(&east, &agent, &dir, "1");
-    first.cmd.arg("--max-sessions").arg("1");
-    first.cmd.env("FARM_QUEUE_TEST_SLEEP", "6");
-    let first = Running::spawn(first);
+    let first = first_in_line(&daemon, &east, &agent, &dir);
     let hub = daemon.hub();
-    let queued = || {
-        hub.git_output(["ls-tree", "--name-only", "farm/claims", "current_tasks/"])
-            .1
-            .contains(".queue.")
-    };
     let start = Instant::now();
-    while !queued() {
-        assert!(
-            start.elapsed() < Duration::from_secs(90),
-            "nothing queued in 90 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let behind = |west: &crate::daemon::Machine| {
-        let mut farm = run_on(west, &agent, &dir, "2");
-        farm.cmd.env("FARM_QUEUE_TEST_SLEEP", "2");
-        Running::spawn(farm)
-    };
+    let behind = |west: &crate::daemon::Machine| two_behind(west, &agent, &dir);
     let killed = behind(&west);
     while !batch.is_dir() {
         assert!(
@@ -702,6 +659,53 @@ exit 0
             "{t} still claimed: {claims}"
         );
     }
+}
+
+/// `text` as the served hub's `pre-receive` hook.
+fn pre_receive(daemon: &crate::daemon::Daemon, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let path = daemon.hub_dir().join("hooks/pre-receive");
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// `farm run` on `machine` for one session (`-j 1`, a 6 s suite), once
+/// its change is in line.
+fn first_in_line(
+    daemon: &crate::daemon::Daemon,
+    machine: &crate::daemon::Machine,
+    agent: &str,
+    dir: &std::path::Path,
+) -> crate::daemon::Running {
+    let mut farm = run_on(machine, agent, dir, "1");
+    farm.cmd.arg("--max-sessions").arg("1");
+    farm.cmd.env("FARM_QUEUE_TEST_SLEEP", "6");
+    let running = crate::daemon::Running::spawn(farm);
+    let hub = daemon.hub();
+    let start = Instant::now();
+    while !hub
+        .git_output(["ls-tree", "--name-only", "farm/claims", "current_tasks/"])
+        .1
+        .contains(".queue.")
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "nothing queued in 90 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    running
+}
+
+/// `farm run -j 2` on `machine`, a 2 s suite: its changes queue behind.
+fn two_behind(
+    machine: &crate::daemon::Machine,
+    agent: &str,
+    dir: &std::path::Path,
+) -> crate::daemon::Running {
+    let mut farm = run_on(machine, agent, dir, "2");
+    farm.cmd.env("FARM_QUEUE_TEST_SLEEP", "2");
+    crate::daemon::Running::spawn(farm)
 }
 
 /// A farm SIGKILLed while two changes or more of its wait in a line
