@@ -152,11 +152,11 @@ impl File<'_> {
         }
     }
 
-    /// Take `text` for what this farm last wrote in its file.
+    /// Take `text`, read in its file just now, for what this farm last
+    /// wrote there — also after a write of its own found the file
+    /// changed and took it for gone (the change ahead had rewritten it).
     pub(super) fn adopt(&mut self, text: &[u8]) {
-        if self.text.is_some() {
-            self.text = Some(text.to_vec());
-        }
+        self.text = Some(text.to_vec());
     }
 
     /// Its name in the line (`.queue.<place>`).
