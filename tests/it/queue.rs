@@ -918,6 +918,42 @@ fn a_change_whose_place_was_taken_away_takes_the_last_one_again() {
     drop((x, y));
 }
 
+/// A change whose file the change ahead rewrote to say it landed (its own
+/// write then found the file changed and gave it up) takes the text read
+/// there back, and its file goes when it leaves. Before, taking it back did
+/// nothing once the write had failed: the file stayed in line until a
+/// reader found its claim gone.
+#[test]
+fn a_change_said_landed_by_another_takes_its_file_back_and_leaves() {
+    use farm::claims::ClaimStore;
+    use farm::run::queue::{Queue, Record};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let [alpha, beta] = two_machines(tmp.path());
+    let x = claimed(&alpha, "alpha", "x");
+    let here = Queue::remote(&alpha);
+    let (mut entry, _) = here.join(joining(&x)).unwrap();
+    // The change ahead (another machine) says it landed, in its file.
+    let line = beta.line().unwrap();
+    let seen = line.read_line(true).unwrap();
+    let (name, text) = seen.files[0].clone();
+    let marked = [text.as_slice(), b"landed = \"abc\"\n"].concat();
+    assert!(line.update_in_line(&name, &text, &marked).unwrap());
+    let said = Record {
+        candidate: Some("c0ffee".into()),
+        ..entry.record.clone()
+    };
+    assert!(!entry.update(said).unwrap(), "its file was rewritten");
+    entry.adopt(&marked);
+    drop(entry);
+    assert_eq!(
+        line.read_line(true).unwrap().files,
+        [],
+        "its file left with it"
+    );
+    drop(x);
+}
+
 /// A scratch clone of the served hub's repository, named `name` beside it
 /// (what a test makes by hand, as a farm elsewhere would).
 fn scratch(daemon: &crate::daemon::Daemon, name: &str) -> crate::daemon::Repo {
