@@ -190,6 +190,8 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             },
         );
         let mut summary = Summary::default();
+        // A question a killed farm left names the work opening rescued.
+        clones.all().for_each(asking::keep_rescued);
         // What an earlier run left in them and opening them rescued counts.
         for branch in clones.all().flat_map(PrivateClone::rescued) {
             summary.rescued += 1;
@@ -334,15 +336,14 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
         let Some((task, held)) = self.fresh(task, held, &seen)? else {
             return Ok(Step::NotReady);
         };
-        // A question on it waits in a clone (another agent held the task
-        // when the step began): it goes on the board, no session runs.
-        if self.clones.all().any(|c| asking::keeps(c, &task.id)) {
+        // A question on it waits in a clone of this farm (another agent
+        // held the task when that clone's agent looked, or that agent has
+        // not had its first step yet): it goes on the board, no session
+        // runs.
+        if let Some(keeper) = asking::kept_in(run, &task.id) {
             run.unreserve_session();
-            match run.store.release_held(held) {
-                Ok(()) | Err(StoreError::Lost { .. }) => {}
-                Err(e) => return Err(e.into()),
-            }
-            self.put_kept_questions()?;
+            let put = asking::put(self.turn(&task, &held), &keeper);
+            asking::release(run, held, put)?;
             return Ok(Step::Asked);
         }
         // Out of attempts already (its front matter edited by hand, say):

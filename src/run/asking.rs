@@ -12,10 +12,11 @@
 //! farm fetches that branch into its clone (`origin/farm/rescue/…`), and
 //! the prompt says where it is: the session merges, picks or drops it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::board::question;
+use crate::claims::Held;
 use crate::claims::host::Here;
 use crate::claims::record::timestamp;
 use crate::error::Error;
@@ -23,7 +24,7 @@ use crate::names::TaskId;
 use crate::run::attempts::{Recorded, edit_task};
 use crate::run::clone::PrivateClone;
 use crate::run::event::Event;
-use crate::run::question_file::{forget, kept_work, leftovers, read};
+use crate::run::question_file::{forget, keep_work, keeper, kept_work, leftovers, read};
 use crate::run::slot::Slot;
 use crate::run::state::Run;
 use crate::run::turn::{Turn, claim, reap};
@@ -85,17 +86,18 @@ pub(super) fn record(
 /// killed between its session's question and the board's edit left them,
 /// or the claim was gone before the board had one (a publish cut between
 /// its refs, the task claimed by another meanwhile). Each task is claimed
-/// again (dead claims reaped first) and waits, its work the branch the
-/// clone's recovery rescued, if any. A task held by another keeps its
-/// question here, for a later step; one no longer pending (done, failed)
-/// has no use for it: dropped, said.
+/// again (dead claims reaped first) and waits, its work the branch kept
+/// beside the question ([`keep_rescued`]), if any. A task held by another
+/// keeps its question here, for a later step (or for that agent, if it is
+/// one of this farm: [`keeper`]); one no longer pending (done, failed) has
+/// no use for it: dropped, said.
 pub(super) fn recover(
     run: &Run,
     name: &str,
     clone: &PrivateClone,
     slot: &Slot,
 ) -> Result<(), Error> {
-    for (id, question) in leftovers(clone.dir()) {
+    for (id, _) in leftovers(clone.dir()) {
         reap(run, name)?;
         let Some(task) = clone.pending_task(&run.hub, &id)? else {
             run.say(
@@ -118,7 +120,6 @@ pub(super) fn recover(
             );
             continue;
         };
-        let work = kept_work(clone.dir(), &id).or_else(|| clone.rescued().first().cloned());
         let turn = Turn {
             run,
             clone,
@@ -127,20 +128,56 @@ pub(super) fn recover(
             held: &held,
             slot,
         };
-        let recorded = record(turn, &question, work.as_deref(), None);
-        let released = run.store.release_held(held);
-        recorded?;
-        match released {
-            Ok(()) | Err(crate::claims::StoreError::Lost { .. }) => {}
-            Err(e) => return Err(e.into()),
-        }
-        run.wake_all();
+        let put = put(turn, clone.dir());
+        release(run, held, put)?;
     }
     Ok(())
 }
 
-/// Whether `clone` keeps a question on task `id` the board does not have
-/// yet (see [`recover`]).
-pub(super) fn keeps(clone: &PrivateClone, id: &TaskId) -> bool {
-    read(clone.dir(), id).is_some()
+/// The clone of this farm that keeps a question on `id` the board does
+/// not have yet, if one does (see [`keeper`]).
+pub(super) fn kept_in(run: &Run, id: &TaskId) -> Option<PathBuf> {
+    keeper(&run.state.join("clones"), id)
+}
+
+/// Put the question `keeper` keeps on `turn`'s task on the board, under
+/// `turn`'s claim: the task waits. The file goes once the board has it.
+pub(super) fn put(turn: Turn<'_>, keeper: &Path) -> Result<(), Error> {
+    let id = &turn.task.id;
+    // None: put there meanwhile, by its own agent.
+    if let Some(question) = read(keeper, id)
+        && record(turn, &question, kept_work(keeper, id).as_deref(), None)? == Recorded::Pushed
+    {
+        forget(keeper, id);
+    }
+    Ok(())
+}
+
+/// Release `held`, the claim a question was [`put`] on the board under,
+/// whatever that did; the first error said.
+pub(super) fn release(run: &Run, held: Held, put: Result<(), Error>) -> Result<(), Error> {
+    let released = run.store.release_held(held);
+    put?;
+    match released {
+        Ok(()) | Err(crate::claims::StoreError::Lost { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    run.wake_all();
+    Ok(())
+}
+
+/// Keep beside each question `clone` keeps, with no branch named for its
+/// work yet, the first branch opening the clone rescued its commits to: a
+/// farm killed after its session asked left that work in the clone. The
+/// question then names its work whichever agent of the farm puts it on
+/// the board.
+pub(super) fn keep_rescued(clone: &PrivateClone) {
+    let Some(branch) = clone.rescued().first() else {
+        return;
+    };
+    for (id, _) in leftovers(clone.dir()) {
+        if kept_work(clone.dir(), &id).is_none() {
+            keep_work(clone.dir(), &id, branch);
+        }
+    }
 }

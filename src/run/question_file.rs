@@ -54,6 +54,23 @@ pub fn leftovers(clone: &Path) -> Vec<(TaskId, String)> {
     out
 }
 
+/// The clone among `clones` (a state dir's `clones/`, every agent's) that
+/// keeps a question on `id` the board does not have yet, if one does: the
+/// farm's other agents must not work a task whose question waits in a
+/// clone of an agent that has not put it on the board yet (a farm killed
+/// and started again: another agent may reap the dead claim and claim the
+/// task before that agent's first step).
+pub fn keeper(clones: &Path, id: &TaskId) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(clones)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|dir| read(dir, id).is_some())
+        .collect();
+    dirs.sort();
+    dirs.into_iter().next()
+}
+
 /// The question the session in `clone` on `id` wrote, if any: its text,
 /// trimmed, cut to [`MAX_TEXT`] bytes (on a character boundary). An empty
 /// file asks nothing.

@@ -282,6 +282,63 @@ fn a_farm_killed_before_the_board_has_the_question_puts_it_there_when_started_ag
     waits_after_restart(&env, &agent, &logs, &killed);
 }
 
+/// Chaos moment (seed 1796467559999764749 of the chaos suite over http):
+/// farm SIGKILLed after agent `a`'s session asked, before the board had
+/// the question. Started again, another agent of the farm reaped `a`'s
+/// dead claim and claimed the task before `a` put its clone's question on
+/// the board, and worked it: the question never reached the board. Here
+/// `b` runs alone in the state dir: it must put the question `a`'s clone
+/// keeps on the board and run no session on the task; `a`, run later,
+/// rescues the work its clone holds.
+#[test]
+fn a_question_kept_in_another_agents_clone_goes_on_the_board_before_the_task_is_worked() {
+    let env = Env::new();
+    hub(&env, &["q"]);
+    let logs = env.tmp.path().join("logs");
+    let kill = "if [ ! -e \"$l/killed\" ]; then touch \"$l/killed\"; \
+                while [ ! -s \"$l/farm.pid\" ]; do sleep 0.05; done; \
+                kill -9 $(cat \"$l/farm.pid\"); sleep 5; fi";
+    let agent = killing_agent(&env, &logs, kill);
+    let child = farm(&env, ["run", "--agent", &agent, "--name", "a"]).spawn();
+    write_pid(&logs.join("farm.pid"), child.id());
+    let killed = Farm::wait_within(child, Duration::from_secs(60));
+    assert!(logs.join("killed").exists(), "{killed:#?}");
+    let out =
+        farm(&env, ["run", "--agent", &agent, "--name", "b"]).run_within(Duration::from_secs(90));
+    assert_eq!(out.code, Some(6), "{killed:#?} {out:#?}");
+    assert!(
+        !logs.join("q.1.md").exists(),
+        "b worked q, whose question a's clone kept: {out:#?}"
+    );
+    let q = file_on_main(&env, "tasks/q.md");
+    assert!(
+        q.contains("\nasked = \"20") && q.contains("~~~~text\nTabs or spaces?\n~~~~"),
+        "the question a's clone kept is on the board: {q} {out:#?}"
+    );
+    assert!(!q.contains("attempts ="), "no attempt counted: {q}");
+    assert!(!env.claim_path("q").exists(), "{out:#?}");
+    farm(&env, ["answer", "q", "Spaces."]).run().success();
+    let out =
+        farm(&env, ["run", "--agent", &agent, "--name", "a"]).run_within(Duration::from_secs(90));
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert!(done(&env, "q"), "{out:#?}");
+    let rescued = git(
+        &env.hub,
+        &[
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/heads/farm/rescue/",
+        ],
+    );
+    let half = rescued
+        .lines()
+        .any(|r| git(&env.hub, &["log", "--format=%s", r]).contains("half of q"));
+    assert!(
+        half,
+        "a's clone's work on q is on a rescue branch: {rescued} {out:#?}"
+    );
+}
+
 /// Chaos moment: farm SIGKILLed once the board has the question (the
 /// hub's post-receive hook kills it), before it released the claim.
 /// Started again: the dead claim is reaped, the task waits.
