@@ -41,15 +41,21 @@
 //! pushed from there. It keeps no refs: tips are learnt from `git fetch
 //! --porcelain`, so processes sharing a cache never race on a ref.
 //!
-//! **A fetch into the cache and a push reading it never overlap.** A
-//! fetch of fewer than a hundred objects writes them one by one, newest
-//! first: for a moment the hub's new tip is in the cache and its parent is
-//! not. A push made then (from the cache, or from a clone that reads it as
-//! an alternate) finds the hub's tip there, walks its history to see that it
-//! pushes a fast forward, meets the hole and fails ("Could not read <oid>;
-//! could not parse commit <oid>"). So a fetch holds the lock of the
-//! cache's `farm-objects.lock` alone and pushes hold it shared: the loops
-//! of one farm, and farms sharing a state dir, alike.
+//! **A fetch shows what it brought all at once.** A fetch of fewer than a
+//! hundred objects would write them one by one, newest first: for a moment
+//! the hub's new tip would be in the cache and its parent not. A push made
+//! then (from the cache, or from a clone that reads it as an alternate)
+//! finds the hub's tip there, walks its history to see that it pushes a
+//! fast forward, meets the hole and fails ("Could not read <oid>; could not
+//! parse commit <oid>"). So a fetch keeps what it brought as one pack,
+//! which shows when its index is moved into place (see
+//! [`Repo::fetch_tip`]), and fetches and pushes of one farm, and of farms
+//! sharing a state dir, go on side by side. (They once took turns: a fetch
+//! waited for every push under way, and the loops of one farm waited for
+//! each other's fetches — five of the seventeen seconds of a `daemon`
+//! bench round, summed over its threads.) Only the packing of the cache
+//! (`run/upkeep.rs`) holds the lock of its `farm-objects.lock` alone;
+//! fetches, pushes and commits share it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -83,14 +89,10 @@ const DIR: &str = crate::names::CLAIMS_DIR;
 const ROUNDS: u32 = 256;
 /// Where first sightings are kept between processes, inside the cache.
 const SEEN_FILE: &str = "farm-seen";
-/// The file, inside the cache, whose lock keeps fetches and pushes apart
-/// (see the module's doc), and the packing of the cache apart from both
-/// (`run/upkeep.rs`, which takes it in the hub too).
+/// The file, inside the cache, whose lock keeps the packing of the cache
+/// (`run/upkeep.rs`, which takes it in the hub too) apart from its
+/// fetches, pushes and commits (see the module's doc).
 pub const OBJECTS_LOCK: &str = "farm-objects.lock";
-/// How long a fetch waits for the pushes reading the cache to end before
-/// it fetches anyway: a push is over in moments, but one whose hub's hooks
-/// take their time holds the lock as long.
-const FETCH_WAITS: Duration = Duration::from_secs(10);
 
 /// The git store of one remote.
 pub struct GitStore {
@@ -198,7 +200,7 @@ impl GitStore {
         let say = |l: &str| (self.say)(l);
         let known = self.state().tip.as_ref().and_then(|t| t.commit.clone());
         let commit = patiently("fetching the claims", &say, || {
-            let _objects = self.hold_objects(true);
+            let _objects = self.hold_objects();
             self.cache.fetch_tip(&self.remote, REF, known.as_deref())
         })?;
         let tip = self.read_tip(commit)?;
@@ -311,7 +313,7 @@ impl GitStore {
         // left mktree without the blob it names ("object … is
         // unavailable": a git process does not look for packs made after
         // it started).
-        let _objects = self.hold_objects(false);
+        let _objects = self.hold_objects();
         let mut files = base.files.clone();
         self.apply(&mut files, change)?;
         let mktree = |listing: String| -> Result<String, StoreError> {
@@ -386,16 +388,16 @@ impl GitStore {
         let spec = [format!("{commit}:{REF}")];
         let say = |l: &str| (self.say)(l);
         let updates = match patiently("pushing a claim", &say, || {
-            let _objects = self.hold_objects(false);
+            let _objects = self.hold_objects();
             self.cache.push_refs(&self.remote, &spec, false)
         }) {
             Ok(updates) => updates,
             // The cache lacked a commit of the claims' history as the push
             // walked it ("Could not read <oid>; could not parse commit
             // <oid>"): a fetch was filling the cache as the push walked it
-            // (see the module's doc); fetches and pushes of this farm now
-            // keep apart, but not a fetch a killed farm left running, nor
-            // an older farm's on the same state dir. Forget the tip, so that
+            // (see the module's doc); a fetch of this farm now shows what it
+            // brought all at once, but not an older farm's on the same
+            // state dir. Forget the tip, so that
             // the next fetch names nothing it has and brings the history
             // whole, and build on that, as for a branch that moved.
             Err(e)
@@ -513,11 +515,11 @@ impl GitStore {
         })
     }
 
-    /// The lock on the cache's objects (see the module's doc), until the
-    /// file is dropped: alone to `write` them (a fetch), else shared (a
-    /// push). Best effort: without the file (a state dir farm cannot
-    /// write), or alone after [`FETCH_WAITS`], git goes on unguarded.
-    fn hold_objects(&self, write: bool) -> Option<std::fs::File> {
+    /// The lock on the cache's objects, shared (see the module's doc),
+    /// until the file is dropped: no upkeep packs the cache meanwhile.
+    /// Best effort: without the file (a state dir farm cannot write), git
+    /// goes on unguarded.
+    fn hold_objects(&self) -> Option<std::fs::File> {
         let path = self.cache.dir().join(OBJECTS_LOCK);
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -525,15 +527,7 @@ impl GitStore {
             .write(true)
             .open(path)
             .ok()?;
-        let held = if write {
-            crate::flock::lock_within(&file, FETCH_WAITS, Duration::from_millis(2))
-                .is_ok_and(|taken| taken)
-        } else {
-            // Fetches are short (one that stalls is stopped at the network
-            // timeout), and a push waits for the one under way.
-            file.lock_shared().is_ok()
-        };
-        held.then_some(file)
+        file.lock_shared().is_ok().then_some(file)
     }
 
     /// Give the objects of the cache to `repo`, which pushes commits made here.
@@ -1189,7 +1183,7 @@ impl ClaimStore for GitStore {
             ));
             let say = |l: &str| (self.say)(l);
             let updates = match patiently("publishing work", &say, || {
-                let _objects = self.hold_objects(false);
+                let _objects = self.hold_objects();
                 repo.push_refs_holding(remote, &specs, true, hold)
             }) {
                 Ok(updates) => updates,

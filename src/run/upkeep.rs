@@ -17,7 +17,7 @@
 //! (in its git dir) alone, taken without waiting for the hub and within a
 //! second for the cache: where another still holds it, this upkeep is
 //! skipped and tried after the next integration. In the
-//! claims cache that lock is the one its fetches hold alone and its pushes
+//! claims cache that lock is the one its fetches, pushes and commits
 //! share, so the cache is packed at a moment when none of them runs; in the
 //! hub only upkeeps take it — two farms on one hub never pack it at once,
 //! and no push ever waits for an upkeep. Never under the hub's push lock:

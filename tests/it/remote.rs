@@ -1150,7 +1150,8 @@ while True:
         out.flush()
         continue
     data = body[1:]
-    while data and not os.path.exists(os.path.join(ctl, "go")):
+    go = lambda: os.path.exists(os.path.join(ctl, "go"))
+    while len(data) > 1 and not go():
         out.write(b"0006\x01" + data[:1])
         out.flush()
         data = data[1:]
@@ -1158,6 +1159,10 @@ while True:
         with open(os.path.join(ctl, "sent.tmp"), "w") as f:
             f.write(str(sent))
         os.replace(os.path.join(ctl, "sent.tmp"), os.path.join(ctl, "sent"))
+        time.sleep(0.005)
+    if not go():
+        open(os.path.join(ctl, "held"), "w").close()
+    while not go():
         time.sleep(0.01)
     if data:
         out.write(b"%04x\x01" % (len(data) + 5) + data)
@@ -1168,13 +1173,17 @@ sys.exit(git.wait())
 
 /// A farm's loops share one claims cache (`claims.git` in the state dir),
 /// and so do farms started on one state dir. A fetch into it that had
-/// written the new tip's commit but not yet its parent (objects come in
-/// newest first, and git writes a small fetch's objects one by one) made a
-/// claim pushed from the same cache at that moment fail: the hub's tip was
-/// there, so git walked its history to see that the push was a fast
-/// forward, and found a hole ("Could not read <oid>; could not parse commit
-/// <oid>"). CI's sixty-task run ended a loop with it. Here a fetch is held
-/// halfway through its pack while a claim is pushed from the same cache.
+/// written the new tip's commit but not yet its parent (git wrote a small
+/// fetch's objects one by one, newest first) made a claim pushed from the
+/// same cache at that moment fail: the hub's tip was there, so git walked
+/// its history to see that the push was a fast forward, and found a hole
+/// ("Could not read <oid>; could not parse commit <oid>"). CI's sixty-task
+/// run ended a loop with it. Fetches then held the cache alone, and every
+/// push of the farm waited for them. Now a fetch shows what it brought all
+/// at once: here a fetch trickles its pack in, byte by byte, and is held
+/// on its last byte while a claim is pushed from the same cache. The
+/// cache never shows the tip without its parent, and the claim lands
+/// while the fetch is still held.
 #[test]
 fn a_claim_pushed_while_another_fetch_fills_the_cache_lands() {
     use farm::claims::git::GitStore;
@@ -1257,36 +1266,36 @@ fn a_claim_pushed_while_another_fetch_fills_the_cache_lands() {
         other.list().map(|l| l.len())
     });
     let has = |oid: &str| git(&cache, &["cat-file", "-e", oid]).0;
-    let sent = || {
-        std::fs::read_to_string(ctl.join("sent"))
-            .ok()
-            .and_then(|s| s.parse::<usize>().ok())
-            .unwrap_or(0)
-    };
     let start = Instant::now();
-    while !has(&tip) {
+    let mut holes = 0;
+    while !ctl.join("held").exists() {
         assert!(
-            start.elapsed() < Duration::from_secs(60) && sent() < 2000,
-            "the fetch never brought the tip"
+            start.elapsed() < Duration::from_secs(60),
+            "the fetch never reached its last byte"
         );
-        std::thread::sleep(Duration::from_millis(5));
+        if has(&tip) && !has(&parent) {
+            holes += 1;
+        }
+        std::thread::sleep(Duration::from_millis(2));
     }
-    let halfway = !has(&parent);
     let under_way = !fetching.is_finished();
-    // This loop claims on the tip it knew, as loops do; the fetch goes on
-    // for another 2 s (the push may wait for it).
-    let claimed = std::thread::scope(|s| {
+    // This loop claims on the tip it knew, as loops do, while the fetch
+    // is held; let go after 20 s at most.
+    let (claimed, while_held) = std::thread::scope(|s| {
         let claiming = s.spawn(|| here.try_claim(claim("d"), false));
-        std::thread::sleep(Duration::from_secs(2));
+        let start = Instant::now();
+        while !claiming.is_finished() && start.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let while_held = claiming.is_finished();
         std::fs::write(ctl.join("go"), "").unwrap();
-        claiming.join().unwrap()
+        (claiming.join().unwrap(), while_held)
     });
     let listed = fetching.join().unwrap();
     let said = said.lock().unwrap().clone();
-    assert!(
-        halfway && under_way,
-        "the fetch was not halfway as the claim began"
-    );
+    assert_eq!(holes, 0, "the cache showed the tip without its parent");
+    assert!(under_way, "the fetch was not under way as the claim began");
+    assert!(while_held, "the claim waited for the fetch");
     won(claimed.unwrap());
     assert_eq!(listed.unwrap(), 3);
     assert!(
