@@ -168,6 +168,10 @@ struct Agent<'scope, 'env: 'scope> {
     held_by: Option<Notice>,
     /// The messages (`farm say`) it took for its next session.
     inbox: Inbox,
+    /// The hub's tips (a hub elsewhere) the last idle wait saw, when the
+    /// step before this one was that wait: seen before this step read the
+    /// board (see [`Run::wait_for_change`]).
+    idle_tips: Option<String>,
 }
 
 impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
@@ -224,6 +228,7 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             summary,
             held_by: None,
             inbox: Inbox::open(&run.state, name),
+            idle_tips: None,
         })
     }
 
@@ -281,6 +286,8 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
     /// read the board, and claim and run the best task on it.
     fn step(&mut self) -> Result<Step, Error> {
         let (run, name) = (self.run, self.name);
+        // Kept only from one idle wait to the next.
+        let idle_tips = self.idle_tips.take();
         // A stop asked, or no session left: at once, before any wait.
         if let Some(why @ (Ending::Drained | Ending::MaxSessions)) =
             ending(&Gauges::read(run, name))
@@ -313,6 +320,7 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
         let Some(task) = self.tally.pick(&snapshot, in_flight.as_ref(), &not_mine) else {
             let mut not_in_flight: HashSet<_> = in_flight.into_iter().collect();
             not_in_flight.extend(not_mine);
+            self.idle_tips = idle_tips;
             return self.idle(snapshot, board_dir, &not_in_flight, &seen);
         };
         // The breaker pauses before the next claim, not after the failure
@@ -323,7 +331,7 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
         // `farm pause`: no claim while it holds. The store read the hub
         // for the reaping above, so what it knows of the notices is fresh.
         if self.on_hold(false)? {
-            run.wait_for_change(&seen);
+            run.wait_for_change(&seen, &mut None);
             return Ok(Step::OnHold);
         }
         if !run.reserve_session() {
@@ -570,7 +578,9 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
                             ),
                         );
                     }
-                    run.wait_for_change(seen);
+                    let mut tips = self.idle_tips.take();
+                    run.wait_for_change(seen, &mut tips);
+                    self.idle_tips = tips;
                     return Ok(Step::Idle);
                 }
             }
@@ -642,7 +652,7 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
                     task.id
                 ));
                 clone.dirty();
-                run.wait_for_change(seen);
+                run.wait_for_change(seen, &mut None);
             }
             Look::GiveUp => return Err(unready_error(clone, &task)),
         }

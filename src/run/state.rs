@@ -130,11 +130,17 @@ const IDLE_MAX: Duration = Duration::from_secs(2);
 const IDLE_REMOTE: Duration = Duration::from_secs(3);
 /// How soon an idle loop on a hub elsewhere first asks whether its tips
 /// moved (`git ls-remote`, no objects fetched), each wait after twice as
-/// long: a change made just as the wait began is seen at once, a quiet
-/// hub asked a few times a wait. (With only the look after `IDLE_REMOTE`,
-/// a farm whose agents were idle ended up to 4.5 s after the other's last
-/// landing, of a 25 s `daemon` bench.)
+/// long, up to [`IDLE_LOOK_MAX`]: a change made just as the wait began is
+/// seen at once, a quiet hub asked a few times a wait. (With only the look
+/// after `IDLE_REMOTE`, a farm whose agents were idle ended up to 4.5 s
+/// after the other's last landing, of a 25 s `daemon` bench.)
 const IDLE_FIRST_LOOK: Duration = Duration::from_millis(250);
+/// The longest an idle loop on a hub elsewhere goes between two looks at
+/// its tips. (Doubling on, the last look of a wait came 1.75 s in, and a
+/// change after it was seen only when the wait ended, up to `IDLE_REMOTE`
+/// and its jitter later: 4.5 s in a `daemon` bench round of 20 s, between
+/// one farm's last landing and the other's end.)
+const IDLE_LOOK_MAX: Duration = Duration::from_secs(1);
 
 impl Run {
     /// A run of `config` on `hub`: its configuration, and fresh run state.
@@ -398,8 +404,12 @@ impl Run {
     /// A hub elsewhere cannot be watched: the wait ends when another loop of
     /// this process finished something, its branch or claims moved (asked
     /// after `IDLE_FIRST_LOOK`, then less and less often), or after
-    /// `IDLE_REMOTE`.
-    pub(super) fn wait_for_change(&self, since: &[Option<SystemTime>]) {
+    /// `IDLE_REMOTE`. Moved since `tips`: the tips a wait before saw, the
+    /// board read since — else those as this wait begins, which may come
+    /// after a landing the board was read before (an idle farm then ended
+    /// up to 4 s after the other's last landing, in `daemon` bench rounds
+    /// of 15 s). `tips` is left with the tips this wait saw last.
+    pub(super) fn wait_for_change(&self, since: &[Option<SystemTime>], tips: &mut Option<String>) {
         let poll = if self.watched.load(Ordering::SeqCst) {
             Duration::from_millis(500)
         } else {
@@ -419,8 +429,9 @@ impl Run {
                 .unwrap_or_else(|e| e.into_inner())
         };
         let generation = *lock();
-        // The tips as the wait begins (the board was just read).
-        let mut tips = remote.then(|| self.hub.remote_tips()).flatten();
+        if remote && tips.is_none() {
+            *tips = self.hub.remote_tips();
+        }
         let mut guard = lock();
         let mut every = IDLE_FIRST_LOOK;
         let mut look = Instant::now() + every;
@@ -432,11 +443,14 @@ impl Run {
                 // (Not holding the lock others wake this wait through.)
                 drop(guard);
                 let now = self.hub.remote_tips();
-                if tips.is_some() && now.is_some() && tips != now {
+                if tips.is_some() && now.is_some() && *tips != now {
+                    *tips = now;
                     return;
                 }
-                tips = tips.or(now);
-                every *= 2;
+                if tips.is_none() {
+                    *tips = now;
+                }
+                every = (every * 2).min(IDLE_LOOK_MAX);
                 look = Instant::now() + every;
                 guard = lock();
                 continue;
