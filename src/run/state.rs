@@ -137,9 +137,8 @@ const IDLE_REMOTE: Duration = Duration::from_secs(3);
 const IDLE_FIRST_LOOK: Duration = Duration::from_millis(250);
 /// The longest an idle loop on a hub elsewhere goes between two looks at
 /// its tips. (Doubling on, the last look of a wait came 1.75 s in, and a
-/// change after it was seen only when the wait ended, up to `IDLE_REMOTE`
-/// and its jitter later: 4.5 s in a `daemon` bench round of 20 s, between
-/// one farm's last landing and the other's end.)
+/// move after it was seen only when the wait ended, up to `IDLE_REMOTE`
+/// and its jitter later.)
 const IDLE_LOOK_MAX: Duration = Duration::from_secs(1);
 
 impl Run {
