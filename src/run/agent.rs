@@ -344,11 +344,11 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
         let Some((task, held)) = self.fresh(task, held, &seen)? else {
             return Ok(Step::NotReady);
         };
-        // A question on it waits in a clone of this farm (another agent
-        // held the task when that clone's agent looked, or that agent has
-        // not had its first step yet): it goes on the board, no session
-        // runs.
-        if let Some(keeper) = asking::kept_in(run, &task.id) {
+        // A question on it waits in a clone (another agent held the task
+        // when the step began; or a killed farm left it in a clone of
+        // another agent, which has not had its first step yet): it goes
+        // on the board, no session runs.
+        if let Some(keeper) = asking::kept_in(run, self.clones.all(), &task.id) {
             run.unreserve_session();
             let put = asking::put(self.turn(&task, &held), &keeper);
             asking::release(run, held, put)?;

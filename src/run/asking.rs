@@ -134,10 +134,18 @@ pub(super) fn recover(
     Ok(())
 }
 
-/// The clone of this farm that keeps a question on `id` the board does
-/// not have yet, if one does (see [`keeper`]).
-pub(super) fn kept_in(run: &Run, id: &TaskId) -> Option<PathBuf> {
-    keeper(&run.state.join("clones"), id)
+/// The clone that keeps a question on `id` the board does not have yet,
+/// if one does: one of `own` (the agent's clones not busy with an
+/// integration), or any clone of this farm whose question an earlier run
+/// left (see [`keeper`]).
+pub(super) fn kept_in<'c>(
+    run: &Run,
+    mut own: impl Iterator<Item = &'c PrivateClone>,
+    id: &TaskId,
+) -> Option<PathBuf> {
+    own.find(|c| read(c.dir(), id).is_some())
+        .map(|c| c.dir().to_path_buf())
+        .or_else(|| keeper(&run.state.join("clones"), id, run.began))
 }
 
 /// Put the question `keeper` keeps on `turn`'s task on the board, under

@@ -5,6 +5,7 @@
 //! [`asking`](super::asking)'s.
 
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use crate::board::question::{self, MAX_TEXT};
 use crate::error::Error;
@@ -55,17 +56,23 @@ pub fn leftovers(clone: &Path) -> Vec<(TaskId, String)> {
 }
 
 /// The clone among `clones` (a state dir's `clones/`, every agent's) that
-/// keeps a question on `id` the board does not have yet, if one does: the
-/// farm's other agents must not work a task whose question waits in a
-/// clone of an agent that has not put it on the board yet (a farm killed
-/// and started again: another agent may reap the dead claim and claim the
-/// task before that agent's first step).
-pub fn keeper(clones: &Path, id: &TaskId) -> Option<PathBuf> {
+/// keeps a question on `id` written before `before` (by an earlier run:
+/// a farm killed after its session asked), if one does. The farm's other
+/// agents must not work a task whose question waits there: started again,
+/// another agent may reap the dead claim and claim the task before the
+/// clone's own agent has put it on the board. (A question of this run is
+/// its integration's to settle, and kept, its agent's.)
+pub fn keeper(clones: &Path, id: &TaskId, before: SystemTime) -> Option<PathBuf> {
+    let earlier = |dir: &Path| {
+        std::fs::metadata(ask_file(dir, id))
+            .and_then(|m| m.modified())
+            .is_ok_and(|at| at < before)
+    };
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(clones)
         .ok()?
         .flatten()
         .map(|e| e.path())
-        .filter(|dir| read(dir, id).is_some())
+        .filter(|dir| earlier(dir) && read(dir, id).is_some())
         .collect();
     dirs.sort();
     dirs.into_iter().next()

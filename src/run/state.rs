@@ -77,6 +77,9 @@ pub struct Run {
     /// [`crate::run::classify::did_not_start`]), while no session since has started.
     pub(super) unstarted: Mutex<Option<crate::names::TaskId>>,
     pub(super) last_start: Mutex<Option<Instant>>,
+    /// When this run began: what a clone holds from before is an earlier
+    /// run's (see [`crate::run::asking::kept_in`]).
+    pub(super) began: SystemTime,
     pub(super) started: AtomicUsize,
     /// How long the project's suite took when this run last ran it, in
     /// milliseconds (0: not yet): whether a merge queue elsewhere pays.
@@ -184,6 +187,7 @@ impl Run {
             tripped: AtomicUsize::new(0),
             unstarted: Mutex::default(),
             last_start: Mutex::new(None),
+            began: SystemTime::now(),
             started: AtomicUsize::new(0),
             suite_ms: AtomicU64::new(0),
             wake: Arc::default(),
