@@ -51,9 +51,9 @@
 //! which shows when its index is moved into place (see
 //! [`Repo::fetch_tip`]), and fetches and pushes of one farm, and of farms
 //! sharing a state dir, go on side by side. (They once took turns: a fetch
-//! waited for every push under way, and the loops of one farm waited for
-//! each other's fetches — five of the seventeen seconds of a `daemon`
-//! bench round, summed over its threads.) Only the packing of the cache
+//! waited for every push under way, and the loops of one farm for each
+//! other's fetches — 12.5 s summed over the threads of a 17.5 s `daemon`
+//! bench round, in 132 waits.) Only the packing of the cache
 //! (`run/upkeep.rs`) holds the lock of its `farm-objects.lock` alone;
 //! fetches, pushes and commits share it.
 
