@@ -260,6 +260,23 @@ fn waits_after_restart(env: &Env, agent: &str, logs: &Path, killed: &impl std::f
     );
 }
 
+/// `farm run` (with `more` arguments) on a board with task `q`, SIGKILLed
+/// by its session on `q` once that wrote its question: the agent, and the
+/// killed run's output.
+fn killed_after_asking(env: &Env, logs: &Path, more: &[&str]) -> (String, crate::common::Output) {
+    let kill = "if [ ! -e \"$l/killed\" ]; then touch \"$l/killed\"; \
+                while [ ! -s \"$l/farm.pid\" ]; do sleep 0.05; done; \
+                kill -9 $(cat \"$l/farm.pid\"); sleep 5; fi";
+    let agent = killing_agent(env, logs, kill);
+    let mut args = vec!["run", "--agent", &agent];
+    args.extend(more);
+    let child = farm(env, args).spawn();
+    write_pid(&logs.join("farm.pid"), child.id());
+    let killed = Farm::wait_within(child, Duration::from_secs(60));
+    assert!(logs.join("killed").exists(), "{killed:#?}");
+    (agent, killed)
+}
+
 /// Chaos moment: farm SIGKILLed after the session wrote its question and
 /// before the board had it. Started again, farm puts the question the
 /// clone kept on the board rather than running the task afresh.
@@ -268,13 +285,7 @@ fn a_farm_killed_before_the_board_has_the_question_puts_it_there_when_started_ag
     let env = Env::new();
     hub(&env, &["q"]);
     let logs = env.tmp.path().join("logs");
-    let kill = "if [ ! -e \"$l/killed\" ]; then touch \"$l/killed\"; \
-                while [ ! -s \"$l/farm.pid\" ]; do sleep 0.05; done; \
-                kill -9 $(cat \"$l/farm.pid\"); sleep 5; fi";
-    let agent = killing_agent(&env, &logs, kill);
-    let child = run_noting_pid(&env, &agent, &logs);
-    let killed = Farm::wait_within(child, Duration::from_secs(60));
-    assert!(logs.join("killed").exists(), "{killed:#?}");
+    let (agent, killed) = killed_after_asking(&env, &logs, &[]);
     assert!(
         !file_on_main(&env, "tasks/q.md").contains("\nasked ="),
         "killed before the board edit"
@@ -295,14 +306,7 @@ fn a_question_kept_in_another_agents_clone_goes_on_the_board_before_the_task_is_
     let env = Env::new();
     hub(&env, &["q"]);
     let logs = env.tmp.path().join("logs");
-    let kill = "if [ ! -e \"$l/killed\" ]; then touch \"$l/killed\"; \
-                while [ ! -s \"$l/farm.pid\" ]; do sleep 0.05; done; \
-                kill -9 $(cat \"$l/farm.pid\"); sleep 5; fi";
-    let agent = killing_agent(&env, &logs, kill);
-    let child = farm(&env, ["run", "--agent", &agent, "--name", "a"]).spawn();
-    write_pid(&logs.join("farm.pid"), child.id());
-    let killed = Farm::wait_within(child, Duration::from_secs(60));
-    assert!(logs.join("killed").exists(), "{killed:#?}");
+    let (agent, killed) = killed_after_asking(&env, &logs, &["--name", "a"]);
     let out =
         farm(&env, ["run", "--agent", &agent, "--name", "b"]).run_within(Duration::from_secs(90));
     assert_eq!(out.code, Some(6), "{killed:#?} {out:#?}");
