@@ -68,14 +68,12 @@ pub fn keeper(clones: &Path, id: &TaskId, before: SystemTime) -> Option<PathBuf>
             .and_then(|m| m.modified())
             .is_ok_and(|at| at < before)
     };
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(clones)
+    std::fs::read_dir(clones)
         .ok()?
         .flatten()
         .map(|e| e.path())
         .filter(|dir| earlier(dir) && read(dir, id).is_some())
-        .collect();
-    dirs.sort();
-    dirs.into_iter().next()
+        .min()
 }
 
 /// The question the session in `clone` on `id` wrote, if any: its text,
