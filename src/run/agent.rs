@@ -523,6 +523,7 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             settled: board::settled(&snapshot),
             watch: run.config.watch,
             from_branch: board_dir == clone.dir(),
+            integrating: self.beside.is_some(),
         };
         loop {
             match idle_next(&facts) {
@@ -541,6 +542,10 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
                         },
                     );
                     return Ok(Step::Armed);
+                }
+                IdleNext::Join => {
+                    self.join_beside()?;
+                    return Ok(Step::Idle);
                 }
                 IdleNext::End => return Ok(Step::End(Ending::Settled)),
                 IdleNext::Confirm => {

@@ -107,6 +107,8 @@ pub(super) struct IdleFacts {
     pub(super) watch: bool,
     /// The board was read from the branch itself (the clone).
     pub(super) from_branch: bool,
+    /// An integration of this agent's is going on beside the loop.
+    pub(super) integrating: bool,
 }
 
 /// What an agent with nothing to claim does next.
@@ -119,6 +121,11 @@ pub(super) enum IdleNext {
     /// Read the board from the branch to confirm it is settled: ending is
     /// final, and a work tree may be in the middle of a push.
     Confirm,
+    /// Wait for the integration beside the loop to end, then look again:
+    /// ending is final, and its end may change the board (its publish cut
+    /// half-way, its task ready again) — a board read meanwhile may even
+    /// show the hub between two of its refs.
+    Join,
     /// End the loop: the board is settled.
     End,
     /// Wait for the hub to change.
@@ -131,7 +138,9 @@ pub(super) fn idle_next(f: &IdleFacts) -> IdleNext {
     } else if f.standing_wanted {
         IdleNext::ArmStanding
     } else if f.settled && !f.watch {
-        if f.from_branch {
+        if f.integrating {
+            IdleNext::Join
+        } else if f.from_branch {
             IdleNext::End
         } else {
             IdleNext::Confirm
@@ -300,6 +309,17 @@ mod tests {
             ..f
         };
         assert_eq!(idle_next(&f), IdleNext::End);
+    }
+
+    #[test]
+    fn a_settled_board_ends_the_loop_only_once_its_own_integration_ended() {
+        let f = IdleFacts {
+            settled: true,
+            from_branch: true,
+            integrating: true,
+            ..IdleFacts::default()
+        };
+        assert_eq!(idle_next(&f), IdleNext::Join);
     }
 
     #[test]
