@@ -10,8 +10,24 @@ use std::fs::{File, TryLockError};
 use std::io;
 use std::time::{Duration, Instant};
 
+/// The first nap of a patient lock (see [`lock_within`]).
+const FIRST_NAP: Duration = Duration::from_millis(1);
+
+/// The naps between a patient lock's tries: [`FIRST_NAP`], then twice as
+/// long each time, up to `every` (see [`lock_within`]).
+fn naps(every: Duration) -> impl Iterator<Item = Duration> {
+    std::iter::successors(Some(FIRST_NAP.min(every)), move |nap| {
+        Some((*nap * 2).min(every))
+    })
+}
+
 /// Take `file`'s lock, trying every `every` for up to `patience`: whether it
-/// was taken (false: still held by another when patience ran out).
+/// was taken (false: still held by another when patience ran out). The
+/// first tries come sooner (1 ms after the first, then twice as long each
+/// time up to `every`): a lock is mostly held for the milliseconds of a
+/// push, and a whole `every` slept each time cost a `-j 1` run of 40
+/// trivial tasks ~2.5 ms a task (its integrations waited 20 ms for a push
+/// lock let go a few ms into the nap; `benches/against_old.sh`).
 pub fn lock_within(file: &File, patience: Duration, every: Duration) -> io::Result<bool> {
     lock_waiting(file, Some(patience), every, &mut || {})
 }
@@ -26,6 +42,7 @@ pub fn lock_waiting(
 ) -> io::Result<bool> {
     let since = Instant::now();
     let mut said = false;
+    let mut naps = naps(every);
     loop {
         match file.try_lock() {
             Ok(()) => return Ok(true),
@@ -36,7 +53,7 @@ pub fn lock_waiting(
                 if !std::mem::replace(&mut said, true) {
                     waiting();
                 }
-                std::thread::sleep(every);
+                std::thread::sleep(naps.next().unwrap_or(every));
             }
             Err(TryLockError::Error(e)) => return Err(e),
         }
@@ -46,6 +63,19 @@ pub fn lock_waiting(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_busy_lock_is_tried_again_soon_first_then_every_while() {
+        let ms = Duration::from_millis;
+        let first: Vec<Duration> = naps(ms(20)).take(7).collect();
+        assert_eq!(first, [ms(1), ms(2), ms(4), ms(8), ms(16), ms(20), ms(20)]);
+        // Never longer than asked, however short.
+        assert!(
+            naps(Duration::from_micros(300))
+                .take(3)
+                .all(|n| n == Duration::from_micros(300))
+        );
+    }
 
     fn open(path: &std::path::Path) -> File {
         std::fs::OpenOptions::new()
