@@ -94,7 +94,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     // Reading farm.toml from a hub elsewhere is already a network git: the
     // flag's watchdog (or the default) until the file can say otherwise.
     crate::git::command::set_net_timeout(config::net_timeout(flags, &Settings::default())?);
-    let settings = Settings::of_hub(&spec, flags.branch.as_deref(), &state)?;
+    let on_branch = Settings::read(&spec, flags.branch.as_deref(), &state)?;
+    let settings = Settings::parse(&on_branch)?;
     let host = Here::current().host.clone();
     let find = |agent: &str| crate::run::presets::find(agent);
     let mut config = config::resolve(
@@ -143,7 +144,12 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
             "farm run: -j given: the roles in farm.toml are not used (run without -j to start them)",
         );
     }
-    let hub = Hub::open(&spec, config.branch.as_deref())?;
+    // Neither the flag nor farm.toml naming one: the branch farm.toml was
+    // read on, the hub's HEAD — not asked of a hub elsewhere twice.
+    let hub = Hub::open(
+        &spec,
+        Some(config.branch.as_deref().unwrap_or(&on_branch.branch)),
+    )?;
     std::fs::create_dir_all(&state).map_err(|e| {
         Error::failure(format!(
             "cannot create the state directory `{}`: {e}",
@@ -203,9 +209,13 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
             host: Here::current().host.as_str().into(),
         },
     );
-    // The schedules' occurrences due now are on the board before the first claim.
+    // The schedules' occurrences due now are on the board before the first
+    // claim. (None on the tip farm.toml was just read at, from a hub
+    // elsewhere: not fetched again to be told so.)
     let mut loader = crate::schedule::fire::Loader::default();
-    fire_schedules(&run, &mut loader);
+    if on_branch.schedules != Some(false) || on_branch.branch != run.hub.branch {
+        fire_schedules(&run, &mut loader);
+    }
     // So are the tasks of the failing tests.
     if let Some(steer) = &steer {
         steer_board(&run, steer);

@@ -802,6 +802,60 @@ fn a_farm_started_while_the_hub_is_down_for_a_moment_goes_on() {
     assert_no_claims(&m);
 }
 
+/// A run on a hub elsewhere asks the hub's HEAD once and fetches the
+/// branch's tip once before its first claim: `farm.toml` and whether there
+/// are schedules come from the one fetch. (It asked HEAD twice, for the
+/// settings and for the hub, and fetched the tip again to look for
+/// schedules: ~0.2 s of a start through a `git daemon` hub.) Counted from
+/// git's own trace of every git process farm ran.
+#[test]
+fn a_run_on_a_hub_elsewhere_reads_the_tip_once_at_its_start() {
+    let _serial = one_at_a_time();
+    let daemon = Daemon::with_hub(&[("tasks/t1.md", &task_file("t1", &[], "Write t1.txt."))]);
+    let agent = agent_script(
+        &daemon,
+        "agent.sh",
+        "set -eu\necho t1 > t1.txt\ngit add -A\ngit commit -q -m \"do $FARM_TASK\"\n",
+    );
+    let m = daemon.machine("east");
+    let trace = m.tmp.path().join("trace2.jsonl");
+    let out = m
+        .farm(["run", "--agent", &agent, "--name", "east"])
+        .env("GIT_TRACE2_EVENT", &trace)
+        .run();
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let argvs: Vec<Vec<String>> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "start")
+        .map(|e| {
+            e["argv"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap().to_owned())
+                .collect()
+        })
+        .collect();
+    let has =
+        |argv: &Vec<String>, words: &[&str]| words.iter().all(|w| argv.iter().any(|a| a == w));
+    let heads = argvs
+        .iter()
+        .filter(|a| has(a, &["ls-remote", "--symref"]))
+        .count();
+    let tips = argvs
+        .iter()
+        .filter(|a| has(a, &["fetch", "--depth=1"]))
+        .count();
+    assert!(
+        argvs.len() > 10,
+        "git's trace holds farm's git processes: {text}"
+    );
+    assert_eq!((heads, tips), (1, 1), "HEAD asked, tip fetched: {argvs:#?}");
+    assert_eq!(done_subjects(&daemon.hub(), "main", "t1"), 1, "{out:#?}");
+}
+
 /// Two machines, two agents each, sixteen half-second tasks; after a few are
 /// done, the daemon is killed (every connection with it) for 3 s and then
 /// comes back; later it flaps (killed and restarted at once, a few times).
