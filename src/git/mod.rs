@@ -3,6 +3,7 @@
 //! patience with a remote that does not answer, a watchdog for one that
 //! went silent, and keeping the repositories farm writes packed.
 
+pub mod changes;
 pub mod command;
 pub mod hub;
 pub mod killed;

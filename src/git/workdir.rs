@@ -24,6 +24,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use crate::git::changes::changed_paths;
 use crate::git::tree_merge::trivial_merge;
 
 use git2::{Commit, Index, IndexAddOption, Oid, Repository, Sort, message_prettify};
@@ -136,9 +137,20 @@ impl Workdir {
     /// changes and deletions. Returns the paths that now differ from HEAD.
     pub fn stage_all(&self) -> Result<Vec<String>, git2::Error> {
         let mut index = self.index()?;
-        // Deletions too: add_all stages what the work tree lost (the test
-        // below holds it to that), so no update_all walk is needed.
-        index.add_all(["*"], IndexAddOption::DEFAULT, None)?;
+        match changed_paths(&self.repo, &self.dir, &index)? {
+            Some(paths) => {
+                for rel in paths {
+                    if self.dir.join(&rel).symlink_metadata().is_ok() {
+                        index.add_path(&rel)?;
+                    } else {
+                        index.remove_path(&rel)?;
+                    }
+                }
+            }
+            // Deletions too: add_all stages what the work tree lost (the
+            // test below holds it to that), so no update_all walk is needed.
+            None => index.add_all(["*"], IndexAddOption::DEFAULT, None)?,
+        }
         index.write()?;
         let head = self.repo.head()?.peel_to_tree()?;
         let diff = self
