@@ -19,12 +19,11 @@
 //! is not UTF-8, and the caller runs `git rebase`; a clone whose config asks
 //! for signed commits is not opened here at all.
 
-use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::git::changes::changed_paths;
+use crate::git::changes::{Tracked, changed_paths};
 use crate::git::tree_merge::trivial_merge;
 
 use git2::{Commit, Index, IndexAddOption, Oid, Repository, Sort, message_prettify};
@@ -211,20 +210,16 @@ impl Workdir {
     /// compared every tracked file with the work tree first, a cost that
     /// grew with the board (perf, `cargo bench --bench scale`).
     pub fn clean(&self) -> Result<(), git2::Error> {
-        let index = self.index()?;
-        let mut tracked = HashSet::new();
-        let mut dirs = HashSet::new();
-        for entry in index.iter() {
-            let path = entry.path;
-            for (i, _) in path.iter().enumerate().filter(|(_, b)| **b == b'/') {
-                dirs.insert(path[..i].to_vec());
-            }
-            tracked.insert(path);
-        }
+        let entries: Vec<git2::IndexEntry> = self.index()?.iter().collect();
+        let Tracked {
+            files: tracked,
+            dirs,
+        } = Tracked::of(&entries);
         let fail = |path: &Path, e: std::io::Error| {
             git2::Error::from_str(&format!("{}: {e}", path.display()))
         };
         let mut todo = vec![Vec::new()];
+        let mut path = Vec::new();
         while let Some(rel) = todo.pop() {
             let dir = self.dir.join(OsStr::from_bytes(&rel));
             for entry in std::fs::read_dir(&dir).map_err(|e| fail(&dir, e))? {
@@ -233,19 +228,22 @@ impl Workdir {
                 if rel.is_empty() && name == ".git" {
                     continue;
                 }
-                let mut path = rel.clone();
+                // One buffer for every name of the walk: an allocation a name
+                // was a good part of a walk over thousands.
+                path.clear();
+                path.extend_from_slice(&rel);
                 if !path.is_empty() {
                     path.push(b'/');
                 }
                 path.extend_from_slice(name.as_bytes());
-                if tracked.contains(&path) {
+                if tracked.contains(&path[..]) {
                     continue;
                 }
                 // Never follows a symlink: a link to a directory is not a
                 // directory here, and goes as the link it is.
                 let kind = entry.file_type().map_err(|e| fail(&entry.path(), e))?;
-                if kind.is_dir() && dirs.contains(&path) {
-                    todo.push(path);
+                if kind.is_dir() && dirs.contains(&path[..]) {
+                    todo.push(path.clone());
                     continue;
                 }
                 let gone = if kind.is_dir() {
@@ -535,7 +533,7 @@ mod tests {
                 let m = std::fs::symlink_metadata(&path).unwrap();
                 let rel = path.strip_prefix(d).unwrap().display().to_string();
                 if m.is_dir() {
-                    todo.push(path);
+                    todo.push(path.clone());
                 } else if m.file_type().is_symlink() {
                     let to = std::fs::read_link(&path).unwrap();
                     out.push((rel, 0o120000, to.display().to_string()));
