@@ -153,7 +153,7 @@ impl<'a> Graph<'a> {
         let mut pending = BTreeMap::new();
         for t in &s.pending {
             if !s.done.contains(&t.id) && !s.failed.contains(&t.id) {
-                pending.entry(&t.id).or_insert(t);
+                pending.entry(&t.id).or_insert(&**t);
             }
         }
         let mut invalid = BTreeMap::new();
@@ -465,6 +465,7 @@ pub fn next<'a>(s: &'a Snapshot, skip: &HashSet<TaskId>) -> Option<&'a Task> {
     let mut open: Vec<&Task> = s
         .pending
         .iter()
+        .map(|t| &**t)
         .filter(|t| {
             !skip.contains(&t.id)
                 && !s.claimed.contains_key(&t.id)
@@ -513,6 +514,7 @@ pub fn next_spread<'a>(s: &'a Snapshot, skip: &HashSet<TaskId>, offset: usize) -
     let mut best: Vec<&Task> = s
         .pending
         .iter()
+        .map(|t| &**t)
         .filter(|t| ready.contains(&t.id) && !skip.contains(&t.id))
         .collect();
     best.sort_by(|a, b| run_order(a, b));
@@ -592,6 +594,7 @@ mod tests {
     use crate::board::Invalid;
     use crate::board::testing::{at, blocked, id, ids, minimal, status_of, stuck};
     use proptest::prelude::*;
+    use std::sync::Arc;
 
     fn pending(name: &str, after: &[&str]) -> Task {
         Task {
@@ -602,7 +605,7 @@ mod tests {
 
     fn board(tasks: &[(&str, &[&str])], done: &[&str], failed: &[&str]) -> Snapshot {
         Snapshot {
-            pending: tasks.iter().map(|(n, a)| pending(n, a)).collect(),
+            pending: tasks.iter().map(|(n, a)| Arc::new(pending(n, a))).collect(),
             done: ids(done).into_iter().collect(),
             failed: ids(failed).into_iter().collect(),
             ..Snapshot::default()
@@ -798,20 +801,22 @@ mod tests {
             ..minimal(name)
         };
         let mut s = Snapshot {
-            pending: vec![
+            pending: [
                 t("a", 0, Some(1)),
                 t("b", 5, None),
                 t("c", 5, Some(30)),
                 t("d", 5, Some(20)),
                 t("e", 5, Some(20)),
                 t("f", 9, None),
-            ],
+            ]
+            .map(Arc::new)
+            .into(),
             ..Snapshot::default()
         };
-        s.pending.push(Task {
+        s.pending.push(Arc::new(Task {
             after: ids(&["a"]),
             ..t("blocked", 100, Some(0))
-        });
+        }));
         let order = |s: &Snapshot| {
             let mut skip = HashSet::new();
             let mut out = Vec::new();
@@ -833,7 +838,9 @@ mod tests {
             ..minimal(name)
         };
         let mut s = Snapshot {
-            pending: (1..=12).map(|i| t(&format!("t{i:02}"), 0)).collect(),
+            pending: (1..=12)
+                .map(|i| Arc::new(t(&format!("t{i:02}"), 0)))
+                .collect(),
             ..Snapshot::default()
         };
         let none = HashSet::new();
@@ -845,17 +852,17 @@ mod tests {
         assert_eq!(pick(&s, SPREAD).as_deref(), Some("t01"));
         assert_eq!(pick(&s, SPREAD - 1).as_deref(), Some("t08"));
         // Two tasks of a higher priority: the spread stays between them.
-        s.pending.push(t("hi1", 5));
-        s.pending.push(t("hi2", 5));
+        s.pending.push(Arc::new(t("hi1", 5)));
+        s.pending.push(Arc::new(t("hi2", 5)));
         for o in 0..SPREAD {
             assert!(pick(&s, o).unwrap().starts_with("hi"));
         }
         // Skipped, claimed and blocked tasks are not reached for.
         s.claimed.insert(id("hi1"), "alice@vm".into());
-        s.pending.push(Task {
+        s.pending.push(Arc::new(Task {
             after: ids(&["t12"]),
             ..t("blocked", 9)
-        });
+        }));
         let skip: HashSet<TaskId> = ids(&["hi2"]).into_iter().collect();
         for o in 0..SPREAD {
             let got = next_spread(&s, &skip, o).unwrap().id.to_string();
@@ -913,13 +920,13 @@ mod tests {
     fn a_change_waits_for_review_until_approved_then_is_ready_to_land() {
         let change = "farm/review/r/0123456789abcdef0123456789abcdef".to_owned();
         let mut s = board(&[("r", &[]), ("after-r", &["r"])], &[], &[]);
-        s.pending[0].change = Some(change.clone());
+        Arc::make_mut(&mut s.pending[0]).change = Some(change.clone());
         assert_eq!(status_of(&s, "r"), Status::Review { change });
         assert!(matches!(status_of(&s, "after-r"), Status::Blocked { .. }));
         assert!(settled(&s), "only a person can move it on");
         let c = counts(&s);
         assert_eq!((c.waiting, c.review, c.ready), (1, 1, 0));
-        s.pending[0].approved = Some(at(1));
+        Arc::make_mut(&mut s.pending[0]).approved = Some(at(1));
         assert_eq!(status_of(&s, "r"), Status::Ready);
         assert!(!settled(&s));
     }
@@ -931,13 +938,13 @@ mod tests {
         for (i, n) in names.iter().enumerate() {
             // Each task depends on the next, so the last one is the only ready one.
             let after = names.get(i + 1).map(|d| vec![id(d)]).unwrap_or_default();
-            s.pending.push(Task {
+            s.pending.push(Arc::new(Task {
                 after,
                 ..minimal(n)
-            });
+            }));
         }
         assert_eq!(next(&s, &HashSet::new()).unwrap().id.as_str(), "t19999");
-        s.pending.last_mut().unwrap().after = ids(&["t00000"]);
+        Arc::make_mut(s.pending.last_mut().unwrap()).after = ids(&["t00000"]);
         assert_eq!(counts(&s).stuck, 20_000);
         assert_eq!(
             status_of(&s, "t12345"),
@@ -993,10 +1000,10 @@ mod tests {
                     .map(|d| id(&format!("t{d}")))
                     .collect();
                 match place {
-                    0 | 1 => s.pending.push(Task {
+                    0 | 1 => s.pending.push(Arc::new(Task {
                         after,
                         ..minimal(&name)
-                    }),
+                    })),
                     2 => drop(s.done.insert(id(&name))),
                     3 => drop(s.failed.insert(id(&name))),
                     _ => s.invalid.push(Invalid {
@@ -1020,6 +1027,7 @@ mod tests {
         (arb_board(), extras).prop_map(|(mut s, extras)| {
             let mut skip = HashSet::new();
             for (t, (asked, change, priority, skipped)) in s.pending.iter_mut().zip(extras) {
+                let t = Arc::make_mut(t);
                 if asked {
                     t.asked = Some(at(1));
                 }

@@ -9,6 +9,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::paths::{DONE, FAILED, TASKS};
 use super::task::{MAX_TASK_BYTES, Task, parse};
@@ -27,8 +28,10 @@ pub struct Invalid {
 /// The board as read from one checkout, plus who holds which claim.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Snapshot {
-    /// `tasks/*.md` that parsed, sorted by id.
-    pub pending: Vec<Task>,
+    /// `tasks/*.md` that parsed, sorted by id. Shared: the loop copies a
+    /// snapshot at every step, and a copy of thousands of tasks, each a
+    /// handful of strings, was a good part of a step's cost.
+    pub pending: Vec<Arc<Task>>,
     pub done: BTreeSet<TaskId>,
     pub failed: BTreeSet<TaskId>,
     /// Sorted by name.
@@ -48,7 +51,7 @@ pub fn load(worktree: &Path) -> io::Result<Snapshot> {
     }
     for (e, path) in entries(worktree, TASKS)? {
         match read_task(&e, &path) {
-            Ok(Some(task)) => b.pending.push(task),
+            Ok(Some(task)) => b.pending.push(Arc::new(task)),
             Ok(None) => {}
             Err(error) => b.pending_invalid(e.name, error),
         }
@@ -68,7 +71,7 @@ pub fn load(worktree: &Path) -> io::Result<Snapshot> {
 /// [`load`] and [`tree::Cache`](super::tree::Cache) both gather.
 #[derive(Default)]
 pub(super) struct Board {
-    pub pending: Vec<Task>,
+    pub pending: Vec<Arc<Task>>,
     pub done: BTreeSet<TaskId>,
     pub failed: BTreeSet<TaskId>,
     pub invalid: Vec<Invalid>,
@@ -364,7 +367,7 @@ mod tests {
         assert_eq!(load(dir.path()).unwrap(), Snapshot::default());
         write(dir.path(), "tasks/a.md", "+++\ntitle = \"Do a\"\n+++\n");
         let s = load(dir.path()).unwrap();
-        assert_eq!(s.pending, vec![minimal_titled("a", "Do a")]);
+        assert_eq!(s.pending, vec![Arc::new(minimal_titled("a", "Do a"))]);
     }
 
     fn minimal_titled(name: &str, title: &str) -> Task {

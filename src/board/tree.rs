@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use git2::{ObjectType, Oid, Repository, Tree};
 
@@ -25,7 +26,7 @@ pub struct Cache {
     last: Option<(Option<Oid>, Snapshot)>,
     /// A pending task file's blob, under its id → the parsed task or why
     /// it is invalid.
-    parsed: HashMap<(Oid, TaskId), Result<Task, String>>,
+    parsed: HashMap<(Oid, TaskId), Result<Arc<Task>, String>>,
     /// How many blobs were parsed, and `tasks/` trees walked, for the tests.
     parses: usize,
     walks: usize,
@@ -113,7 +114,7 @@ impl Cache {
                     } else {
                         self.parses += 1;
                         let blob = repo.find_blob(e.id())?;
-                        let p = parse_blob(id, blob.content());
+                        let p = parse_blob(id, blob.content()).map(Arc::new);
                         self.parsed.insert(key, p.clone());
                         p
                     }

@@ -148,7 +148,11 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<(), Error> {
     // board's states say).
     let find = |id: &TaskId| {
         let at = snapshot.pending.partition_point(|t| &t.id < id);
-        snapshot.pending.get(at).filter(|t| &t.id == id)
+        snapshot
+            .pending
+            .get(at)
+            .map(|t| &**t)
+            .filter(|t| &t.id == id)
     };
     if args.json {
         let tasks: Vec<_> = statuses

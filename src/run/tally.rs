@@ -328,7 +328,7 @@ mod tests {
     fn picks_spread_only_after_a_lost_race_and_only_where_told() {
         let task = |n: &str| board::parse(id(n), &format!("+++\ntitle = \"{n}\"\n+++\n")).unwrap();
         let snapshot = board::Snapshot {
-            pending: (1..=8).map(|i| task(&format!("t{i}"))).collect(),
+            pending: (1..=8).map(|i| task(&format!("t{i}")).into()).collect(),
             ..board::Snapshot::default()
         };
         let none = HashSet::new();
