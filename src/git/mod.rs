@@ -23,8 +23,14 @@ pub mod workdir;
 const TREE_CACHE_LIMIT: usize = 2 << 20;
 
 /// What libgit2 keeps cached in all, across repositories (its default is
-/// 256 MiB): the supervisor of a night's agents stays small.
-const CACHE_MAX: isize = 32 << 20;
+/// 256 MiB): the supervisor of a night's agents stays small. Every process
+/// farm starts is forked from it, and a fork copies the page tables of all
+/// it holds: on a board of 5,000 tasks a cache of 32 MiB kept 112 MB
+/// resident, and the forks (with the page faults after them) were a tenth
+/// of a night's CPU time; at 8 MiB, 59 MB and 2–5% less time a task (perf,
+/// `cargo bench --bench scale -- disk`), the few versions a task reads
+/// still kept.
+const CACHE_MAX: isize = 8 << 20;
 
 /// Set libgit2's object cache for farm's work (see [`TREE_CACHE_LIMIT`]).
 /// Call it first thing in `main`, before any thread starts.
