@@ -15,10 +15,14 @@
 //! skip-worktree), a submodule, an untracked directory, a tracked directory
 //! that became something else, or more changes than a session's leftovers
 //! usually are.
+//!
+//! The walk over the names the index does not track ([`Tracked::untracked`])
+//! is [`Workdir::clean`](super::workdir::Workdir::clean)'s too.
 
 use std::collections::HashSet;
 use std::ffi::OsStr;
-use std::fs::Metadata;
+use std::fs::{DirEntry, FileType, Metadata};
+use std::ops::ControlFlow;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -53,49 +57,27 @@ pub fn changed_paths(
     if entries.iter().any(flagged) {
         return Ok(None);
     }
-    let Tracked {
-        files: tracked,
-        dirs,
-    } = Tracked::of(&entries);
+    let tracked = Tracked::of(&entries);
     let mut changed = Vec::new();
     // Directories first: an entry's `lstat` below must not go through a
     // symlink that took the place of a tracked directory.
-    let mut todo = vec![Vec::new()];
-    let mut child = Vec::new();
-    while let Some(rel) = todo.pop() {
-        let path = dir.join(OsStr::from_bytes(&rel));
-        let listing = std::fs::read_dir(&path).map_err(|e| fail(&path, e))?;
-        for entry in listing {
-            let entry = entry.map_err(|e| fail(&path, e))?;
-            let name = entry.file_name();
-            if rel.is_empty() && name == ".git" {
-                continue;
-            }
-            // One buffer for every name of the walk: an allocation a name
-            // was a good part of a walk over thousands.
-            child.clear();
-            child.extend_from_slice(&rel);
-            if !child.is_empty() {
-                child.push(b'/');
-            }
-            child.extend_from_slice(name.as_bytes());
-            let kind = entry.file_type().map_err(|e| fail(&entry.path(), e))?;
-            if dirs.contains(&child[..]) {
-                if !kind.is_dir() {
-                    return Ok(None);
-                }
-                todo.push(child.clone());
-            } else if !tracked.contains(&child[..]) {
-                let rel = PathBuf::from(OsStr::from_bytes(&child));
-                if repo.is_path_ignored(&rel)? {
-                    continue;
-                }
-                if kind.is_dir() {
-                    return Ok(None);
-                }
-                changed.push(rel);
-            }
+    let walk = tracked.untracked(dir, |rel, _, kind| {
+        // A tracked directory that became something else (a link).
+        if tracked.dirs.contains(rel) {
+            return Ok(ControlFlow::Break(()));
         }
+        let rel = PathBuf::from(OsStr::from_bytes(rel));
+        if repo.is_path_ignored(&rel)? {
+            return Ok(ControlFlow::Continue(()));
+        }
+        if kind.is_dir() {
+            return Ok(ControlFlow::Break(()));
+        }
+        changed.push(rel);
+        Ok(ControlFlow::Continue(()))
+    })?;
+    if walk.is_break() {
+        return Ok(None);
     }
     if changed.len() > MOST {
         return Ok(None);
@@ -139,6 +121,50 @@ impl<'a> Tracked<'a> {
         }
         Tracked { files, dirs }
     }
+
+    /// Call `each` with every name in the work tree at `root` that the
+    /// index does not track (outside `.git`), as a path relative to `root`,
+    /// with its entry and its kind (a link is not followed). The walk
+    /// enters only the directories that hold tracked files, and stops when
+    /// `each` breaks.
+    pub fn untracked(
+        &self,
+        root: &Path,
+        mut each: impl FnMut(&[u8], &DirEntry, FileType) -> Result<ControlFlow<()>, git2::Error>,
+    ) -> Result<ControlFlow<()>, git2::Error> {
+        let mut todo = vec![Vec::new()];
+        // One buffer for every name of the walk: an allocation a name was
+        // a good part of a walk over thousands.
+        let mut path = Vec::new();
+        while let Some(rel) = todo.pop() {
+            let dir = root.join(OsStr::from_bytes(&rel));
+            for entry in std::fs::read_dir(&dir).map_err(|e| fail(&dir, e))? {
+                let entry = entry.map_err(|e| fail(&dir, e))?;
+                let name = entry.file_name();
+                if rel.is_empty() && name == ".git" {
+                    continue;
+                }
+                path.clear();
+                path.extend_from_slice(&rel);
+                if !path.is_empty() {
+                    path.push(b'/');
+                }
+                path.extend_from_slice(name.as_bytes());
+                if self.files.contains(&path[..]) {
+                    continue;
+                }
+                let kind = entry.file_type().map_err(|e| fail(&entry.path(), e))?;
+                if kind.is_dir() && self.dirs.contains(&path[..]) {
+                    todo.push(path.clone());
+                    continue;
+                }
+                if each(&path, &entry, kind)?.is_break() {
+                    return Ok(ControlFlow::Break(()));
+                }
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    }
 }
 
 /// Whether the file's stat data is what the index recorded, as git's own
@@ -170,7 +196,8 @@ fn unchanged(entry: &IndexEntry, m: &Metadata, written: &Metadata) -> bool {
         && entry.gid == m.gid()
 }
 
-fn fail(path: &Path, e: std::io::Error) -> git2::Error {
+/// An I/O error at `path`, as git2's error type.
+pub fn fail(path: &Path, e: std::io::Error) -> git2::Error {
     git2::Error::from_str(&format!("{}: {e}", path.display()))
 }
 

@@ -20,10 +20,11 @@
 //! for signed commits is not opened here at all.
 
 use std::ffi::OsStr;
+use std::ops::ControlFlow;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::git::changes::{Tracked, changed_paths};
+use crate::git::changes::{Tracked, changed_paths, fail};
 use crate::git::tree_merge::trivial_merge;
 
 use git2::{Commit, Index, IndexAddOption, Oid, Repository, Sort, message_prettify};
@@ -211,41 +212,10 @@ impl Workdir {
     /// grew with the board (perf, `cargo bench --bench scale`).
     pub fn clean(&self) -> Result<(), git2::Error> {
         let entries: Vec<git2::IndexEntry> = self.index()?.iter().collect();
-        let Tracked {
-            files: tracked,
-            dirs,
-        } = Tracked::of(&entries);
-        let fail = |path: &Path, e: std::io::Error| {
-            git2::Error::from_str(&format!("{}: {e}", path.display()))
-        };
-        let mut todo = vec![Vec::new()];
-        let mut path = Vec::new();
-        while let Some(rel) = todo.pop() {
-            let dir = self.dir.join(OsStr::from_bytes(&rel));
-            for entry in std::fs::read_dir(&dir).map_err(|e| fail(&dir, e))? {
-                let entry = entry.map_err(|e| fail(&dir, e))?;
-                let name = entry.file_name();
-                if rel.is_empty() && name == ".git" {
-                    continue;
-                }
-                // One buffer for every name of the walk: an allocation a name
-                // was a good part of a walk over thousands.
-                path.clear();
-                path.extend_from_slice(&rel);
-                if !path.is_empty() {
-                    path.push(b'/');
-                }
-                path.extend_from_slice(name.as_bytes());
-                if tracked.contains(&path[..]) {
-                    continue;
-                }
+        Tracked::of(&entries)
+            .untracked(&self.dir, |_, entry, kind| {
                 // Never follows a symlink: a link to a directory is not a
                 // directory here, and goes as the link it is.
-                let kind = entry.file_type().map_err(|e| fail(&entry.path(), e))?;
-                if kind.is_dir() && dirs.contains(&path[..]) {
-                    todo.push(path.clone());
-                    continue;
-                }
                 let gone = if kind.is_dir() {
                     std::fs::remove_dir_all(entry.path())
                 } else {
@@ -253,13 +223,12 @@ impl Workdir {
                 };
                 match gone {
                     Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                        return Err(fail(&entry.path(), e));
+                        Err(fail(&entry.path(), e))
                     }
-                    _ => {}
+                    _ => Ok(ControlFlow::Continue(())),
                 }
-            }
-        }
-        Ok(())
+            })
+            .map(drop)
     }
 
     /// Whether HEAD is commit `rev` or descends from it.
@@ -294,9 +263,6 @@ impl Workdir {
         let to = self.repo.find_commit(Oid::from_str(to)?)?.tree()?;
         let diff = self.repo.diff_tree_to_tree(Some(&from), Some(&to), None)?;
         let mut index = self.index()?;
-        let fail = |path: &Path, e: std::io::Error| {
-            git2::Error::from_str(&format!("{}: {e}", path.display()))
-        };
         // Removals first: a file may give way to a directory of its name.
         let mut writes = Vec::new();
         for delta in diff.deltas() {
