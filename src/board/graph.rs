@@ -456,7 +456,7 @@ fn cycle_why(cycle: &[&TaskId]) -> String {
 /// created come after those that do), then the smallest id.
 ///
 /// The candidates are taken in that order, and one that depends on nothing
-/// is judged alone: it is ready unless a person holds it ([`held`]). Only a
+/// is judged alone: it is ready unless a person holds it (`held`). Only a
 /// candidate with dependencies has the whole graph judged. On a board of
 /// thousands of independent tasks, judging the graph at every pick was a
 /// tenth of farm's own CPU time a task (perf, `cargo bench --bench scale --
