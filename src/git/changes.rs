@@ -88,7 +88,9 @@ pub fn changed_paths(
             // A file that became a directory: `add_all` sorts that out.
             Ok(m) if m.is_dir() => return Ok(None),
             Ok(m) => unchanged(entry, &m, &written),
-            Err(_) => false,
+            Err(e) if gone(&e) => false,
+            // Not a deletion to stage (a directory made unreadable, say).
+            Err(_) => return Ok(None),
         };
         if !same {
             changed.push(rel.to_path_buf());
@@ -196,6 +198,14 @@ fn unchanged(entry: &IndexEntry, m: &Metadata, written: &Metadata) -> bool {
         && entry.gid == m.gid()
 }
 
+/// Whether `lstat` failed because nothing is at the path any more.
+pub fn gone(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+    )
+}
+
 /// An I/O error at `path`, as git2's error type.
 pub fn fail(path: &Path, e: std::io::Error) -> git2::Error {
     git2::Error::from_str(&format!("{}: {e}", path.display()))
@@ -282,6 +292,49 @@ mod tests {
             change(tmp.path());
             assert_eq!(changed(tmp.path()), None, "{what}");
         }
+    }
+
+    /// A tracked file in a directory the user may list but not search is
+    /// one whose state cannot be told: not one to stage as deleted. Root
+    /// looks into every directory, so as root the test runs itself again
+    /// as `nobody`.
+    #[test]
+    fn a_tracked_file_that_cannot_be_looked_at_is_not_taken_for_deleted() {
+        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::process::CommandExt;
+        const AGAIN: &str = "FARM_TEST_UNSEARCHABLE_BOARD";
+        if let Ok(dir) = std::env::var(AGAIN) {
+            // SAFETY: set before any repository is opened in this process.
+            unsafe { git2::opts::set_verify_owner_validation(false).unwrap() };
+            assert_eq!(changed(Path::new(&dir)), None);
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let mode = |m| std::fs::Permissions::from_mode(m);
+        std::fs::set_permissions(tmp.path(), mode(0o755)).unwrap();
+        let d = &tmp.path().join("board");
+        board(d);
+        std::fs::set_permissions(d.join("tasks/done"), mode(0o444)).unwrap();
+        if unsafe { libc::geteuid() } != 0 {
+            assert_eq!(changed(d), None);
+            return;
+        }
+        // A copy of this test binary where nobody may run it (the build's
+        // own directory may be under root's home).
+        let exe = tmp.path().join("test");
+        std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+        let status = std::process::Command::new(&exe)
+            .args(["--exact", "git::changes::tests::a_tracked_file_that_cannot_be_looked_at_is_not_taken_for_deleted"])
+            .env(AGAIN, d)
+            // Root's home is not nobody's to read.
+            .env("HOME", d)
+            .env_remove("XDG_CONFIG_HOME")
+            .uid(65534)
+            .gid(65534)
+            .status()
+            .unwrap();
+        std::fs::set_permissions(d.join("tasks/done"), mode(0o755)).unwrap();
+        assert!(status.success(), "as nobody: {status}");
     }
 
     /// Each change an agent may leave, staged by [`Workdir::stage_all`] and

@@ -24,7 +24,7 @@ use std::ops::ControlFlow;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::git::changes::{Tracked, changed_paths, fail};
+use crate::git::changes::{Tracked, changed_paths, fail, gone};
 use crate::git::tree_merge::trivial_merge;
 
 use git2::{Commit, Index, IndexAddOption, Oid, Repository, Sort, message_prettify};
@@ -140,10 +140,10 @@ impl Workdir {
         match changed_paths(&self.repo, &self.dir, &index)? {
             Some(paths) => {
                 for rel in paths {
-                    if self.dir.join(&rel).symlink_metadata().is_ok() {
-                        index.add_path(&rel)?;
-                    } else {
-                        index.remove_path(&rel)?;
+                    match self.dir.join(&rel).symlink_metadata() {
+                        Ok(_) => index.add_path(&rel)?,
+                        Err(e) if gone(&e) => index.remove_path(&rel)?,
+                        Err(e) => return Err(fail(&self.dir.join(&rel), e)),
                     }
                 }
             }
