@@ -198,6 +198,27 @@ fn story(outs: &[Output], id: &str) -> String {
         .collect()
 }
 
+/// What the hub itself recorded of task `id`, for failure messages: the
+/// claims commits that name it and every move of the work's branch and of
+/// the claims branch (its reflogs, when the test turned them on), oldest
+/// first, so a claim released without its work shows as the moves it was.
+fn hub_story(hub: &Repo, id: &str) -> String {
+    let tag = format!("`{id}`");
+    let claims = hub.git(["log", "--reverse", "--format=%h %ci %s", "farm/claims"]);
+    let named: Vec<&str> = claims.lines().filter(|l| l.contains(&tag)).collect();
+    let moves = |r: &str| {
+        let (_, out, _) = hub.git_output(["reflog", "show", "--date=iso", "--format=%h %gd %s", r]);
+        out.lines().rev().collect::<Vec<_>>().join("\n    ")
+    };
+    format!(
+        "  the hub's claims commits naming it:\n    {}\n  moves of main:\n    {}\n  \
+         moves of farm/claims:\n    {}\n",
+        named.join("\n    "),
+        moves("refs/heads/main"),
+        moves("refs/heads/farm/claims"),
+    )
+}
+
 /// Lines of the runs' logs that are errors or retries, for failure messages.
 fn troubles(outs: &[Output]) -> String {
     outs.iter()
@@ -881,6 +902,11 @@ fn runs_ride_out_a_hub_outage() {
         .map(|(p, t)| (p.as_str(), t.as_str()))
         .collect();
     let mut daemon = Daemon::with_hub(&files);
+    // The hub keeps a reflog, so that a failure below can say when each
+    // ref moved (a bare repository keeps none by default).
+    daemon
+        .hub()
+        .git(["config", "core.logAllRefUpdates", "always"]);
     let l = logs(&daemon);
     let agent = agent_script(
         &daemon,
@@ -984,7 +1010,13 @@ git commit -q -m "work on $FARM_TASK by $FARM_AGENT"
     let redone: Vec<String> = starts
         .iter()
         .filter(|(_, n)| **n > 1)
-        .map(|(id, n)| format!("{id} was worked {n} times:\n{}", story(&outs, id)))
+        .map(|(id, n)| {
+            format!(
+                "{id} was worked {n} times:\n{}{}",
+                story(&outs, id),
+                hub_story(&hub, id)
+            )
+        })
         .collect();
     let rescued = hub.git([
         "for-each-ref",
