@@ -15,12 +15,10 @@
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
-use std::io::Write;
 
-use git2::{ObjectType, Oid, Repository, Tree, TreeEntry};
+use git2::{Oid, Repository, Tree, TreeEntry};
 
-/// An entry as the merge compares it: its object and its mode.
-type Entry = (Oid, i32);
+use super::tree_edit::{Entry, git_order, is_tree, write};
 
 /// The tree of `base` → `theirs` applied on `ours`, when every path
 /// resolves trivially; `None` when some path needs a content merge.
@@ -76,56 +74,7 @@ fn merge(
         };
         edits.insert(name, merged);
     }
-    write(repo, ours, &edits).map(Some)
-}
-
-/// `ours` with `edits` made (a name to its new entry, or to none), written
-/// as a tree object: its entries serialized in git's order, untouched ones
-/// as they were. (A tree builder would take every entry of `ours` into a
-/// map and sort them again: on a `tasks/` of 5,000 files, most of a
-/// replay's cost.)
-fn write(
-    repo: &Repository,
-    ours: &Tree<'_>,
-    edits: &BTreeMap<Vec<u8>, Option<Entry>>,
-) -> Result<(Oid, bool), git2::Error> {
-    let kept: Vec<TreeEntry<'_>> = ours
-        .iter()
-        .filter(|e| !edits.contains_key(e.name_bytes()))
-        .collect();
-    let mut entries: Vec<(&[u8], Entry)> = kept
-        .iter()
-        .map(|e| (e.name_bytes(), (e.id(), e.filemode_raw())))
-        .collect();
-    let added = edits
-        .iter()
-        .filter_map(|(name, e)| e.map(|e| (name.as_slice(), e)));
-    let sorted = entries.len();
-    entries.extend(added);
-    // Sorted already but for the few added at the end.
-    if entries.len() > sorted {
-        entries.sort_by(|a, b| git_order(a.0, a.1, b.0, b.1));
-    }
-    let mut raw = Vec::with_capacity(entries.len() * 48);
-    for (name, (id, mode)) in &entries {
-        // Writing to a Vec cannot fail.
-        let _ = write!(raw, "{mode:o} ");
-        raw.extend_from_slice(name);
-        raw.push(0);
-        raw.extend_from_slice(id.as_bytes());
-    }
-    let id = repo.odb()?.write(ObjectType::Tree, &raw)?;
-    Ok((id, entries.is_empty()))
-}
-
-/// The order of entries in a git tree: by name, a directory's as if it
-/// ended in `/`.
-fn git_order(a: &[u8], a_entry: Entry, b: &[u8], b_entry: Entry) -> Ordering {
-    let n = a.len().min(b.len());
-    a[..n].cmp(&b[..n]).then_with(|| {
-        let next = |name: &[u8], e: Entry| name.get(n).copied().or(is_tree(e).then_some(b'/'));
-        next(a, a_entry).cmp(&next(b, b_entry))
-    })
+    write(repo, Some(ours), &edits).map(Some)
 }
 
 /// The names whose entry differs between `base` (absent: an empty tree)
@@ -159,10 +108,6 @@ fn changed(base: Option<&Tree<'_>>, theirs: &Tree<'_>) -> Vec<Vec<u8>> {
 
 fn key(e: &TreeEntry<'_>) -> Entry {
     (e.id(), e.filemode())
-}
-
-fn is_tree(e: Entry) -> bool {
-    e.1 == i32::from(git2::FileMode::Tree)
 }
 
 #[cfg(test)]

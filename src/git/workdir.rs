@@ -25,6 +25,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::git::changes::{Tracked, changed_paths, fail, gone};
+use crate::git::tree_edit;
 use crate::git::tree_merge::trivial_merge;
 
 use git2::{Commit, Index, IndexAddOption, Oid, Repository, Sort, message_prettify};
@@ -164,11 +165,23 @@ impl Workdir {
     }
 
     /// Commit the index onto HEAD, advancing its branch; the message is
-    /// cleaned up as `git commit -m` does.
-    pub fn commit(&self, message: &str) -> Result<Oid, git2::Error> {
-        let mut index = self.index()?;
-        let tree = self.repo.find_tree(index.write_tree()?)?;
+    /// cleaned up as `git commit -m` does. `staged` are the paths where the
+    /// index differs from HEAD, as [`Workdir::stage_all`] said: the tree
+    /// committed is HEAD's with those paths edited (tree_edit.rs), not one
+    /// built again from every entry of the index.
+    pub fn commit(&self, message: &str, staged: &[String]) -> Result<Oid, git2::Error> {
+        let index = self.index()?;
         let parent = self.repo.head()?.peel_to_commit()?;
+        let edits: Vec<tree_edit::Edit<'_>> = staged
+            .iter()
+            .map(|p| {
+                let entry = index.get_path(Path::new(p), 0);
+                (p.as_bytes(), entry.map(|e| (e.id, e.mode as i32)))
+            })
+            .collect();
+        let tree = self
+            .repo
+            .find_tree(tree_edit::edit(&self.repo, &parent.tree()?, &edits)?)?;
         self.repo.commit(
             Some("HEAD"),
             &self.repo.author_from_env()?,
@@ -181,10 +194,11 @@ impl Workdir {
 
     /// Stage everything and commit it; `false` when there was nothing.
     pub fn commit_all(&self, message: &str) -> Result<bool, git2::Error> {
-        if self.stage_all()?.is_empty() {
+        let staged = self.stage_all()?;
+        if staged.is_empty() {
             return Ok(false);
         }
-        self.commit(message)?;
+        self.commit(message, &staged)?;
         Ok(true)
     }
 
@@ -431,7 +445,6 @@ impl Workdir {
         Ok(walk.count())
     }
 
-    /// The index as it is on disk now (the agent's `git` may have changed it).
     /// The index as it is on disk now (read again only when its file
     /// changed). Once a read failed (an index split by an agent's git,
     /// which libgit2 cannot read), every later call fails too: libgit2
@@ -613,7 +626,8 @@ mod tests {
         let mut staged = w.stage_all().unwrap();
         staged.sort();
         assert_eq!(staged, ["a.txt", "new/b.txt", "old.txt", "staged.txt"]);
-        w.commit("farm: left over\n\n  with a body  \n\n").unwrap();
+        w.commit("farm: left over\n\n  with a body  \n\n", &staged)
+            .unwrap();
         assert_eq!(
             files_at(&r, "HEAD"),
             [".gitignore", "a.txt", "new/b.txt", "staged.txt"]

@@ -169,10 +169,11 @@ impl PrivateClone {
         self.remove_stale_locks();
         let id = task.id.as_str();
         let task_files = board::edit::done(self.dir(), task, result).map_err(io_error)?;
-        let leftovers: Vec<String> = self
-            .stage_all()?
-            .into_iter()
-            .filter(|f| !task_files.contains(f))
+        let staged = self.stage_all()?;
+        let leftovers: Vec<&str> = staged
+            .iter()
+            .map(String::as_str)
+            .filter(|f| !task_files.iter().any(|t| t == f))
             .collect();
         let message = if leftovers.is_empty() {
             format!("farm: `{id}` done")
@@ -182,7 +183,10 @@ impl PrivateClone {
                 leftovers.join("\n")
             )
         };
-        if self.in_process("commit", |w| w.commit(&message)).is_some() {
+        if self
+            .in_process("commit", |w| w.commit(&message, &staged))
+            .is_some()
+        {
             return Ok(());
         }
         self.git(["commit", "--quiet", "--no-verify", "-m", &message])?;
