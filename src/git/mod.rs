@@ -11,6 +11,7 @@ pub mod maintain;
 pub mod rescue;
 pub mod retry;
 pub mod scratch;
+pub mod tree_diff;
 pub mod tree_edit;
 pub mod tree_merge;
 pub mod watchdog;

@@ -25,8 +25,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::git::changes::{Tracked, changed_paths, fail, gone};
-use crate::git::tree_edit;
 use crate::git::tree_merge::trivial_merge;
+use crate::git::{tree_diff, tree_edit};
 
 use git2::{Commit, Index, IndexAddOption, Oid, Repository, Sort, message_prettify};
 
@@ -275,13 +275,13 @@ impl Workdir {
     pub fn checkout_from(&self, from: Oid, to: &str) -> Result<(), git2::Error> {
         let from = self.repo.find_tree(from)?;
         let to = self.repo.find_commit(Oid::from_str(to)?)?.tree()?;
-        let diff = self.repo.diff_tree_to_tree(Some(&from), Some(&to), None)?;
+        let changes = tree_diff::changes(&self.repo, &from, &to)?;
         let mut index = self.index()?;
         // Removals first: a file may give way to a directory of its name.
         let mut writes = Vec::new();
-        for delta in diff.deltas() {
-            let old = delta.old_file();
-            if let Some(rel) = old.path().filter(|_| !old.id().is_zero()) {
+        for change in &changes {
+            let rel = Path::new(OsStr::from_bytes(&change.path));
+            if change.old.is_some() {
                 let path = self.dir.join(rel);
                 match std::fs::symlink_metadata(&path) {
                     Ok(m) if m.is_dir() => std::fs::remove_dir_all(&path),
@@ -300,25 +300,25 @@ impl Workdir {
                 index.remove_path(rel)?;
             }
             stop::here("checkout: a file removed");
-            let new = delta.new_file();
-            if let Some(rel) = new.path().filter(|_| !new.id().is_zero()) {
-                writes.push((rel.to_path_buf(), new.id(), new.mode()));
+            if let Some((id, mode)) = change.new {
+                writes.push((rel, id, mode));
             }
         }
         for (rel, id, mode) in writes {
-            let path = self.dir.join(&rel);
+            let path = self.dir.join(rel);
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent).map_err(|e| fail(parent, e))?;
             }
             let blob = self.repo.find_blob(id)?;
+            let is = |m: git2::FileMode| mode == i32::from(m);
             match mode {
-                git2::FileMode::Link => {
+                _ if is(git2::FileMode::Link) => {
                     let target = OsStr::from_bytes(blob.content());
                     std::os::unix::fs::symlink(target, &path)
                 }
-                git2::FileMode::Blob | git2::FileMode::BlobExecutable => {
+                _ if is(git2::FileMode::Blob) || is(git2::FileMode::BlobExecutable) => {
                     use std::os::unix::fs::OpenOptionsExt;
-                    let exec = mode == git2::FileMode::BlobExecutable;
+                    let exec = is(git2::FileMode::BlobExecutable);
                     std::fs::OpenOptions::new()
                         .write(true)
                         .create_new(true)
@@ -334,7 +334,7 @@ impl Workdir {
                 }
             }
             .map_err(|e| fail(&path, e))?;
-            index.add_path(&rel)?;
+            index.add_path(rel)?;
         }
         index.write()
     }

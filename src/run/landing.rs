@@ -25,6 +25,7 @@ use std::path::Path;
 use crate::board::paths::{self, Place};
 use crate::board::{self, Task};
 use crate::error::Error;
+use crate::git::tree_diff;
 use crate::names::TaskId;
 use crate::run::clone::PrivateClone;
 
@@ -169,19 +170,15 @@ pub(super) fn refused(
     let read = |repo: &git2::Repository| -> Result<Vec<Refused>, git2::Error> {
         let tree = |rev: &str| repo.find_commit(git2::Oid::from_str(rev)?)?.tree();
         let (from, to) = (tree(onto)?, tree(head)?);
-        let diff = repo.diff_tree_to_tree(Some(&from), Some(&to), None)?;
         let mut changes = Vec::new();
-        for delta in diff.deltas() {
-            let (file, kind) = match delta.status() {
-                git2::Delta::Added => (delta.new_file(), Kind::Added),
-                git2::Delta::Deleted => (delta.old_file(), Kind::Deleted),
-                _ => (delta.new_file(), Kind::Modified),
+        for change in tree_diff::changes(repo, &from, &to)? {
+            let kind = match (change.old, change.new) {
+                (None, _) => Kind::Added,
+                (_, None) => Kind::Deleted,
+                _ => Kind::Modified,
             };
-            if let Some(path) = file.path().and_then(Path::to_str) {
-                changes.push(Change {
-                    path: path.to_owned(),
-                    kind,
-                });
+            if let Ok(path) = String::from_utf8(change.path) {
+                changes.push(Change { path, kind });
             }
         }
         let base = tree(base)?;
