@@ -7,6 +7,7 @@ pub mod changes;
 pub mod command;
 pub mod hub;
 pub mod killed;
+pub mod loose;
 pub mod maintain;
 pub mod rescue;
 pub mod retry;

@@ -60,7 +60,7 @@ pub fn write(
         raw.push(0);
         raw.extend_from_slice(id.as_bytes());
     }
-    let id = repo.odb()?.write(ObjectType::Tree, &raw)?;
+    let id = super::loose::write_stored(repo, ObjectType::Tree, &raw)?;
     Ok((id, entries.is_empty()))
 }
 
