@@ -8,8 +8,8 @@
 //! board of 5,000 tasks hold 5,000 entries between them: the builder, in
 //! the replay's merge (tree_merge.rs) and in the index's `write_tree` of
 //! the done commit, was a sixth of farm's own CPU a task (perf, 200
-//! sessions, `-j 2`). Writing the object (its hash and its compression)
-//! is what is left, and is the same either way.
+//! sessions, `-j 2`). Writing the object is what is left: its hash, and
+//! its bytes stored as they are (see loose.rs).
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
