@@ -168,20 +168,28 @@ impl Workdir {
     /// cleaned up as `git commit -m` does. `staged` are the paths where the
     /// index differs from HEAD, as [`Workdir::stage_all`] said: the tree
     /// committed is HEAD's with those paths edited (tree_edit.rs), not one
-    /// built again from every entry of the index.
+    /// built again from every entry of the index. A path neither in the
+    /// index nor in HEAD (a name the list got wrong) makes it build the
+    /// index's tree all the same: nothing staged is left out.
     pub fn commit(&self, message: &str, staged: &[String]) -> Result<Oid, git2::Error> {
-        let index = self.index()?;
+        let mut index = self.index()?;
         let parent = self.repo.head()?.peel_to_commit()?;
+        let head = parent.tree()?;
+        let mut known = true;
         let edits: Vec<tree_edit::Edit<'_>> = staged
             .iter()
             .map(|p| {
                 let entry = index.get_path(Path::new(p), 0);
+                known &= entry.is_some() || head.get_path(Path::new(p)).is_ok();
                 (p.as_bytes(), entry.map(|e| (e.id, e.mode as i32)))
             })
             .collect();
-        let tree = self
-            .repo
-            .find_tree(tree_edit::edit(&self.repo, &parent.tree()?, &edits)?)?;
+        let tree = if known {
+            tree_edit::edit(&self.repo, &head, &edits)?
+        } else {
+            index.write_tree()?
+        };
+        let tree = self.repo.find_tree(tree)?;
         self.repo.commit(
             Some("HEAD"),
             &self.repo.author_from_env()?,
@@ -646,6 +654,26 @@ mod tests {
         assert_eq!(r.run(["status", "--porcelain"]).unwrap(), "");
         assert!(!w.commit_all("nothing").unwrap(), "nothing left to commit");
         assert_eq!(r.run(["rev-list", "--count", "HEAD"]).unwrap(), "3");
+    }
+
+    /// A list of staged paths with a name wrong in it (as `git diff`
+    /// quotes one it does not print plainly) does not leave the file out
+    /// of the commit: its tree is the index's.
+    #[test]
+    fn a_staged_name_the_list_got_wrong_is_committed_all_the_same() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        let r = repo(d);
+        write(d, "caf\u{e9}.txt", "written\n");
+        write(d, "b.txt", "b\n");
+        let w = open(d);
+        let mut staged = w.stage_all().unwrap();
+        staged.sort();
+        assert_eq!(staged, ["b.txt", "caf\u{e9}.txt"]);
+        let quoted = vec!["b.txt".to_owned(), "\"caf\\303\\251.txt\"".to_owned()];
+        w.commit("farm: left over", &quoted).unwrap();
+        assert_eq!(r.run(["show", "HEAD:caf\u{e9}.txt"]).unwrap(), "written");
+        assert_eq!(r.run(["status", "--porcelain"]).unwrap(), "");
     }
 
     #[test]

@@ -78,10 +78,20 @@ impl PrivateClone {
             Some(paths) => paths,
             None => {
                 self.git(["add", "--all"])?;
-                self.git(["diff", "--cached", "--name-only", "--no-renames", "HEAD"])?
-                    .lines()
-                    .map(str::to_owned)
-                    .collect()
+                // `-z`: each name as it is (unquoted), for the commit's
+                // edit of HEAD's tree at these paths.
+                self.git([
+                    "diff",
+                    "--cached",
+                    "--name-only",
+                    "--no-renames",
+                    "-z",
+                    "HEAD",
+                ])?
+                .split('\0')
+                .filter(|p| !p.is_empty())
+                .map(str::to_owned)
+                .collect()
             }
         };
         self.tracked.set(true);
