@@ -12,6 +12,8 @@ pub mod maintain;
 pub mod rescue;
 pub mod retry;
 pub mod scratch;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod tree_diff;
 pub mod tree_edit;
 pub mod tree_merge;

@@ -16,7 +16,7 @@ use std::iter::Peekable;
 
 use git2::{Repository, Tree, TreeEntry, TreeIter};
 
-use super::tree_edit::{Entry, git_order, is_tree};
+use super::tree_edit::{Entry, git_order, is_tree, key};
 
 /// A file that differs: its path (`/` between names) and its entry on
 /// each side (none where it is not).
@@ -97,7 +97,7 @@ fn walk(
 
 /// The next entry of each side, or of the one whose entry comes first in
 /// git's order.
-fn next_pair<'t>(
+pub(super) fn next_pair<'t>(
     a: &mut Option<Peekable<TreeIter<'t>>>,
     b: &mut Option<Peekable<TreeIter<'t>>>,
 ) -> (Option<TreeEntry<'t>>, Option<TreeEntry<'t>>) {
@@ -117,10 +117,6 @@ fn next_pair<'t>(
     }
 }
 
-fn key(e: &TreeEntry<'_>) -> Entry {
-    (e.id(), e.filemode())
-}
-
 /// A file, a link or a submodule (a blob's two modes are one kind).
 fn kind(e: Entry) -> i32 {
     e.1 & 0o170000
@@ -129,27 +125,13 @@ fn kind(e: Entry) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use git2::{Index, IndexEntry, IndexTime};
+    use crate::git::testing::{entry, valid};
+    use git2::Index;
 
     fn tree<'r>(repo: &'r Repository, files: &[(&str, String, u32)]) -> Tree<'r> {
         let mut index = Index::new().unwrap();
         for (path, text, mode) in files {
-            index
-                .add(&IndexEntry {
-                    ctime: IndexTime::new(0, 0),
-                    mtime: IndexTime::new(0, 0),
-                    dev: 0,
-                    ino: 0,
-                    mode: *mode,
-                    uid: 0,
-                    gid: 0,
-                    file_size: 0,
-                    id: repo.blob(text.as_bytes()).unwrap(),
-                    flags: 0,
-                    flags_extended: 0,
-                    path: path.as_bytes().to_vec(),
-                })
-                .unwrap();
+            index.add(&entry(repo, path, text, *mode)).unwrap();
         }
         repo.find_tree(index.write_tree_to(repo).unwrap()).unwrap()
     }
@@ -181,15 +163,9 @@ mod tests {
     /// that become directories: the changes are libgit2's, in its order.
     #[test]
     fn the_changes_are_libgit2_s() {
-        let state = std::cell::Cell::new(0x9e37_79b9_7f4a_7c15_u64);
-        let next = |n: u64| {
-            let mut x = state.get();
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            state.set(x);
-            x % n
-        };
+        // Seeded: the same cases on every run.
+        let rng = crate::git::testing::Rng::new(0x9e37_79b9_7f4a_7c15_u64);
+        let next = |n: u64| rng.below(n);
         let paths = [
             "a",
             "d",
@@ -202,13 +178,6 @@ mod tests {
             "tasks/t2.md",
             "tasks/done/t0.md",
         ];
-        let valid = |chosen: &[&str]| {
-            !chosen.iter().any(|p| {
-                chosen
-                    .iter()
-                    .any(|q| q.len() > p.len() && q.starts_with(p) && q.as_bytes()[p.len()] == b'/')
-            })
-        };
         let tmp = tempfile::tempdir().unwrap();
         let repo = Repository::init_bare(tmp.path()).unwrap();
         let (mut cases, mut kinds) = (0, 0);

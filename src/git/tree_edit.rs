@@ -127,6 +127,12 @@ pub fn git_order(a: &[u8], a_entry: Entry, b: &[u8], b_entry: Entry) -> Ordering
     })
 }
 
+/// An entry as the walks compare it: its object and its mode as git
+/// normalizes it.
+pub fn key(e: &TreeEntry<'_>) -> Entry {
+    (e.id(), e.filemode())
+}
+
 pub fn is_tree(e: Entry) -> bool {
     e.1 == i32::from(FileMode::Tree)
 }
@@ -134,24 +140,8 @@ pub fn is_tree(e: Entry) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use git2::{Index, IndexEntry, IndexTime};
-
-    fn entry(repo: &Repository, path: &str, text: &str, mode: u32) -> IndexEntry {
-        IndexEntry {
-            ctime: IndexTime::new(0, 0),
-            mtime: IndexTime::new(0, 0),
-            dev: 0,
-            ino: 0,
-            mode,
-            uid: 0,
-            gid: 0,
-            file_size: 0,
-            id: repo.blob(text.as_bytes()).unwrap(),
-            flags: 0,
-            flags_extended: 0,
-            path: path.as_bytes().to_vec(),
-        }
-    }
+    use crate::git::testing::{entry, valid};
+    use git2::Index;
 
     /// An entry the edit does not touch keeps its bytes, an old mode git
     /// no longer writes (`100664`) too, as a tree builder kept it.
@@ -188,15 +178,9 @@ mod tests {
     /// index writes.
     #[test]
     fn editing_the_paths_that_differ_gives_the_index_s_tree() {
-        let state = std::cell::Cell::new(0x2545_f491_4f6c_dd1d_u64);
-        let next = |n: u64| {
-            let mut x = state.get();
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            state.set(x);
-            x % n
-        };
+        // Seeded: the same cases on every run.
+        let rng = crate::git::testing::Rng::new(0x2545_f491_4f6c_dd1d_u64);
+        let next = |n: u64| rng.below(n);
         // `d` is a directory and a file in turn; `d.txt`, `d-x` and `d0`
         // sort around it differently in git's order than by their bytes.
         let paths = [
@@ -215,14 +199,6 @@ mod tests {
         let repo = Repository::init_bare(tmp.path()).unwrap();
         let mut cases = 0;
         for round in 0..300 {
-            // A valid index: no path both a file and a directory's prefix.
-            let valid = |chosen: &[&str]| {
-                !chosen.iter().any(|p| {
-                    chosen.iter().any(|q| {
-                        q.len() > p.len() && q.starts_with(p) && q.as_bytes()[p.len()] == b'/'
-                    })
-                })
-            };
             let pick = || -> Vec<&str> { paths.iter().copied().filter(|_| next(2) == 0).collect() };
             let (before, after) = (pick(), pick());
             if !valid(&before) || !valid(&after) {

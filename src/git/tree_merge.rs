@@ -13,12 +13,12 @@
 //! (two sides changed one file differently, a file against a directory)
 //! answers `None` and the caller asks libgit2 for a real merge.
 
-use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use git2::{Oid, Repository, Tree, TreeEntry};
+use git2::{Oid, Repository, Tree};
 
-use super::tree_edit::{Entry, git_order, is_tree, write};
+use super::tree_diff::next_pair;
+use super::tree_edit::{Entry, is_tree, key, write};
 
 /// The tree of `base` → `theirs` applied on `ours`, when every path
 /// resolves trivially; `None` when some path needs a content merge.
@@ -82,32 +82,16 @@ fn merge(
 /// read. (A name that is a file on one side and a directory on the other
 /// sits at two places in that order, and comes twice.)
 fn changed(base: Option<&Tree<'_>>, theirs: &Tree<'_>) -> Vec<Vec<u8>> {
-    let mut b = base.into_iter().flat_map(Tree::iter).peekable();
-    let mut t = theirs.iter().peekable();
+    let mut b = base.map(|t| t.iter().peekable());
+    let mut t = Some(theirs.iter().peekable());
     let mut out = Vec::new();
     loop {
-        let order = match (b.peek(), t.peek()) {
-            (None, None) => break,
-            (Some(_), None) => Ordering::Less,
-            (None, Some(_)) => Ordering::Greater,
-            (Some(x), Some(y)) => git_order(x.name_bytes(), key(x), y.name_bytes(), key(y)),
-        };
-        let (x, y) = match order {
-            Ordering::Less => (b.next(), None),
-            Ordering::Greater => (None, t.next()),
-            Ordering::Equal => (b.next(), t.next()),
-        };
-        match (x, y) {
+        match next_pair(&mut b, &mut t) {
+            (None, None) => return out,
             (Some(x), Some(y)) if key(&x) == key(&y) => {}
             (Some(e), _) | (None, Some(e)) => out.push(e.name_bytes().to_vec()),
-            (None, None) => unreachable!("one side had an entry"),
         }
     }
-    out
-}
-
-fn key(e: &TreeEntry<'_>) -> Entry {
-    (e.id(), e.filemode())
 }
 
 #[cfg(test)]
@@ -119,26 +103,14 @@ mod tests {
     fn tree(repo: &Repository, files: &BTreeMap<&str, &str>) -> Oid {
         let mut index = git2::Index::new().unwrap();
         for (path, text) in files {
-            let blob = repo.blob(text.as_bytes()).unwrap();
-            let entry = git2::IndexEntry {
-                ctime: git2::IndexTime::new(0, 0),
-                mtime: git2::IndexTime::new(0, 0),
-                dev: 0,
-                ino: 0,
-                mode: if path.ends_with(".sh") {
-                    0o100755
-                } else {
-                    0o100644
-                },
-                uid: 0,
-                gid: 0,
-                file_size: 0,
-                id: blob,
-                flags: 0,
-                flags_extended: 0,
-                path: path.as_bytes().to_vec(),
+            let mode = if path.ends_with(".sh") {
+                0o100755
+            } else {
+                0o100644
             };
-            index.add(&entry).unwrap();
+            index
+                .add(&crate::git::testing::entry(repo, path, text, mode))
+                .unwrap();
         }
         index.write_tree_to(repo).unwrap()
     }
@@ -303,16 +275,9 @@ mod tests {
 
     #[test]
     fn random_changes_merge_as_libgit2_merges_them() {
-        // A small xorshift, seeded: the same 300 cases on every run.
-        let state = std::cell::Cell::new(0x9e37_79b9_7f4a_7c15_u64);
-        let next = |n: u64| {
-            let mut x = state.get();
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            state.set(x);
-            x % n
-        };
+        // Seeded: the same cases on every run.
+        let rng = crate::git::testing::Rng::new(0x9e37_79b9_7f4a_7c15_u64);
+        let next = |n: u64| rng.below(n);
         // Names around `d/` where git's order of a tree's entries (a
         // directory's name as if it ended in `/`) is not the bytes' order.
         let paths = [
