@@ -102,18 +102,9 @@ mod tests {
         let entry = b"100644 t01234.md\0";
         assert!(file.windows(entry.len()).any(|w| w == entry));
         let git = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .arg("-C")
-                .arg(tmp.path())
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "git {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8_lossy(&out.stdout).into_owned()
+            crate::git::command::Repo::new(tmp.path())
+                .run(args)
+                .unwrap()
         };
         assert_eq!(git(&["cat-file", "-t", &hex]).trim(), "tree");
         assert!(git(&["ls-tree", &hex]).contains("t02999.md"));

@@ -6,6 +6,22 @@ use std::cell::Cell;
 
 use git2::{IndexEntry, IndexTime, Repository};
 
+/// Paths for random trees: `d` a directory and a file in turn, and
+/// `d.txt`, `d-x` and `d0`, which sort around it differently in git's
+/// order (a directory's name as if it ended in `/`) than by their bytes.
+pub const PATHS: [&str; 10] = [
+    "a",
+    "d",
+    "d/a",
+    "d/e/f",
+    "d.txt",
+    "d-x/y",
+    "d0",
+    "tasks/t1.md",
+    "tasks/t2.md",
+    "tasks/done/t0.md",
+];
+
 /// A small xorshift, seeded: the same cases on every run.
 pub struct Rng(Cell<u64>);
 

@@ -166,18 +166,7 @@ mod tests {
         // Seeded: the same cases on every run.
         let rng = crate::git::testing::Rng::new(0x9e37_79b9_7f4a_7c15_u64);
         let next = |n: u64| rng.below(n);
-        let paths = [
-            "a",
-            "d",
-            "d/a",
-            "d/e/f",
-            "d.txt",
-            "d-x/y",
-            "d0",
-            "tasks/t1.md",
-            "tasks/t2.md",
-            "tasks/done/t0.md",
-        ];
+        let paths = crate::git::testing::PATHS;
         let tmp = tempfile::tempdir().unwrap();
         let repo = Repository::init_bare(tmp.path()).unwrap();
         let (mut cases, mut kinds) = (0, 0);

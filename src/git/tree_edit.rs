@@ -181,20 +181,7 @@ mod tests {
         // Seeded: the same cases on every run.
         let rng = crate::git::testing::Rng::new(0x2545_f491_4f6c_dd1d_u64);
         let next = |n: u64| rng.below(n);
-        // `d` is a directory and a file in turn; `d.txt`, `d-x` and `d0`
-        // sort around it differently in git's order than by their bytes.
-        let paths = [
-            "a",
-            "d",
-            "d/a",
-            "d/e/f",
-            "d.txt",
-            "d-x/y",
-            "d0",
-            "tasks/t1.md",
-            "tasks/t2.md",
-            "tasks/done/t0.md",
-        ];
+        let paths = crate::git::testing::PATHS;
         let tmp = tempfile::tempdir().unwrap();
         let repo = Repository::init_bare(tmp.path()).unwrap();
         let mut cases = 0;
