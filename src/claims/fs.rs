@@ -790,6 +790,20 @@ impl ClaimStore for FsStore {
         super::publish_checked(self, held, repo, remote, refspecs, &hold)
     }
 
+    fn fence_for(&self, task: &TaskId, claim: &File) -> Result<Option<File>, StoreError> {
+        let Some(fence) = self.lock_fence(task.as_str(), Some(Duration::ZERO), &|| {})? else {
+            return Ok(None);
+        };
+        // Under the fence no forced release can take it; and no reaper can
+        // while its lock is held (by `claim`).
+        let path = self.path_of(task.as_str());
+        let ino = claim
+            .metadata()
+            .map_err(StoreError::io("read", &path))?
+            .ino();
+        Ok(same_file(&path, ino).then_some(fence))
+    }
+
     fn release(&self, task: &TaskId, how: Release<'_>) -> Result<Released, StoreError> {
         self.release_waiting(task, how, &|_| {})
     }

@@ -150,6 +150,22 @@ pub trait ClaimStore: Send + Sync {
         publish_checked(self, held, repo, remote, refspecs, hold)
     }
 
+    /// For a push of the caller's that lands the work of `task` too, under
+    /// a claim this process holds whose locked file is `claim` (another
+    /// descriptor of it): the task's push fence, taken at once, once the
+    /// claim is checked to be still that file. The push's processes keep
+    /// both open, as they keep the caller's own (see "Fencing" in fs.rs).
+    /// `None`: not to be landed by another's push now (the fence is held,
+    /// the claim is gone, or the store fences pushes otherwise).
+    fn fence_for(
+        &self,
+        task: &TaskId,
+        claim: &std::fs::File,
+    ) -> Result<Option<std::fs::File>, StoreError> {
+        let _ = (task, claim);
+        Ok(None)
+    }
+
     /// [`ClaimStore::release`], calling `waiting` (with what it waits for)
     /// before it waits: the fs store's forced release waits for a push in
     /// flight under the claim (see "Fencing" in fs.rs).
@@ -264,6 +280,14 @@ impl Held {
 
     /// The open file that carries the claim's OS lock, when one is held
     /// (the fs store's, for a holder process).
+    pub(crate) fn lock_file(&self) -> Option<&std::fs::File> {
+        match &self.guard {
+            Guard::Fs(g) => g.file(),
+            Guard::Git(_) => None,
+        }
+    }
+
+    /// The open file that carries the claim's OS lock, as a descriptor.
     pub(crate) fn lock_fd(&self) -> Option<BorrowedFd<'_>> {
         use std::os::fd::AsFd;
         match &self.guard {

@@ -552,15 +552,19 @@ fn gather<'j>(ctx: &Ctx, last: usize, text: &'j mut String) -> Result<Report<'j>
     })
 }
 
-/// Where a change in the merge queue is: being built on the one ahead,
-/// under test, passed (waiting for those ahead to land), or landed by the
-/// change ahead with its own (its farm yet to release its claim).
+/// Where a change in the merge queue is: being built on the one ahead (or
+/// waiting for it, its work in conflict), under test (alone, or by the
+/// changes behind it), passed (waiting for those ahead to land), or landed
+/// by the change ahead with its own (its farm yet to release its claim).
 fn queue_state(c: &InLine) -> &'static str {
     if c.record.landed.is_some() {
         return "landed with the change ahead";
     }
     match (&c.record.candidate, c.record.green) {
+        (None, _) if c.record.blocked => "waiting for the change ahead to land",
         (None, _) => "building",
+        (Some(_), false) if c.record.defer => "tested with the changes behind",
+        (Some(_), false) if c.record.red => "red, the change ahead testing alone",
         (Some(_), false) => "testing",
         (Some(_), true) => "passed, landing in turn",
     }

@@ -56,7 +56,12 @@ impl board::edit::Branch for Fenced<'_> {
             run, clone, held, ..
         } = self.turn;
         clone.commit_all(message)?;
-        Ok(match publish_branch(run, clone, held, lock.as_ref())? {
+        let hold: Vec<_> = lock
+            .as_ref()
+            .map(std::os::fd::AsFd::as_fd)
+            .into_iter()
+            .collect();
+        Ok(match publish_branch(run, clone, held, &hold)? {
             Published::Pushed => Push::Pushed,
             Published::Lost(_) => Push::Lost,
             Published::Rejected(_) => Push::Rejected,

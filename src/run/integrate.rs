@@ -197,7 +197,9 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str, work: Work) -> Result<Integr
             }
         };
         let with = rider.as_ref().map(Rider::landing_with).unwrap_or_default();
-        let landed = land(turn, passed.as_ref(), &with, lock, round);
+        let hold = rider.as_ref().map(Rider::landing_hold).unwrap_or_default();
+        let landed = land(turn, passed.as_ref(), &with, &hold, lock, round);
+        drop(hold);
         // Not landed: HEAD back on this change's own work, never left on
         // the changes behind (a rescue takes HEAD).
         if !matches!(landed, Ok(true))
@@ -219,13 +221,15 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str, work: Work) -> Result<Integr
 /// Push the tested work (`passed`, with its progress document) as one
 /// commit: true once it is on the branch, false when the push was rejected
 /// (the branch moved: integrate again). `with`: the changes behind in the
-/// merge queue that land with it (task, agent; see `speculate`). `lock`
-/// is the hub's push lock, if held; it is let go before a rejected round
-/// goes on.
+/// merge queue that land with it (task, agent; see `speculate`), and
+/// `hold` what fences their claims on a hub of this machine (see `mates`).
+/// `lock` is the hub's push lock, if held; it is let go before a rejected
+/// round goes on.
 fn land(
     turn: Turn<'_>,
     passed: Option<&Passed>,
     with: &[(String, String)],
+    hold: &[std::os::fd::BorrowedFd<'_>],
     lock: Option<std::fs::File>,
     round: usize,
 ) -> Result<bool, Halt> {
@@ -246,7 +250,12 @@ fn land(
     };
     // Fencing: the store publishes only while the claim is still ours.
     let pushing = Instant::now();
-    match publish_branch(run, clone, held, lock.as_ref())? {
+    let published = {
+        let mut hold = hold.to_vec();
+        hold.extend(lock.as_ref().map(std::os::fd::AsFd::as_fd));
+        publish_branch(run, clone, held, &hold)?
+    };
+    match published {
         Published::Pushed => {
             let also: String = with.iter().map(|(t, _)| format!(", `{t}`")).collect();
             run.detail(
@@ -334,6 +343,8 @@ fn ride<'a>(
             onto.at = at;
             let lock = run.hub.push_lock(run.out)?;
             if lock.is_some() && run.hub.branch_rev().as_deref() != Some(onto.at.as_str()) {
+                // HEAD back on this change's own work: it rides on alone.
+                line.unbatch()?;
                 InLine::Again
             } else {
                 InLine::Push(passed, lock)
@@ -607,8 +618,9 @@ impl Merge {
 
 /// Push the clone's HEAD to the hub's branch while `held` is still ours (the
 /// git store releases it in the same push); the caller holds the hub's push
-/// lock if it has one, and `lock` is it: the push's processes keep it until
-/// they exit, so a push left by a killed farm still excludes the others.
+/// lock if it has one, and `hold` has it: the push's processes keep what
+/// `hold` has open until they exit, so a push left by a killed farm still
+/// excludes the others.
 /// `Rejected` only when the branch moved on; any other
 /// refusal is an error — but for a hub whose work tree has changes of its
 /// own (a user editing a tracked file), which refuses every push until they
@@ -617,10 +629,8 @@ pub(super) fn publish_branch(
     run: &Run,
     clone: &PrivateClone,
     held: &Held,
-    lock: Option<&std::fs::File>,
+    hold: &[std::os::fd::BorrowedFd<'_>],
 ) -> Result<Published, Error> {
-    use std::os::fd::AsFd;
-    let hold: Vec<_> = lock.map(AsFd::as_fd).into_iter().collect();
     let look = || match &run.hub.local {
         Some(local) => format!("git -C {} status", local.dir.display()),
         None => format!("git ls-remote {}", run.hub.url),
@@ -628,7 +638,7 @@ pub(super) fn publish_branch(
     let mut said = false;
     let mut wait = Duration::from_millis(100);
     loop {
-        let why = match clone.publish(&*run.store, held, &run.hub.branch, &hold) {
+        let why = match clone.publish(&*run.store, held, &run.hub.branch, hold) {
             Err(StoreError::Refused(why)) => why,
             other => return other.map_err(Error::from),
         };

@@ -20,6 +20,8 @@
 //! - [`land`]: a rescue branch landed by hand, through that integration;
 //! - [`queue`]: the merge queue's line on the hub: one locked file a change
 //!   on a hub of this machine, one file beside the claims elsewhere;
+//!   [`mates`]: this farm's changes in a line of this machine, which the
+//!   change ahead may land with its own push;
 //! - [`turn`], [`slot`], [`interrupt`]: one claimed task's session, the
 //!   agent's one-session-at-a-time slot, and what cuts a turn short (the
 //!   claim lost, the run killed) with the heartbeat that keeps it alive;
@@ -54,6 +56,7 @@ pub mod journal;
 pub mod land;
 pub mod landing;
 pub mod limits;
+pub mod mates;
 pub mod notify;
 pub mod presets;
 pub mod progress;

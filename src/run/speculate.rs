@@ -64,6 +64,7 @@ use crate::git::command::Pushed;
 use crate::run::event::Event;
 use crate::run::gate::{self, Passed, Verdict};
 use crate::run::interrupt::{Halt, Heartbeat};
+use crate::run::mates::Taken;
 use crate::run::queue::{Entry, InLine, Queue, Record, View};
 use crate::run::turn::Turn;
 use crate::suite::results::{Results, Store};
@@ -149,11 +150,30 @@ pub(super) struct Rider<'a> {
     /// The changes behind that land with this one's next push, each with
     /// the commit its work lands as (see [`Rider::gather`]).
     with: Vec<(InLine, String)>,
+    /// On a hub of this machine, what fences the claims of those changes
+    /// for that push (see [`mates`](super::mates)): each one taken from its
+    /// loop, its claim's locked file and its push fence.
+    holds: Vec<(Taken, std::fs::File)>,
     /// Since when its file has said it landed (written by the change
     /// ahead) while the branch did not show it yet.
     marked: Option<std::time::Instant>,
     /// Why the queue gave it up, once it did (see [`Rider::update`]).
     given_up: Option<String>,
+    /// Built again because the change it was built on left the line
+    /// unlanded (red, or its farm gone): it leaves its tests to the change
+    /// behind it, if one builds on it (see [`Rider::defers`]).
+    reformed: bool,
+    /// Not testing alone now: the change behind tests its code.
+    deferring: bool,
+    /// Red on top of changes ahead not tested alone (see
+    /// [`Rider::results_of`]): its verdict waits for the one just ahead's.
+    suspect: bool,
+    /// Its work conflicts with the candidate ahead: said in line, so that
+    /// the change ahead does not wait for it to test.
+    blocked_now: bool,
+    /// The results the last test was judged against were those of what a
+    /// change ahead that did not test alone was built on.
+    over_deferred: std::cell::Cell<bool>,
 }
 
 /// What building a candidate came to.
@@ -171,6 +191,10 @@ enum Ahead {
     Testing,
     /// Passed, in line or landed: its results are known.
     Passed,
+    /// In line, not tested alone: the changes behind it test its code with
+    /// theirs, judged against the results of what it was built on (this
+    /// commit).
+    Covered(String),
     /// Left the line without landing.
     Gone,
 }
@@ -239,10 +263,19 @@ impl<'a> Rider<'a> {
             unsaid: false,
             rejoins: 0,
             with: Vec::new(),
+            holds: Vec::new(),
             marked: None,
             given_up: None,
+            reformed: false,
+            deferring: false,
+            suspect: false,
+            blocked_now: false,
+            over_deferred: std::cell::Cell::new(false),
         };
         rider.drop_refs(&dead);
+        if !rider.queue.elsewhere() {
+            run.mates.enter(rider.entry.place, turn.held);
+        }
         let ahead = rider.queue.view(&rider.entry)?.waiting_ahead;
         turn.run.journal.record(
             turn.name,
@@ -275,6 +308,22 @@ impl<'a> Rider<'a> {
                 return Ok(Ride::Gated(Verdict::Unqueued(why)));
             }
             self.tend(beat)?;
+            // On a hub of this machine, landed by the change ahead, or
+            // being landed: its push has this change until it settles it.
+            if !self.queue.elsewhere() {
+                let mates = &turn.run.mates;
+                if let Some(landed) = mates.landed(self.entry.place) {
+                    self.say(&format!(
+                        "landed by the change ahead with its own, as {}",
+                        &landed[..landed.len().min(10)]
+                    ));
+                    return Ok(Ride::Landed);
+                }
+                if mates.taken(self.entry.place) {
+                    self.wait(beat)?;
+                    continue;
+                }
+            }
             let mut view = self.view()?;
             self.drop_refs(&view.dead_refs);
             let tip = clone.fetch_if_moved(&turn.run.hub)?;
@@ -330,6 +379,34 @@ impl<'a> Rider<'a> {
                 continue;
             };
             if self.passed.as_ref().is_none_or(|(k, _)| *k != b.key) {
+                let (first, at_tip) = (view.ahead.is_none(), b.on == tip);
+                if self.defers(&view) {
+                    if !self.deferring {
+                        self.deferring = true;
+                        self.say("built again without the change that left; tested with the change(s) behind it");
+                        let head = b.head.clone();
+                        self.publish(Some(&head), false)?;
+                    }
+                    // First: it lands with the changes behind once the
+                    // last of them passed (see `gather`).
+                    if first && at_tip && view.behind.iter().any(|c| c.record.green) {
+                        self.with = self.gather(&view.behind)?;
+                        if !self.with.is_empty() {
+                            self.entry.leave_on_publish(&self.with)?;
+                            return Ok(Ride::Ready {
+                                at: tip,
+                                passed: None,
+                            });
+                        }
+                    }
+                    self.wait(beat)?;
+                    continue;
+                }
+                if std::mem::take(&mut self.deferring) {
+                    self.say("tested alone after all: the change behind it went, or was red");
+                    let head = b.head.clone();
+                    self.publish(Some(&head), false)?;
+                }
                 if let Some(verdict) = self.test(&view, beat)? {
                     return Ok(Ride::Gated(verdict));
                 }
@@ -344,6 +421,33 @@ impl<'a> Rider<'a> {
             self.say_passed()?;
             self.wait(beat)?;
         }
+    }
+
+    /// Whether this change leaves its tests to the change just behind it:
+    /// it was built again after the change it was built on left the line
+    /// unlanded, and the one behind (which builds on it) is not red and
+    /// does not wait for it (its work in conflict).
+    ///
+    /// Why: every change behind a red one was tested on top of it, and
+    /// each must be tested again without it. One by one, that is a suite
+    /// run a change behind (7–8 beyond the 12 landings in the `red`
+    /// bench); as one batch — the last of them tests the code of all, and
+    /// the first lands them all in one push (see [`Rider::gather`]) — it
+    /// is one. So a red change costs two runs more than a green one: its
+    /// own again (a flaky test evicts nobody) and the batch's. Red again,
+    /// the batch is searched from its end: the change just ahead of the
+    /// red one tests alone, and so on (a second red change in a batch
+    /// costs a run for each change between them); each change's fate is
+    /// its own verdict, judged on the code of those ahead of it.
+    fn defers(&self, view: &View) -> bool {
+        if self.built.is_none() || !self.reformed || self.suspect {
+            return false;
+        }
+        // (Built on this one's candidate, or on one before it, which it
+        // builds on again once it sees this one.)
+        view.behind.first().is_some_and(|next| {
+            !next.record.red && !next.record.blocked && next.record.landed.is_none()
+        })
     }
 
     /// Test the candidate (against the branch's results when it is first
@@ -374,16 +478,36 @@ impl<'a> Rider<'a> {
         // doing alone; built again and tested on what is left.
         let moot = matches!(verdict, Some(Verdict::Red { .. }))
             && view.ahead.is_some()
-            && matches!(self.ahead(&on, &gate::code_key(turn, &on)?)?, Ahead::Gone);
+            && matches!(
+                self.ahead(&on, &gate::code_key(turn, &on)?, false)?,
+                Ahead::Gone
+            );
         // (The line read again: the view above was read before
         // the suite ran, maybe before the changes behind joined.)
         let alone = view.ahead.is_none()
             && matches!(verdict, Some(Verdict::Pass(_)))
             && self.queue.view(&self.entry)?.behind.is_empty();
         match verdict {
-            // What it was built on went away: build again.
-            None => self.built = None,
-            Some(_) if moot => self.built = None,
+            // What it was built on went away: build again, with the
+            // changes behind that were built on it (see `defers`).
+            None => {
+                self.built = None;
+                self.reformed = true;
+            }
+            Some(_) if moot => {
+                self.built = None;
+                self.reformed = true;
+            }
+            // Red on top of changes not tested alone: which of them, or
+            // this one, broke it is not known; the one just ahead tests
+            // itself, and this one's verdict waits for it.
+            Some(Verdict::Red { .. }) if self.over_deferred.get() => {
+                self.suspect = true;
+                self.say(
+                    "red on top of changes not tested alone; the change ahead tests alone first",
+                );
+                self.publish(Some(&head), false)?;
+            }
             // First in line with nobody behind: it lands next (put
             // on the branch first, if the change ahead landed with
             // a progress document). In a line elsewhere the verdict
@@ -397,10 +521,12 @@ impl<'a> Rider<'a> {
             // `gather`) — unsaid, each waited for the landing
             // ahead before its verdict, and none ever had.
             Some(Verdict::Pass(tests)) if alone => {
+                self.suspect = false;
                 self.passed = Some((key, tests));
                 self.unsaid = true;
             }
             Some(Verdict::Pass(tests)) => {
+                self.suspect = false;
                 self.share_results(&key)?;
                 self.passed = Some((key, tests));
                 self.publish(Some(&head), true)?;
@@ -437,8 +563,9 @@ impl<'a> Rider<'a> {
         Ok((since.elapsed() < LANDED_SHOWS).then_some(false))
     }
 
-    /// The changes just behind this one that land with it, in one push
-    /// (a line elsewhere only): in order, each passed and built on the
+    /// The changes just behind this one that land with it, in one push: in
+    /// order (on a hub of this machine, only this farm's: see
+    /// [`mates`](super::mates)), each passed and built on the
     /// code of the one ahead of it, its claim held; each one's own commits
     /// (those since what it was built on) are put on top of the last, and
     /// it lands only if that gives the very code that passed — the tree
@@ -452,10 +579,11 @@ impl<'a> Rider<'a> {
     /// it lands on (see [`Entry::leave_on_publish`]), and each one's farm,
     /// which finds its file saying it landed, releases its claim.
     fn gather(&mut self, behind: &[InLine]) -> Result<Vec<(InLine, String)>, Halt> {
+        self.settle(false);
         let Some(b) = &self.built else {
             return Ok(Vec::new());
         };
-        if !self.queue.elsewhere() || behind.is_empty() {
+        if behind.is_empty() {
             return Ok(Vec::new());
         }
         let (own, key) = (b.head.clone(), b.key.clone());
@@ -464,6 +592,7 @@ impl<'a> Rider<'a> {
             // HEAD never left on others' work: a rescue of this change's
             // takes HEAD.
             let _ = self.turn.clone.move_head(&own);
+            self.settle(false);
         }
         gathered
     }
@@ -471,7 +600,7 @@ impl<'a> Rider<'a> {
     /// [`Rider::gather`] on top of `own`, this change's candidate, whose
     /// code is `key`.
     fn gather_on(
-        &self,
+        &mut self,
         own: &str,
         key: &str,
         behind: &[InLine],
@@ -481,19 +610,50 @@ impl<'a> Rider<'a> {
         let mut with = Vec::new();
         let mut head = own.to_owned();
         let mut key = key.to_owned();
+        // How many of `with` land: up to the last that passed.
+        let mut tested = 0;
         for change in behind {
+            // On a hub of this machine, one of this farm's whose claim is
+            // fenced for the push, or the batch ends.
+            let held = if self.queue.elsewhere() {
+                None
+            } else {
+                match self.fence(change)? {
+                    Some(held) => Some(held),
+                    None => break,
+                }
+            };
             // A change behind that cannot be put on top (its candidate
             // gone from the hub, its commits not replayed cleanly) ends
             // the batch; it lands in its own turn.
-            (head, key) = match self.replay(change, &head, &key) {
+            let replayed = self.replay(change, &head, &key);
+            if !matches!(replayed, Ok(Some(_)))
+                && let Some((taken, _)) = &held
+            {
+                turn.run.mates.settle(taken.place, None);
+            }
+            (head, key) = match replayed {
                 Ok(Some(replayed)) => replayed,
                 Ok(None) | Err(Halt::Failed(_)) => break,
                 Err(cut) => return Err(cut),
             };
+            self.holds.extend(held);
             with.push((change.clone(), head.clone()));
+            if change.record.green {
+                tested = with.len();
+            }
         }
+        // Up to the last that passed: those after it, not tested alone
+        // (see `defers`), wait for a change behind them to pass.
+        for (change, _) in with.drain(tested..) {
+            if let Some(i) = self.holds.iter().position(|(t, _)| t.place == change.place) {
+                let (taken, _) = self.holds.remove(i);
+                turn.run.mates.settle(taken.place, None);
+            }
+        }
+        let head = with.last().map_or(own, |(_, head)| head.as_str());
         if clone.head()? != head {
-            clone.move_head(&head)?;
+            clone.move_head(head)?;
         }
         if !with.is_empty() {
             let tasks: Vec<&str> = with.iter().map(|(c, _)| c.record.task.as_str()).collect();
@@ -504,6 +664,53 @@ impl<'a> Rider<'a> {
             ));
         }
         Ok(with)
+    }
+
+    /// On a hub of this machine, `change` taken from its loop for this
+    /// push, with its claim's locked file and its push fence (see
+    /// [`mates`](super::mates)): `None` when it is not this farm's (or not
+    /// that task's any more), or its claim cannot be fenced now.
+    fn fence(&self, change: &InLine) -> Result<Option<(Taken, std::fs::File)>, Halt> {
+        let run = self.turn.run;
+        let Some(taken) = run.mates.take(change.place) else {
+            return Ok(None);
+        };
+        let fence = if taken.task.as_str() == change.record.task {
+            run.store.fence_for(&taken.task, &taken.claim)
+        } else {
+            Ok(None)
+        };
+        match fence {
+            Ok(Some(fence)) => Ok(Some((taken, fence))),
+            other => {
+                run.mates.settle(taken.place, None);
+                other.map_err(Error::from)?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Let go of the changes taken for a push (see [`Rider::fence`]):
+    /// `landed` as the commits gathered for them, or not.
+    fn settle(&mut self, landed: bool) {
+        let mates = &self.turn.run.mates;
+        for (taken, _) in std::mem::take(&mut self.holds) {
+            let commit = landed
+                .then(|| self.with.iter().find(|(c, _)| c.place == taken.place))
+                .flatten()
+                .map(|(_, commit)| commit.clone());
+            mates.settle(taken.place, commit);
+        }
+    }
+
+    /// What the push that lands the changes gathered must keep open (see
+    /// [`Rider::fence`]).
+    pub(super) fn landing_hold(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        self.holds
+            .iter()
+            .flat_map(|(taken, fence)| [taken.claim.as_fd(), fence.as_fd()])
+            .collect()
     }
 
     /// The commit of `change`'s own commits put on top of `head`, whose
@@ -520,7 +727,7 @@ impl<'a> Rider<'a> {
         let (Some(candidate), Some(on), Some(code)) = (&r.candidate, &r.on, &r.key) else {
             return Ok(None);
         };
-        if !r.green || r.claim.is_none() || r.landed.is_some() || !self.have(change)? {
+        if !(r.green || r.defer) || r.claim.is_none() || r.landed.is_some() || !self.have(change)? {
             return Ok(None);
         }
         let turn = self.turn;
@@ -549,6 +756,7 @@ impl<'a> Rider<'a> {
     /// which the next round catches up from (the changes behind are
     /// gathered again when it is ready).
     pub(super) fn unbatch(&mut self) -> Result<(), Halt> {
+        self.settle(false);
         if std::mem::take(&mut self.with).is_empty() {
             return Ok(());
         }
@@ -717,11 +925,15 @@ impl<'a> Rider<'a> {
             // the branch as any conflict is.
             self.say("its work conflicts with the change ahead in line; waiting for it to land");
             self.built = None;
+            self.blocked_now = true;
             self.publish(None, false)?;
             return Ok(Build::Blocked);
         }
         let head = clone.head()?;
         let key = gate::code_key(turn, &head)?;
+        // A new candidate: judged anew, built on what it waited for.
+        self.blocked_now = false;
+        self.suspect = false;
         self.say(&format!(
             "built on {} ({} ahead in line)",
             &on[..on.len().min(10)],
@@ -746,29 +958,42 @@ impl<'a> Rider<'a> {
     }
 
     /// The results of `on`, the candidate of the change ahead, once known:
-    /// `None` when it went away unlanded (red, or its farm gone).
+    /// `None` when it went away unlanded (red, or its farm gone). When the
+    /// change ahead does not test alone (see [`Rider::defers`]), those of
+    /// what it was built on, and so on down the line (said in
+    /// `over_deferred`); a suspect change waits for its own verdict.
     fn results_of(
         &self,
         on: &str,
         beat: &mut Heartbeat<'_>,
     ) -> Result<Option<Result<Results, Verdict>>, Halt> {
         let turn = self.turn;
-        let key = gate::code_key(turn, on)?;
+        let mut on = on.to_owned();
+        let mut key = gate::code_key(turn, &on)?;
+        let mut further = false;
+        self.over_deferred.set(false);
         loop {
             self.tend(beat)?;
-            match self.ahead(on, &key)? {
+            match self.ahead(&on, &key, further)? {
                 Ahead::Testing => self.wait(beat)?,
                 Ahead::Gone => return Ok(None),
+                Ahead::Covered(_) if self.suspect => self.wait(beat)?,
+                Ahead::Covered(under) => {
+                    self.over_deferred.set(true);
+                    key = gate::code_key(turn, &under)?;
+                    on = under;
+                    further = true;
+                }
                 Ahead::Passed => {
-                    let kept = match gate::kept_results(turn, on)? {
+                    let kept = match gate::kept_results(turn, &on)? {
                         Some(results) => Some(results),
-                        None => self.shared_results(on)?,
+                        None => self.shared_results(&on)?,
                     };
                     return Ok(Some(match kept {
                         Some(results) => Ok(results),
                         // Passed by a farm with other state, which shared
                         // no results: tested here.
-                        None => gate::branch_results(turn, on)?,
+                        None => gate::branch_results(turn, &on)?,
                     }));
                 }
             }
@@ -777,13 +1002,25 @@ impl<'a> Rider<'a> {
 
     /// Where `on` (whose code is `key`), the candidate of the change ahead,
     /// is now. A change ahead built again with the same code (the board
-    /// moved under it) is still the one built on.
-    fn ahead(&self, on: &str, key: &str) -> Result<Ahead, Halt> {
+    /// moved under it) is still the one built on. `further`: `on` is the
+    /// candidate of a change further ahead, found by it.
+    fn ahead(&self, on: &str, key: &str, further: bool) -> Result<Ahead, Halt> {
         let turn = self.turn;
         let same_code = |c: &str| c == on || gate::code_key(turn, c).is_ok_and(|k| k == key);
         let view = self.view()?;
         let place = self.built.as_ref().and_then(|b| b.ahead);
-        let ahead = view.ahead.as_ref().filter(|a| Some(a.place) == place);
+        let ahead = if further {
+            // (Or of its code: built again on a branch the board moved.)
+            let named = |a: &&InLine| a.record.candidate.as_deref() == Some(on);
+            let coded = |a: &&InLine| a.record.candidate.as_deref().is_some_and(same_code);
+            let before = view.before.iter().rev();
+            before
+                .clone()
+                .find(named)
+                .or_else(|| before.clone().find(coded))
+        } else {
+            view.ahead.as_ref().filter(|a| Some(a.place) == place)
+        };
         // (Its candidate is read here: fetched from a hub elsewhere.)
         if let Some(a) = ahead
             && a.record.candidate.as_deref().is_some_and(|c| c != on)
@@ -791,15 +1028,17 @@ impl<'a> Rider<'a> {
         {
             return Ok(Ahead::Testing);
         }
-        Ok(match ahead.map(|a| (&a.record.candidate, a.record.green)) {
+        Ok(match ahead.map(|a| &a.record) {
             // Being built again (its candidate is pushed before it is
             // named): wait for it.
-            Some((None, _)) => Ahead::Testing,
-            Some((Some(c), green)) if same_code(c) => {
-                if green {
-                    Ahead::Passed
-                } else {
-                    Ahead::Testing
+            Some(Record {
+                candidate: None, ..
+            }) => Ahead::Testing,
+            Some(r) if r.candidate.as_deref().is_some_and(same_code) => {
+                match (r.green, r.defer, &r.on) {
+                    (true, _, _) => Ahead::Passed,
+                    (false, true, Some(under)) => Ahead::Covered(under.clone()),
+                    _ => Ahead::Testing,
                 }
             }
             Some(_) => Ahead::Gone,
@@ -895,6 +1134,7 @@ impl<'a> Rider<'a> {
     /// next landing.
     pub(super) fn landed(&mut self) {
         self.landed = true;
+        self.settle(true);
         // Passed first in line and landed at once: its results are shared
         // only now, the branch's (best effort: a change that finds none
         // tests the branch itself). Its code was named in line with its
@@ -988,8 +1228,15 @@ impl<'a> Rider<'a> {
     /// the changes behind it to build on), and whether it passed.
     fn publish(&mut self, head: Option<&str>, green: bool) -> Result<(), Halt> {
         let record = self.entry.record.clone();
+        // What it says of itself besides (see `defers`).
+        let (defer, red) = (self.deferring && !green, self.suspect && !green);
         if head == record.candidate.as_deref() {
-            return self.update(Record { green, ..record });
+            return self.update(Record {
+                green,
+                defer,
+                red,
+                ..record
+            });
         }
         let old = record.refs.clone();
         let mut refs = old.clone();
@@ -1019,6 +1266,8 @@ impl<'a> Rider<'a> {
                 key: None,
                 refs,
                 green: false,
+                defer: false,
+                red: false,
                 ..record.clone()
             })?;
         }
@@ -1045,6 +1294,9 @@ impl<'a> Rider<'a> {
             key,
             refs: kept.into_iter().chain(new).collect(),
             green,
+            defer: defer && head.is_some(),
+            red: red && head.is_some(),
+            blocked: head.is_none() && self.blocked_now,
             ..record
         })
     }
@@ -1102,6 +1354,9 @@ impl<'a> Rider<'a> {
             key: None,
             green: false,
             landed: None,
+            defer: false,
+            red: false,
+            blocked: false,
             ..self.entry.record.clone()
         };
         let dead = self.queue.rejoin(&mut self.entry, record)?;
@@ -1152,6 +1407,10 @@ impl Drop for Rider<'_> {
     /// Leave the line: its candidate ref goes (the entry's file goes with
     /// the entry), and once it landed, the results nobody reads any more.
     fn drop(&mut self) {
+        self.settle(false);
+        if !self.queue.elsewhere() {
+            self.turn.run.mates.leave(self.entry.place);
+        }
         let refs = std::mem::take(&mut self.entry.record.refs);
         if self.landed && self.queue.elsewhere() {
             self.sweep(&refs);

@@ -84,6 +84,8 @@ pub struct Run {
     /// How long the project's suite took when this run last ran it, in
     /// milliseconds (0: not yet): whether a merge queue elsewhere pays.
     pub(super) suite_ms: AtomicU64,
+    /// This farm's changes in the line of a hub of this machine.
+    pub(super) mates: crate::run::mates::Mates,
     wake: Arc<Wake>,
     /// Whether a file watcher wakes idle loops (else they poll faster).
     pub(super) watched: AtomicBool,
@@ -190,6 +192,7 @@ impl Run {
             began: SystemTime::now(),
             started: AtomicUsize::new(0),
             suite_ms: AtomicU64::new(0),
+            mates: Default::default(),
             wake: Arc::default(),
             watched: AtomicBool::new(false),
             notifier,

@@ -249,6 +249,59 @@ fn a_red_change_in_line_is_evicted_alone_and_the_others_land() {
     assert_hub_sound(&env);
 }
 
+/// The changes behind a red one, tested on top of it, are tested again
+/// without it as one batch: the last of them tests the code of all, and
+/// the first lands them all in one push — a red change costs two suite
+/// runs more than a green one (its own again, to tell a flaky test, and
+/// the batch's), not one more for each change behind it. Every tip of
+/// main is still a tested tree, and only the red change fails.
+#[test]
+fn the_changes_behind_a_red_one_are_tested_again_as_one_batch() {
+    let env = gated();
+    let mut tasks: Vec<String> = (1..=6).map(|i| format!("n{i}")).collect();
+    // First in line: every other change is tested on top of it.
+    add_task(
+        &env,
+        &[
+            "break-a",
+            "--max-attempts",
+            "1",
+            "--priority",
+            "1",
+            "-m",
+            "Break a",
+        ],
+    );
+    for t in &tasks {
+        add_task(&env, &[t, "-m", "Write your note"]);
+    }
+    let out = env
+        .farm_git(run_args(&env, &agent(&env), &["-j", "3", "-v"]))
+        .env("FARM_QUEUE_TEST_DIR", queue_dir(&env))
+        .env("FARM_QUEUE_TEST_SLEEP", "2")
+        .run_within(crate::run::LIMIT)
+        .code(5);
+    let said = format!("{}{}", out.stdout, out.stderr);
+    tasks.sort();
+    assert_eq!(board(&env, "tasks/done"), tasks.iter().cloned().collect());
+    assert_eq!(board(&env, "tasks/failed"), ["break-a".to_owned()].into());
+    every_tip_green(&env);
+    let runs = test_runs(&env);
+    let gate = runs.get("gate").copied().unwrap_or_default();
+    assert_eq!(runs.get("rerun"), Some(&1), "{runs:?}");
+    assert!(
+        gate <= tasks.len() + 2,
+        "{gate} gate runs for {} changes: {runs:?}\n{said}",
+        tasks.len() + 1
+    );
+    assert!(
+        !journal_events(&env, "batch").is_empty(),
+        "no batch landed\n{said}"
+    );
+    queue_empty(&env);
+    assert_hub_sound(&env);
+}
+
 #[test]
 fn a_farm_killed_while_changes_wait_in_line_loses_nothing_and_wedges_nothing() {
     let env = gated();

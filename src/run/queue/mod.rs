@@ -64,6 +64,19 @@ pub struct Record {
     /// The candidate passed the gate: its results are known.
     #[serde(default)]
     pub green: bool,
+    /// Not tested alone: built again once the change it was built on left
+    /// the line red (or dead), it lands with the changes behind it, whose
+    /// tests cover its code (see [`speculate`](super::speculate)).
+    #[serde(default)]
+    pub defer: bool,
+    /// Red on top of changes ahead that were not tested alone: which one
+    /// broke the suite is not known yet (the one just ahead tests itself).
+    #[serde(default)]
+    pub red: bool,
+    /// Its work conflicts with the candidate ahead: it waits for that one
+    /// to land, and builds on nothing before.
+    #[serde(default)]
+    pub blocked: bool,
     /// When it joined the line (seconds since the epoch).
     #[serde(default)]
     pub since: u64,
@@ -88,7 +101,7 @@ pub struct InLine {
 }
 
 /// The line as one change sees it: the change just ahead of it (if any),
-/// how many wait ahead, the changes behind it in order, its own file as
+/// how many wait ahead (and each of them), the changes behind it in order, its own file as
 /// read, and the hub refs of the dead changes removed from it meanwhile
 /// (for the caller to delete). A change landed already by the one ahead of
 /// it (see [`Record::landed`]) is in nobody's way: neither ahead nor
@@ -97,6 +110,8 @@ pub struct InLine {
 pub struct View {
     pub ahead: Option<InLine>,
     pub waiting_ahead: usize,
+    /// Every change ahead, in order (`ahead` is the last).
+    pub before: Vec<InLine>,
     pub behind: Vec<InLine>,
     pub mine: Option<InLine>,
     pub dead_refs: Vec<String>,
@@ -195,7 +210,8 @@ impl<'s> Queue<'s> {
         }
         Ok(View {
             waiting_ahead: ahead.len(),
-            ahead: ahead.pop(),
+            ahead: ahead.last().cloned(),
+            before: ahead,
             behind,
             mine,
             dead_refs: dead,
@@ -258,8 +274,9 @@ impl Entry<'_> {
     /// The changes behind it in `with`, each with the commit its work lands
     /// as (see [`Record::landed`]), are said landed in that write too; the
     /// publish is refused unless each is still in line as read, its claim
-    /// held. (A line of this machine lands one change a push: `with` must
-    /// be empty there.)
+    /// held. (In a line of this machine the push itself is fenced for
+    /// each of them, by their claims' files: see
+    /// [`mates`](crate::run::mates).)
     pub fn leave_on_publish(&self, with: &[(InLine, String)]) -> Result<(), Error> {
         let Kept::Remote(file) = &self.kept else {
             return Ok(());
