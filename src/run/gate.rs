@@ -149,12 +149,29 @@ pub(super) fn check_ahead(
         return Ok(Some(Verdict::Pass(None)));
     };
     let keys = Keys::of(turn, onto)?;
+    let mut known = None;
     if keys.here == keys.there {
-        return Ok(Some(keys.unchanged(turn)));
+        // Only the board changed: the verdict is that of the change ahead,
+        // once known — never before (two changes of the same code: had the
+        // one ahead turned red, the one behind, passed on its code, would
+        // land it). Results of other code (what a change ahead that did
+        // not test alone was built on) judge this code as any other.
+        match base()? {
+            None => return Ok(None),
+            Some(Err(verdict)) => return Ok(Some(verdict)),
+            Some(Ok(results)) if code_key(turn, &results.commit).is_ok_and(|k| k == keys.there) => {
+                return Ok(Some(keys.unchanged(turn)));
+            }
+            Some(Ok(results)) => known = Some(results),
+        }
     }
     // A sample is drawn from the base's tests: those come first.
     if suite.sample.is_some() {
-        return Ok(match base()? {
+        let base = match known {
+            Some(results) => Some(Ok(results)),
+            None => base()?,
+        };
+        return Ok(match base {
             None => None,
             Some(Err(verdict)) => Some(verdict),
             Some(Ok(results)) => Some(tested_against(turn, suite, onto, &keys, &results)?),
@@ -166,7 +183,11 @@ pub(super) fn check_ahead(
         Ok(Tested::Ran(report)) => report,
         other => return after_tests(turn, other).map(Some),
     };
-    let results = match base() {
+    let base = match known {
+        Some(results) => Ok(Some(Ok(results))),
+        None => base(),
+    };
+    let results = match base {
         Ok(Some(Ok(results))) => results,
         other => {
             // No base to judge against: the tests' files go back.

@@ -302,6 +302,59 @@ fn the_changes_behind_a_red_one_are_tested_again_as_one_batch() {
     assert_hub_sound(&env);
 }
 
+/// Two red changes, the second among those behind the first: the batch
+/// formed behind the first is red again, and is searched from its end —
+/// each change that did not test alone does so once the one behind it is
+/// red — until the second red change is found by its own verdict. Only the
+/// two fail; every other change lands, every tip of main green.
+#[test]
+fn a_second_red_change_in_a_batch_is_found_and_fails_alone() {
+    let env = gated();
+    let mut tasks: Vec<String> = (1..=4).map(|i| format!("n{i}")).collect();
+    let order = [
+        ("break-a", "5"),
+        ("n1", "4"),
+        ("break-b", "3"),
+        ("n2", "2"),
+        ("n3", "1"),
+        ("n4", "0"),
+    ];
+    for (t, priority) in order {
+        let mut args = vec![t, "--priority", priority];
+        if t.starts_with("break") {
+            args.extend(["--max-attempts", "1"]);
+        }
+        args.extend(["-m", "Do it"]);
+        add_task(&env, &args);
+    }
+    let out = env
+        .farm_git(run_args(&env, &agent(&env), &["-j", "3", "-v"]))
+        .env("FARM_QUEUE_TEST_DIR", queue_dir(&env))
+        .env("FARM_QUEUE_TEST_SLEEP", "2")
+        .run_within(crate::run::LIMIT)
+        .code(5);
+    let said = format!("{}{}", out.stdout, out.stderr);
+    eprintln!(
+        "searched a red batch: {}; runs: {:?}",
+        said.contains("red on top of changes not tested alone"),
+        test_runs(&env)
+    );
+    tasks.sort();
+    assert_eq!(
+        board(&env, "tasks/done"),
+        tasks.iter().cloned().collect(),
+        "{said}"
+    );
+    assert_eq!(
+        board(&env, "tasks/failed"),
+        ["break-a".to_owned(), "break-b".to_owned()].into(),
+        "{said}"
+    );
+    every_tip_green(&env);
+    queue_empty(&env);
+    assert_hub_sound(&env);
+}
+
 #[test]
 fn a_farm_killed_while_changes_wait_in_line_loses_nothing_and_wedges_nothing() {
     let env = gated();
