@@ -18,12 +18,18 @@
 //!    it with its own, in one push, and says so in their files (`landed`):
 //!    a farm that does not read that would build the work of its landed
 //!    change on the branch again.
+//! 4. A change built again after the red one it was built on left the line
+//!    leaves its tests to the change behind it (`defer` in its file), which
+//!    judges its own against what the deferred one was built on; one red on
+//!    top of such changes says so (`red`), one whose work conflicts with the
+//!    change ahead says it waits (`blocked`). A farm that does not read
+//!    those would wait for a deferred change's verdict for ever.
 
 use crate::claims::ClaimStore;
 use crate::error::Error;
 
 /// This farm's protocol.
-pub const PROTOCOL: u32 = 3;
+pub const PROTOCOL: u32 = 4;
 
 /// The file's name beside the claims (without `.txt`).
 pub const NAME: &str = ".protocol";

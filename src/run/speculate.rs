@@ -11,17 +11,21 @@
 //! through the claim store, so fencing is what it was — a change whose
 //! claim was reaped never lands, whoever is in line with it; and every tip
 //! of the branch farm pushes is a tree that was tested, not only a batch's
-//! last. The price: a red change costs a new run for each change behind it
-//! (they were tested on top of it) — run side by side, so it costs the
-//! line one suite's time, not one run each in turn.
+//! last. The price would be a red change costing a new run for each change
+//! behind it (they were tested on top of it): so those, built again
+//! without it, are tested as one batch — the last of them tests the code
+//! of all, and the first lands them all in one push (see
+//! [`Rider::defers`]). A red change costs two runs more than a green one:
+//! its own again (a flaky test evicts no one) and the batch's.
 //!
 //! - A change builds its candidate on the candidate of the change just
 //!   ahead (or on the branch when it is first), from its own work on the
 //!   branch: only its own commits are replayed.
 //! - It judges its tests against the results of what it was built on, once
 //!   the change ahead passed (a red or dead change ahead: built again).
-//! - It is ready to push when it passed, nothing is ahead of it, and it
-//!   sits on the branch's commit — the change ahead landed. A progress
+//! - It is ready to push when it passed (or a change behind it that
+//!   covers its code did, see [`Rider::gather`]), nothing is ahead of it,
+//!   and it sits on the branch's commit — the change ahead landed. A progress
 //!   document that landed with it changes no code: the work is put on top
 //!   again and its tests stand. One that passes first in line lands at
 //!   once, its verdict unsaid in line (no change behind can use it
@@ -565,12 +569,14 @@ impl<'a> Rider<'a> {
 
     /// The changes just behind this one that land with it, in one push: in
     /// order (on a hub of this machine, only this farm's: see
-    /// [`mates`](super::mates)), each passed and built on the
-    /// code of the one ahead of it, its claim held; each one's own commits
-    /// (those since what it was built on) are put on top of the last, and
-    /// it lands only if that gives the very code that passed — the tree
-    /// pushed is a tree tested. HEAD ends on the last one's work; the
-    /// first that does not qualify ends the batch. Without it, each change
+    /// [`mates`](super::mates)), each passed — or deferred to the changes
+    /// behind it (see [`Rider::defers`]) — and built on the code of the
+    /// one ahead of it, its claim held; each one's own commits (those
+    /// since what it was built on) are put on top of the last, and it
+    /// lands only if that gives the very code that passed — the tree
+    /// pushed is a tree tested. HEAD ends on the work of the last that
+    /// passed; the first that does not qualify ends the batch, and those
+    /// deferred after the last that passed wait. Without it, each change
     /// behind waits for this one's push to show, builds on the branch
     /// again and pushes in turn: about a second a landing through a hub
     /// elsewhere, whatever the suite (the `daemon` bench's changes waited
@@ -715,7 +721,7 @@ impl<'a> Rider<'a> {
 
     /// The commit of `change`'s own commits put on top of `head`, whose
     /// code is `key`, and the code it passed with, if it qualifies (see
-    /// [`Rider::gather`]): passed, its claim named, built on that code,
+    /// [`Rider::gather`]): passed or deferred, its claim named, built on that code,
     /// and giving that code. HEAD moves.
     fn replay(
         &self,
