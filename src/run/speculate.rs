@@ -1487,20 +1487,27 @@ pub(super) fn sweep_candidates(
     }
 }
 
-/// [`sweep_candidates`] at the end of an agent's loop, in a line elsewhere:
-/// a farm run again after one was killed may land nothing more, and its
-/// dead predecessor's places and candidates would wait for the next line.
+/// [`sweep_candidates`] at the end of an agent's loop: a farm run again
+/// after one was killed may land nothing more (the dead one's last push
+/// landed its changes), and its dead predecessor's places and candidates
+/// would wait for the next line. (On a hub of this machine a dead place
+/// goes as soon as the line is read: it is read here, candidates or not.)
 pub(super) fn sweep_left(
     run: &crate::run::state::Run,
     clone: &crate::run::clone::PrivateClone,
 ) -> usize {
-    if run.config.gate.is_none() || run.hub.local.is_some() {
+    if run.config.gate.is_none() {
         return 0;
     }
-    let Some(line) = run.store.line() else {
-        return 0;
+    let queue = match (&run.hub.local, run.store.line()) {
+        (Some(local), _) => Queue::local(&local.dir.join(crate::names::CLAIMS_DIR)),
+        (None, Some(line)) => Queue::remote(line),
+        (None, None) => return 0,
     };
-    sweep_candidates(clone, &Queue::remote(line))
+    if !queue.elsewhere() {
+        let _ = queue.live();
+    }
+    sweep_candidates(clone, &queue)
 }
 
 /// Where a change's candidates are pushed, by its place (see

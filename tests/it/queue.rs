@@ -411,6 +411,89 @@ fn a_farm_killed_while_changes_wait_in_line_loses_nothing_and_wedges_nothing() {
     assert_hub_sound(&env);
 }
 
+/// A farm SIGKILLed while its push that lands a change with the passed
+/// ones behind it (its own farm's: a batch) is held at the hub: that push's
+/// processes keep every claim of the batch locked, so none is taken back
+/// while it may still land. It lands after the kill; run again, every task
+/// has landed once, every tip is green and nothing is left in line or
+/// claimed.
+#[test]
+fn a_farm_killed_mid_batch_push_on_a_local_hub_lands_nothing_twice() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = gated();
+    let tasks: Vec<String> = (1..=3).map(|i| format!("n{i}")).collect();
+    for t in &tasks {
+        add_task(&env, &[t, "-m", "Write your note"]);
+    }
+    let base = env.tmp.path();
+    let (held, batch, go) = (
+        base.join("held-once"),
+        base.join("batch-held"),
+        base.join("go-on"),
+    );
+    // The first landing held 6 s (the changes behind pass meanwhile); a
+    // landing of two tasks or more held until the test killed its farm.
+    let hook = format!(
+        r#"#!/bin/sh
+while read old new ref; do
+  [ "$ref" = refs/heads/main ] || continue
+  if mkdir '{held}' 2>/dev/null; then sleep 6; exit 0; fi
+  n=$(git diff --name-only --diff-filter=A "$old" "$new" -- tasks/done | wc -l)
+  if [ "$n" -ge 2 ] && mkdir '{batch}' 2>/dev/null; then
+    i=0
+    while [ ! -e '{go}' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+  fi
+done
+exit 0
+"#,
+        held = held.display(),
+        batch = batch.display(),
+        go = go.display()
+    );
+    let path = env.hub.join(".git/hooks/pre-receive");
+    std::fs::write(&path, hook).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut farm = env
+        .farm_git(run_args(&env, &agent(&env), &["-j", "3", "-v"]))
+        .env("FARM_QUEUE_TEST_DIR", queue_dir(&env))
+        .spawn();
+    let start = Instant::now();
+    while !batch.is_dir() {
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "no push landing changes together in 90 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The farm alone: its push goes on at the hub with nobody to tell.
+    unsafe {
+        libc::kill(farm.id() as i32, libc::SIGKILL);
+    }
+    farm.wait().unwrap();
+    std::fs::write(&go, "").unwrap();
+
+    run(&env, &["-j", "3"]).success();
+    assert_eq!(board(&env, "tasks/done"), tasks.iter().cloned().collect());
+    for t in &tasks {
+        let landed = env.git(["log", "--format=%s", "main", "--", &format!("src/note-{t}")]);
+        assert_eq!(
+            landed.lines().count(),
+            1,
+            "{t} landed other than once: {landed}"
+        );
+    }
+    every_tip_green(&env);
+    queue_empty(&env);
+    assert_hub_sound(&env);
+    assert_eq!(
+        env.farm(["locks", "--json"]).run().success().json()["claims"]
+            .as_array()
+            .map(Vec::len),
+        Some(0),
+        "claims left"
+    );
+}
+
 #[test]
 fn a_change_whose_claim_is_taken_away_in_line_never_lands() {
     let env = gated();
