@@ -104,6 +104,14 @@ impl Mates {
         self.settled.notify_all();
     }
 
+    /// Whether the change at `place` is this farm's, and could be taken
+    /// for a push (its claim has a locked file).
+    pub fn has(&self, place: u64) -> bool {
+        self.line()
+            .get(&place)
+            .is_some_and(|m| m.claim.is_some() && m.landed.is_none())
+    }
+
     /// Whether a push has the change at `place` now.
     pub fn taken(&self, place: u64) -> bool {
         self.line().get(&place).is_some_and(|m| m.taken)

@@ -169,6 +169,9 @@ pub(super) struct Rider<'a> {
     reformed: bool,
     /// Not testing alone now: the change behind tests its code.
     deferring: bool,
+    /// Tests alone all the same: the changes behind that passed could not
+    /// be landed with it.
+    alone: bool,
     /// Red on top of changes ahead not tested alone (see
     /// [`Rider::results_of`]): its verdict waits for the one just ahead's.
     suspect: bool,
@@ -272,6 +275,7 @@ impl<'a> Rider<'a> {
             given_up: None,
             reformed: false,
             deferring: false,
+            alone: false,
             suspect: false,
             blocked_now: false,
             over_deferred: std::cell::Cell::new(false),
@@ -402,6 +406,10 @@ impl<'a> Rider<'a> {
                                 passed: None,
                             });
                         }
+                        // Nothing that passed behind can land with it (its
+                        // claim not to be fenced now, its commits not put
+                        // on top): it tests alone, rather than wait.
+                        self.alone = true;
                     }
                     self.wait(beat)?;
                     continue;
@@ -444,13 +452,18 @@ impl<'a> Rider<'a> {
     /// costs a run for each change between them); each change's fate is
     /// its own verdict, judged on the code of those ahead of it.
     fn defers(&self, view: &View) -> bool {
-        if self.built.is_none() || !self.reformed || self.suspect {
+        if self.built.is_none() || !self.reformed || self.suspect || self.alone {
             return false;
         }
         // (Built on this one's candidate, or on one before it, which it
-        // builds on again once it sees this one.)
+        // builds on again once it sees this one.) On a hub of this
+        // machine, one this farm can land with it (see `mates`).
         view.behind.first().is_some_and(|next| {
-            !next.record.red && !next.record.blocked && next.record.landed.is_none()
+            let r = &next.record;
+            !r.red
+                && !r.blocked
+                && r.landed.is_none()
+                && (self.queue.elsewhere() || self.turn.run.mates.has(next.place))
         })
     }
 
