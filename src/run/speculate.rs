@@ -479,6 +479,7 @@ impl<'a> Rider<'a> {
         };
         let (on, key, head) = (b.on.clone(), b.key.clone(), b.head.clone());
         self.tested += 1;
+        self.over_deferred.set(false);
         let verdict = if view.ahead.is_none() {
             // The branch's results, from the change that landed
             // it, when this farm has none: not tested again.
