@@ -38,7 +38,9 @@
 //! `tasks/failed/`), one `done` commit and one work file each on main, no
 //! claim held, every farm exiting 0 (`red`: 5, tasks failed), the suite run
 //! at least once per task (none without a gate), and, in `red`, exactly one
-//! failed attempt in the journals, that of `t06`, and nothing of it on main.
+//! failed attempt in the journals, that of `t06`, nothing of it on main, and
+//! no more suite runs for it than ⌈log2 12⌉ + 1 = 5 beyond one a change and
+//! the branch's baseline (issue 26's bound for a red change in a batch).
 
 #[path = "common/daemon.rs"]
 mod daemon;
@@ -261,6 +263,20 @@ fn red(dir: &Path) -> Res<()> {
             setup.tasks,
             round.suite_runs.len() as i64 - setup.tasks as i64
         );
+        // What the red change cost: every run beyond one a change, but the
+        // branch's baseline (which a green round pays as well).
+        let baseline = round.test_kinds.get("baseline").copied().unwrap_or(0);
+        let extra = round.suite_runs.len() as i64 - setup.tasks as i64 - baseline as i64;
+        let bound = setup.tasks.next_power_of_two().trailing_zeros() as i64 + 1;
+        println!(
+            "    extra for the red change: {extra} (baseline aside; goal <= ceil(log2 {})+1 = {bound})",
+            setup.tasks
+        );
+        if extra > bound {
+            return Err(format!(
+                "the red change cost {extra} suite runs more, beyond the goal of {bound}"
+            ));
+        }
     }
     Ok(())
 }
