@@ -181,6 +181,9 @@ pub(super) struct Rider<'a> {
     /// The results the last test was judged against were those of what a
     /// change ahead that did not test alone was built on.
     over_deferred: std::cell::Cell<bool>,
+    /// What such a change was built on could not be found, in line or on
+    /// the branch, though the change just ahead is still the one built on.
+    lost_under: std::cell::Cell<bool>,
 }
 
 /// What building a candidate came to.
@@ -279,6 +282,7 @@ impl<'a> Rider<'a> {
             suspect: false,
             blocked_now: false,
             over_deferred: std::cell::Cell::new(false),
+            lost_under: std::cell::Cell::new(false),
         };
         rider.drop_refs(&dead);
         if !rider.queue.elsewhere() {
@@ -483,10 +487,13 @@ impl<'a> Rider<'a> {
         let verdict = if view.ahead.is_none() {
             // The branch's results, from the change that landed
             // it, when this farm has none: not tested again.
-            if gate::kept_results(turn, &on)?.is_none() {
-                self.shared_results(&on)?;
+            let known =
+                gate::kept_results(turn, &on)?.is_some() || self.shared_results(&on)?.is_some();
+            let verdict = gate::check(turn, &on)?;
+            if !known && !matches!(verdict, Verdict::Pass(_)) {
+                self.share_branch_results(&on)?;
             }
-            Some(gate::check(turn, &on)?)
+            Some(verdict)
         } else {
             let mut results = || self.results_of(&on, beat);
             gate::check_ahead(turn, &on, &mut results)?
@@ -506,6 +513,15 @@ impl<'a> Rider<'a> {
             && matches!(verdict, Some(Verdict::Pass(_)))
             && self.queue.view(&self.entry)?.behind.is_empty();
         match verdict {
+            // What a deferred change ahead was built on is not to be
+            // found, though that change is still the one built on (built
+            // again, it would be built the same, and lose it again): its
+            // own verdict is asked for instead, as after a red batch.
+            None if self.lost_under.get() && !self.ahead_moved(view)? => {
+                self.suspect = true;
+                self.say("cannot find what the changes ahead were built on; the change ahead tests alone first");
+                self.publish(Some(&head), false)?;
+            }
             // What it was built on went away: build again, with the
             // changes behind that were built on it (see `defers`).
             None => {
@@ -552,6 +568,19 @@ impl<'a> Rider<'a> {
             Some(verdict) => return Ok(Some(verdict)),
         }
         Ok(None)
+    }
+
+    /// Whether the change just ahead is no longer the candidate this one
+    /// was built on, read again now.
+    fn ahead_moved(&self, view: &View) -> Result<bool, Halt> {
+        let Some(b) = &self.built else {
+            return Ok(true);
+        };
+        let now = self.queue.view(&self.entry)?;
+        Ok(
+            now.ahead.as_ref().map(|a| a.place) != view.ahead.as_ref().map(|a| a.place)
+                || now.ahead.and_then(|a| a.record.candidate).as_deref() != Some(b.on.as_str()),
+        )
     }
 
     /// Whether the change ahead landed this one's work with its own (see
@@ -992,11 +1021,15 @@ impl<'a> Rider<'a> {
         let mut key = gate::code_key(turn, &on)?;
         let mut further = false;
         self.over_deferred.set(false);
+        self.lost_under.set(false);
         loop {
             self.tend(beat)?;
             match self.ahead(&on, &key, further)? {
                 Ahead::Testing => self.wait(beat)?,
-                Ahead::Gone => return Ok(None),
+                Ahead::Gone => {
+                    self.lost_under.set(further);
+                    return Ok(None);
+                }
                 Ahead::Covered(_) if self.suspect => self.wait(beat)?,
                 Ahead::Covered(under) => {
                     self.over_deferred.set(true);
@@ -1030,14 +1063,26 @@ impl<'a> Rider<'a> {
         let view = self.view()?;
         let place = self.built.as_ref().and_then(|b| b.ahead);
         let ahead = if further {
-            // (Or of its code: built again on a branch the board moved.)
             let named = |a: &&InLine| a.record.candidate.as_deref() == Some(on);
-            let coded = |a: &&InLine| a.record.candidate.as_deref().is_some_and(same_code);
-            let before = view.before.iter().rev();
-            before
-                .clone()
-                .find(named)
-                .or_else(|| before.clone().find(coded))
+            match view.before.iter().rev().find(named) {
+                Some(a) => Some(a),
+                // Or of its code: built again on a branch the board moved.
+                // (Its new candidate read here: fetched from a hub
+                // elsewhere, where the change behind it built on the old.)
+                None => {
+                    let mut coded = None;
+                    for a in view.before.iter().rev() {
+                        if let Some(c) = &a.record.candidate
+                            && self.have(a)?
+                            && same_code(c)
+                        {
+                            coded = Some(a);
+                            break;
+                        }
+                    }
+                    coded
+                }
+            }
         } else {
             view.ahead.as_ref().filter(|a| Some(a.place) == place)
         };
@@ -1120,6 +1165,32 @@ impl<'a> Rider<'a> {
         if let Ok(Pushed::Ok) = turn.clone.push_refs(&[format!("{commit}:{name}")]) {
             self.entry.record.refs.push(name);
         }
+        Ok(())
+    }
+
+    /// In a line elsewhere, the branch's results (at `on`) this farm ran
+    /// as a baseline for a change first in line that did not pass: the
+    /// changes behind, built again without it — maybe on another machine —
+    /// are judged against the branch, and read them rather than run the
+    /// suite on the branch again (one run more in four of five rounds of
+    /// a test with the red change and the batch on two machines). A
+    /// change that passes needs not: its own results are the branch's
+    /// once it landed. Not named in line: they are the branch's, and a
+    /// landing's sweep deletes them once the branch moved on (see
+    /// [`unread_results`]). Best effort.
+    fn share_branch_results(&self, on: &str) -> Result<(), Halt> {
+        if !self.queue.elsewhere() {
+            return Ok(());
+        }
+        let turn = self.turn;
+        let key = gate::code_key(turn, on)?;
+        let Some(results) = Store::new(&turn.run.state).get(&key) else {
+            return Ok(());
+        };
+        let json = serde_json::to_vec(&results)
+            .map_err(|e| Error::failure(format!("cannot write test results: {e}")))?;
+        let commit = turn.clone.results_commit(&json)?;
+        let _ = turn.clone.push_refs(&[format!("{commit}:{RESULTS}{key}")]);
         Ok(())
     }
 

@@ -173,9 +173,16 @@ fn queued_changes_are_tested_side_by_side_and_every_tip_of_main_passes() {
     );
     // Each change tested once (no change red, none built again on other
     // code), and the branch once before them.
+    let journal =
+        std::fs::read_to_string(env.tmp.path().join("state/journal.jsonl")).unwrap_or_default();
+    let said: Vec<&str> = journal
+        .lines()
+        .filter(|l| !l.contains("\"event\":\"session\""))
+        .collect();
     assert_eq!(
         test_runs(&env),
-        [("baseline".into(), 1), ("gate".into(), 8)].into()
+        [("baseline".into(), 1), ("gate".into(), 8)].into(),
+        "{said:#?}"
     );
     // The journal has each change's place in line and its leaving.
     let of = |kind: &str| journal_events(&env, kind);
@@ -679,6 +686,57 @@ fn queued_changes_across_two_machines_are_tested_side_by_side() {
     // each landing deleted those of the code before it.
     let results = daemon.hub().git(["for-each-ref", "refs/farm/results/"]);
     assert!(results.lines().count() <= 1, "results left: {results}");
+}
+
+/// Across machines too, the changes behind a red one are tested again
+/// without it as one batch, landed in one push through the claims branch:
+/// the red change fails alone, every other lands once, every tip is green,
+/// and the suite runs at most twice more than it would with no red change
+/// (the red one's rerun, the batch's).
+#[test]
+fn across_machines_the_changes_behind_a_red_one_are_tested_again_as_one_batch() {
+    use crate::daemon::Running;
+    let tasks: Vec<String> = (1..=5).map(|i| format!("n{i}")).collect();
+    let red = "+++\ntitle = \"Break a\"\npriority = 5\nmax_attempts = 1\n+++\nBreak test a\n";
+    let (daemon, _, dir) = served_with(&tasks, &[("tasks/break-a.md", red)]);
+    let agent_path = daemon.base.path().join("agent-red.sh");
+    std::fs::write(
+        &agent_path,
+        "set -eu\ncase \"$FARM_TASK\" in\n  break-*) echo 0 > src/a;;\n  *) echo \"$FARM_TASK\" > \"src/note-$FARM_TASK\";;\nesac\ngit add -A\ngit commit -qm \"$FARM_TASK\"\n",
+    )
+    .unwrap();
+    let agent = format!("sh '{}'", agent_path.display());
+    let machines = [daemon.machine("east"), daemon.machine("west")];
+    let runs: Vec<Running> = machines
+        .iter()
+        .map(|m| Running::spawn(run_on(m, &agent, &dir, "2")))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let outs: Vec<_> = runs.into_iter().map(|r| r.finish_by(deadline)).collect();
+    for out in &outs {
+        assert!(matches!(out.code, Some(0 | 5)), "{out:#?}");
+    }
+    let said: String = outs.iter().map(|o| o.stderr.as_str()).collect();
+    landed_once_and_queue_gone(&daemon, &tasks, &said);
+    assert_eq!(
+        daemon.hub().board("main", "tasks/failed"),
+        ["break-a".to_owned()].into(),
+        "{said}"
+    );
+    let runs = std::fs::read_to_string(dir.join("overlap"))
+        .unwrap()
+        .lines()
+        .count();
+    eprintln!(
+        "{runs} suite runs for {} changes; a batch deferred: {}",
+        tasks.len() + 1,
+        said.contains("tested with the change(s) behind it")
+    );
+    assert!(
+        runs <= tasks.len() + 1 + 1 + 2,
+        "{runs} suite runs for {} changes:\n{said}",
+        tasks.len() + 1
+    );
 }
 
 /// A change first in line when its suite passes lands next, and nothing
