@@ -170,8 +170,10 @@ pub(super) struct Rider<'a> {
     /// Not testing alone now: the change behind tests its code.
     deferring: bool,
     /// Tests alone all the same: the changes behind that passed could not
-    /// be landed with it.
+    /// be landed with it, or did not test it in time.
     alone: bool,
+    /// Since when it has left its tests to the changes behind.
+    deferred: Option<std::time::Instant>,
     /// Red on top of changes ahead not tested alone (see
     /// [`Rider::results_of`]): its verdict waits for the one just ahead's.
     suspect: bool,
@@ -279,6 +281,7 @@ impl<'a> Rider<'a> {
             reformed: false,
             deferring: false,
             alone: false,
+            deferred: None,
             suspect: false,
             blocked_now: false,
             over_deferred: std::cell::Cell::new(false),
@@ -393,6 +396,15 @@ impl<'a> Rider<'a> {
             if self.passed.as_ref().is_none_or(|(k, _)| *k != b.key) {
                 let (first, at_tip) = (view.ahead.is_none(), b.on == tip);
                 if self.defers(&view) {
+                    let since = *self.deferred.get_or_insert_with(std::time::Instant::now);
+                    if since.elapsed() > self.defer_patience() {
+                        // Nothing behind tested it in all that time (a
+                        // change behind stuck on something this one cannot
+                        // see): it tests alone rather than wait for ever.
+                        self.alone = true;
+                        self.say("the changes behind it have not tested it in time; testing alone");
+                        continue;
+                    }
                     if !self.deferring {
                         self.deferring = true;
                         self.say("built again without the change that left; tested with the change(s) behind it");
@@ -418,6 +430,7 @@ impl<'a> Rider<'a> {
                     self.wait(beat)?;
                     continue;
                 }
+                self.deferred = None;
                 if std::mem::take(&mut self.deferring) {
                     self.say("tested alone after all: the change behind it went, or was red");
                     let head = b.head.clone();
@@ -469,6 +482,20 @@ impl<'a> Rider<'a> {
                 && r.landed.is_none()
                 && (self.queue.elsewhere() || self.turn.run.mates.has(next.place))
         })
+    }
+
+    /// How long a deferred change waits for the changes behind to test its
+    /// code before it tests alone: a few runs of the suite as this run saw
+    /// it take, and a minute at least (a batch is built one change after
+    /// another, each build on the one ahead, before its last tests).
+    fn defer_patience(&self) -> std::time::Duration {
+        let suite = self
+            .turn
+            .run
+            .suite_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        std::time::Duration::from_millis(suite.saturating_mul(4))
+            .max(std::time::Duration::from_secs(60))
     }
 
     /// Test the candidate (against the branch's results when it is first
@@ -632,7 +659,11 @@ impl<'a> Rider<'a> {
         let Some(b) = &self.built else {
             return Ok(Vec::new());
         };
-        if behind.is_empty() {
+        // On a hub of this machine a change that passed pushes in its own
+        // turn, a landing a change, each a push of a few milliseconds
+        // under the push lock (and its line in the progress document with
+        // its own counts): only a deferred change lands a batch there.
+        if behind.is_empty() || !(self.queue.elsewhere() || self.deferring) {
             return Ok(Vec::new());
         }
         let (own, key) = (b.head.clone(), b.key.clone());
@@ -1321,11 +1352,13 @@ impl<'a> Rider<'a> {
         let record = self.entry.record.clone();
         // What it says of itself besides (see `defers`).
         let (defer, red) = (self.deferring && !green, self.suspect && !green);
+        let blocked = head.is_none() && self.blocked_now;
         if head == record.candidate.as_deref() {
             return self.update(Record {
                 green,
-                defer,
-                red,
+                defer: defer && head.is_some(),
+                red: red && head.is_some(),
+                blocked,
                 ..record
             });
         }
@@ -1387,7 +1420,7 @@ impl<'a> Rider<'a> {
             green,
             defer: defer && head.is_some(),
             red: red && head.is_some(),
-            blocked: head.is_none() && self.blocked_now,
+            blocked,
             ..record
         })
     }
