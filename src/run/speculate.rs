@@ -394,40 +394,10 @@ impl<'a> Rider<'a> {
                 continue;
             };
             if self.passed.as_ref().is_none_or(|(k, _)| *k != b.key) {
-                let (first, at_tip) = (view.ahead.is_none(), b.on == tip);
                 if self.defers(&view) {
-                    let since = *self.deferred.get_or_insert_with(std::time::Instant::now);
-                    if since.elapsed() > self.defer_patience() {
-                        // Nothing behind tested it in all that time (a
-                        // change behind stuck on something this one cannot
-                        // see): it tests alone rather than wait for ever.
-                        self.alone = true;
-                        self.say("the changes behind it have not tested it in time; testing alone");
-                        continue;
+                    if let Some(ready) = self.deferred_turn(&view, &tip, beat)? {
+                        return Ok(ready);
                     }
-                    if !self.deferring {
-                        self.deferring = true;
-                        self.say("built again without the change that left; tested with the change(s) behind it");
-                        let head = b.head.clone();
-                        self.publish(Some(&head), false)?;
-                    }
-                    // First: it lands with the changes behind once the
-                    // last of them passed (see `gather`).
-                    if first && at_tip && view.behind.iter().any(|c| c.record.green) {
-                        self.with = self.gather(&view.behind)?;
-                        if !self.with.is_empty() {
-                            self.entry.leave_on_publish(&self.with)?;
-                            return Ok(Ride::Ready {
-                                at: tip,
-                                passed: None,
-                            });
-                        }
-                        // Nothing that passed behind can land with it (its
-                        // claim not to be fenced now, its commits not put
-                        // on top): it tests alone, rather than wait.
-                        self.alone = true;
-                    }
-                    self.wait(beat)?;
                     continue;
                 }
                 self.deferred = None;
@@ -450,6 +420,55 @@ impl<'a> Rider<'a> {
             self.say_passed()?;
             self.wait(beat)?;
         }
+    }
+
+    /// One turn of a change that leaves its tests to the changes behind
+    /// (see [`Rider::defers`]): said in line; first in line on the
+    /// branch's commit, it lands with them once the last of them passed
+    /// (see [`Rider::gather`]: `Some`); else it waits, or gives up waiting
+    /// and tests alone.
+    fn deferred_turn(
+        &mut self,
+        view: &View,
+        tip: &str,
+        beat: &mut Heartbeat<'_>,
+    ) -> Result<Option<Ride>, Halt> {
+        let Some(b) = &self.built else {
+            return Ok(None);
+        };
+        let (first, at_tip, head) = (view.ahead.is_none(), b.on == tip, b.head.clone());
+        let since = *self.deferred.get_or_insert_with(std::time::Instant::now);
+        if since.elapsed() > self.defer_patience() {
+            // Nothing behind tested it in all that time (a change behind
+            // stuck on something this one cannot see): it tests alone
+            // rather than wait for ever.
+            self.alone = true;
+            self.say("the changes behind it have not tested it in time; testing alone");
+            return Ok(None);
+        }
+        if !self.deferring {
+            self.deferring = true;
+            self.say(
+                "built again without the change that left; tested with the change(s) behind it",
+            );
+            self.publish(Some(&head), false)?;
+        }
+        if first && at_tip && view.behind.iter().any(|c| c.record.green) {
+            self.with = self.gather(&view.behind)?;
+            if !self.with.is_empty() {
+                self.entry.leave_on_publish(&self.with)?;
+                return Ok(Some(Ride::Ready {
+                    at: tip.to_owned(),
+                    passed: None,
+                }));
+            }
+            // Nothing that passed behind can land with it (its claim not
+            // to be fenced now, its commits not put on top): it tests
+            // alone, rather than wait.
+            self.alone = true;
+        }
+        self.wait(beat)?;
+        Ok(None)
     }
 
     /// Whether this change leaves its tests to the change just behind it:
