@@ -256,6 +256,17 @@ fn a_red_change_in_line_is_evicted_alone_and_the_others_land() {
     assert_hub_sound(&env);
 }
 
+/// On the board: `break-a` (one attempt, claimed first, so that it is
+/// first in line and the other changes are tested on top of it), then
+/// `tasks`.
+fn red_first(env: &Env, tasks: &[String]) {
+    let red = ["break-a", "--max-attempts", "1", "--priority", "1"];
+    add_task(env, &[&red[..], &["-m", "Break a"]].concat());
+    for t in tasks {
+        add_task(env, &[t, "-m", "Write your note"]);
+    }
+}
+
 /// The changes behind a red one, tested on top of it, are tested again
 /// without it as one batch: the last of them tests the code of all, and
 /// the first lands them all in one push — a red change costs two suite
@@ -266,22 +277,7 @@ fn a_red_change_in_line_is_evicted_alone_and_the_others_land() {
 fn the_changes_behind_a_red_one_are_tested_again_as_one_batch() {
     let env = gated();
     let mut tasks: Vec<String> = (1..=6).map(|i| format!("n{i}")).collect();
-    // First in line: every other change is tested on top of it.
-    add_task(
-        &env,
-        &[
-            "break-a",
-            "--max-attempts",
-            "1",
-            "--priority",
-            "1",
-            "-m",
-            "Break a",
-        ],
-    );
-    for t in &tasks {
-        add_task(&env, &[t, "-m", "Write your note"]);
-    }
+    red_first(&env, &tasks);
     let out = env
         .farm_git(run_args(&env, &agent(&env), &["-j", "3", "-v"]))
         .env("FARM_QUEUE_TEST_DIR", queue_dir(&env))
@@ -429,21 +425,7 @@ fn a_farm_killed_mid_batch_push_on_a_local_hub_lands_nothing_twice() {
     use std::os::unix::fs::PermissionsExt;
     let env = gated();
     let tasks: Vec<String> = (1..=5).map(|i| format!("n{i}")).collect();
-    add_task(
-        &env,
-        &[
-            "break-a",
-            "--max-attempts",
-            "1",
-            "--priority",
-            "1",
-            "-m",
-            "Break a",
-        ],
-    );
-    for t in &tasks {
-        add_task(&env, &[t, "-m", "Write your note"]);
-    }
+    red_first(&env, &tasks);
     let base = env.tmp.path();
     let (batch, go) = (base.join("batch-held"), base.join("go-on"));
     // A landing of two tasks or more held until the test killed its farm.
