@@ -1194,28 +1194,35 @@ impl<'a> Rider<'a> {
         if !self.queue.elsewhere() {
             return Ok(());
         }
-        let turn = self.turn;
-        let Some(results) = Store::new(&turn.run.state).get(key) else {
-            return Ok(());
-        };
-        let record = self.entry.record.clone();
         let name = format!("{RESULTS}{key}");
-        if record.refs.contains(&name) {
+        if self.entry.record.refs.contains(&name) {
             return Ok(());
         }
-        let json = serde_json::to_vec(&results)
-            .map_err(|e| Error::failure(format!("cannot write test results: {e}")))?;
-        let commit = turn.clone.results_commit(&json)?;
         // Best effort: without them, the changes behind test this one (and
         // a ref of that name is another change's of the same code: its
         // results stand for these). Said in the line with the verdict
         // (`publish`); its key was named with the candidate, before. A farm
         // killed in line leaves the ref (a commit of results, nothing of
         // anyone's work) until a landing finds nobody reads it.
-        if let Ok(Pushed::Ok) = turn.clone.push_refs(&[format!("{commit}:{name}")]) {
+        if self.push_results(key)? {
             self.entry.record.refs.push(name);
         }
         Ok(())
+    }
+
+    /// Push the results this farm keeps for code `key` to the hub under
+    /// `refs/farm/results/<key>`: whether the hub took them (false too
+    /// when none are kept).
+    fn push_results(&self, key: &str) -> Result<bool, Halt> {
+        let turn = self.turn;
+        let Some(results) = Store::new(&turn.run.state).get(key) else {
+            return Ok(false);
+        };
+        let json = serde_json::to_vec(&results)
+            .map_err(|e| Error::failure(format!("cannot write test results: {e}")))?;
+        let commit = turn.clone.results_commit(&json)?;
+        let pushed = turn.clone.push_refs(&[format!("{commit}:{RESULTS}{key}")]);
+        Ok(matches!(pushed, Ok(Pushed::Ok)))
     }
 
     /// In a line elsewhere, the branch's results (at `on`) this farm ran
@@ -1232,15 +1239,8 @@ impl<'a> Rider<'a> {
         if !self.queue.elsewhere() {
             return Ok(());
         }
-        let turn = self.turn;
-        let key = gate::code_key(turn, on)?;
-        let Some(results) = Store::new(&turn.run.state).get(&key) else {
-            return Ok(());
-        };
-        let json = serde_json::to_vec(&results)
-            .map_err(|e| Error::failure(format!("cannot write test results: {e}")))?;
-        let commit = turn.clone.results_commit(&json)?;
-        let _ = turn.clone.push_refs(&[format!("{commit}:{RESULTS}{key}")]);
+        let key = gate::code_key(self.turn, on)?;
+        self.push_results(&key)?;
         Ok(())
     }
 
