@@ -16,10 +16,11 @@ use crate::run::landing::{self, Refused};
 use crate::run::progress;
 use crate::run::prompt;
 use crate::run::session::{self, Outcome};
-use crate::run::speculate::{Ride, Rider};
+use crate::run::speculate::{Batch, Batched, Ride, Rider};
 use crate::run::state::Run;
 use crate::run::turn::{Supervised, Turn, supervise};
 use crate::run::usage;
+use crate::suite::report::Report;
 
 /// Fetch–integrate–push rounds before giving the work to a rescue branch.
 /// A hub elsewhere gets more: it has no push lock to take turns at, so
@@ -196,9 +197,9 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str, work: Work) -> Result<Integr
                 verdict => return Ok(Integrated::Gated(verdict)),
             }
         };
-        let with = rider.as_ref().map(Rider::landing_with).unwrap_or_default();
+        let batch = rider.as_ref().map(Rider::landing).unwrap_or_default();
         let hold = rider.as_ref().map(Rider::landing_hold).unwrap_or_default();
-        let landed = land(turn, passed.as_ref(), &with, &hold, lock, round);
+        let landed = land(turn, passed.as_ref(), &batch, &hold, lock, round);
         drop(hold);
         // Not landed: HEAD back on this change's own work, never left on
         // the changes behind (a rescue takes HEAD).
@@ -211,7 +212,7 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str, work: Work) -> Result<Integr
             if let Some(rider) = rider.as_mut() {
                 rider.landed();
             }
-            say_batch(turn, with);
+            say_batch(turn, batch.with);
             return Ok(Integrated::Pushed);
         }
     }
@@ -220,15 +221,15 @@ pub(super) fn integrate(turn: Turn<'_>, base: &str, work: Work) -> Result<Integr
 
 /// Push the tested work (`passed`, with its progress document) as one
 /// commit: true once it is on the branch, false when the push was rejected
-/// (the branch moved: integrate again). `with`: the changes behind in the
-/// merge queue that land with it (task, agent; see `speculate`), and
+/// (the branch moved: integrate again). `batch`: the changes behind in
+/// the merge queue that land with it (see `speculate`), and
 /// `hold` what fences their claims on a hub of this machine (see `mates`).
 /// `lock` is the hub's push lock, if held; it is let go before a rejected
 /// round goes on.
 fn land(
     turn: Turn<'_>,
     passed: Option<&Passed>,
-    with: &[(String, String)],
+    batch: &Batch,
     hold: &[std::os::fd::BorrowedFd<'_>],
     lock: Option<std::fs::File>,
     round: usize,
@@ -245,7 +246,7 @@ fn land(
     // The progress document goes in the same push, written over the
     // branch's own (it comes off again if the push is rejected).
     let before_progress = match &run.config.progress {
-        Some(path) => Some(progress_commit(turn, path, passed, with)?),
+        Some(path) => Some(progress_commit(turn, path, passed, batch)?),
         None => None,
     };
     // Fencing: the store publishes only while the claim is still ours.
@@ -257,7 +258,9 @@ fn land(
     };
     match published {
         Published::Pushed => {
-            let also: String = with.iter().map(|(t, _)| format!(", `{t}`")).collect();
+            let also: String = (batch.with.iter())
+                .map(|b| format!(", `{}`", b.task))
+                .collect();
             run.detail(
                 name,
                 &format!(
@@ -296,13 +299,13 @@ fn land(
 
 /// Say, and record in the journal, that the changes behind (`with`: task,
 /// agent) landed in this change's push (see `speculate`), if any did.
-fn say_batch(turn: Turn<'_>, with: Vec<(String, String)>) {
+fn say_batch(turn: Turn<'_>, with: Vec<Batched>) {
     if with.is_empty() {
         return;
     }
     let batch = Event::Batch {
         task: turn.task.id.as_str().into(),
-        with: with.into_iter().map(|(t, _)| t).collect(),
+        with: with.into_iter().map(|b| b.task).collect(),
     };
     if let Some(line) = batch.line() {
         turn.run.say(turn.name, &line);
@@ -461,13 +464,13 @@ fn resolve(turn: Turn<'_>, files: &[String]) -> Result<Merge, Halt> {
 
 /// Commit the progress document at `path` on top of the clone's HEAD, with
 /// this task's line (and the tests, when the gate knows them), and a line
-/// for each change landing with it (`with`: task, agent); the commit HEAD
-/// was before.
+/// for each change landing with it (`batch`, its tests too); the commit
+/// HEAD was before.
 fn progress_commit(
     turn: Turn<'_>,
     path: &str,
     passed: Option<&Passed>,
-    with: &[(String, String)],
+    batch: &Batch,
 ) -> Result<String, Error> {
     let Turn {
         run,
@@ -486,17 +489,25 @@ fn progress_commit(
         task: task.id.as_str(),
         agent: name,
         tests: passed.map(|p| (p.before, p.after)),
+        tested_with: batch.tested_with.as_deref(),
     };
     let old = clone.file_at_head(path)?.unwrap_or_default();
     let mut text = progress::update(&old, &run.hub.branch, &entry, tests.as_ref());
-    for (task, agent) in with {
+    // The tests of the tree pushed: the last change's with results.
+    for batched in &batch.with {
         let entry = progress::Entry {
             at: entry.at,
-            task,
-            agent,
-            tests: None,
+            task: &batched.task,
+            agent: &batched.agent,
+            tests: batched.tests,
+            tested_with: batched.tested_with.as_deref(),
         };
-        text = progress::update(&text, &run.hub.branch, &entry, None);
+        let errors = batched.report.as_ref().map(Report::error_lines);
+        let tests = batched.report.as_ref().map(|report| progress::Tests {
+            counts: report.counts(),
+            errors: errors.as_deref().unwrap_or_default(),
+        });
+        text = progress::update(&text, &run.hub.branch, &entry, tests.as_ref());
     }
     let work = clone.head()?;
     clone.commit_file(

@@ -39,6 +39,9 @@ pub struct Entry<'a> {
     /// Passing tests on the branch before, and with it (when the gate ran or
     /// knew them).
     pub tests: Option<(usize, usize)>,
+    /// The task whose tests covered this one's code with its own (it
+    /// landed in a batch without tests of its own; see the merge queue).
+    pub tested_with: Option<&'a str>,
 }
 
 /// The tests on the branch once the task is in.
@@ -61,6 +64,8 @@ pub fn update(old: &str, branch: &str, entry: &Entry<'_>, tests: Option<&Tests<'
     );
     if let Some((before, after)) = entry.tests {
         line.push_str(&format!("; passing tests {before} → {after}"));
+    } else if let Some(task) = entry.tested_with {
+        line.push_str(&format!("; tested with `{task}`"));
     }
     lines.push(line);
     let (mut folded, mut since) = (parsed.folded, parsed.since);
@@ -194,6 +199,7 @@ mod tests {
             task: "fix-a",
             agent: "h-1",
             tests: Some((1, 2)),
+            tested_with: None,
         };
         let doc = update("", "main", &one, Some(&tests));
         assert!(doc.starts_with("# Progress\n"), "{doc}");
@@ -215,6 +221,7 @@ mod tests {
             task: "docs",
             agent: "h-2",
             tests: None,
+            tested_with: None,
         };
         let doc2 = update(&doc, "main", &two, None);
         assert!(
@@ -225,6 +232,16 @@ mod tests {
         assert_eq!(doc2.matches("\n- ").count(), 2);
         // Read back, it is the same document.
         assert_eq!(update(&doc, "main", &two, None), doc2);
+        // A change that landed in a batch, tested with the one after it.
+        let three = Entry {
+            tested_with: Some("fix-c"),
+            ..two
+        };
+        let doc3 = update(&doc2, "main", &three, None);
+        assert!(
+            doc3.ends_with("`docs` by h-2; tested with `fix-c`\n"),
+            "{doc3}"
+        );
     }
 
     #[test]
@@ -237,6 +254,7 @@ mod tests {
                 task: &task,
                 agent: "a",
                 tests: None,
+                tested_with: None,
             };
             doc = update(&doc, "main", &e, None);
         }
@@ -263,6 +281,7 @@ mod tests {
             task: "x",
             agent: "a",
             tests: None,
+            tested_with: None,
         };
         let doc = update(
             "random notes\n## Integrated\nEarlier: lots\n- kept line\n",

@@ -71,6 +71,7 @@ use crate::run::interrupt::{Halt, Heartbeat};
 use crate::run::mates::Taken;
 use crate::run::queue::{Entry, InLine, Queue, Record, View};
 use crate::run::turn::Turn;
+use crate::suite::report::Report;
 use crate::suite::results::{Results, Store};
 
 /// How long the suite must take for a line elsewhere to pay (see
@@ -118,6 +119,31 @@ pub(super) enum Ride {
     /// The change ahead landed this one's work with its own (see
     /// [`Rider::gather`]): nothing to push; release the claim.
     Landed,
+}
+
+/// What lands with a change's push besides its own work (see
+/// [`Rider::gather`]).
+#[derive(Default)]
+pub(super) struct Batch {
+    /// When the change left its tests to those behind it: the task of the
+    /// one whose tests covered its code.
+    pub(super) tested_with: Option<String>,
+    /// The changes behind, in line order.
+    pub(super) with: Vec<Batched>,
+}
+
+/// A change behind landing with another's push (see [`Rider::gather`]).
+pub(super) struct Batched {
+    pub(super) task: String,
+    pub(super) agent: String,
+    /// Passing tests before it (on the change ahead's code) and with it;
+    /// `None` when not known, or it left its tests to those behind it.
+    pub(super) tests: Option<(usize, usize)>,
+    /// Its results: the tests of the tree pushed when it is the last.
+    pub(super) report: Option<Report>,
+    /// When it left its tests to those behind it: the task of the change
+    /// behind whose tests covered its code.
+    pub(super) tested_with: Option<String>,
 }
 
 /// A change in line, and what it was built on and tested as.
@@ -842,13 +868,67 @@ impl<'a> Rider<'a> {
         Ok((gate::code_key(turn, &replayed)? == *code).then(|| (replayed, code.clone())))
     }
 
-    /// The tasks and agents of the changes behind that land with this one's
-    /// next push (see [`Rider::gather`]).
-    pub(super) fn landing_with(&self) -> Vec<(String, String)> {
-        self.with
+    /// What lands with this one's next push (see [`Rider::gather`]): the
+    /// changes behind, each with the tests it passed with, as its line
+    /// in the progress document shows them. (Without them, a batch's lines
+    /// carried no counts and the document's tests were the first change's,
+    /// not those of the tree pushed: "38 passed, 2 failed" on a branch
+    /// that passed all 40, in one of four runs of a test with two
+    /// machines.)
+    pub(super) fn landing(&self) -> Batch {
+        if self.with.is_empty() {
+            return Batch::default();
+        }
+        // Passing before the first: with this one's code, or — when it
+        // left its tests to those behind — with the branch's.
+        let lead = self
+            .built
+            .as_ref()
+            .map(|b| if self.deferring { &b.on } else { &b.head })
+            .and_then(|commit| self.results_at(commit));
+        let mut before = lead.map(|r| r.passed().len());
+        let with = self
+            .with
             .iter()
-            .map(|(c, _)| (c.record.task.clone(), c.record.agent.clone()))
-            .collect()
+            .enumerate()
+            .map(|(i, (change, head))| {
+                // A deferred change has no tests of its own: the first
+                // behind it that passed tested its code with theirs.
+                let green = change.record.green;
+                let results = if green { self.results_at(head) } else { None };
+                let after = results.as_ref().map(|r| r.passed().len());
+                let tests = before.zip(after);
+                before = after.or(before);
+                Batched {
+                    task: change.record.task.clone(),
+                    agent: change.record.agent.clone(),
+                    tests,
+                    report: results.map(|r| r.report),
+                    tested_with: (!green).then(|| self.tested_after(i)).flatten(),
+                }
+            })
+            .collect();
+        Batch {
+            tested_with: self.deferring.then(|| self.tested_after(0)).flatten(),
+            with,
+        }
+    }
+
+    /// The task of the first change gathered from `from` on that passed.
+    fn tested_after(&self, from: usize) -> Option<String> {
+        self.with[from..]
+            .iter()
+            .find(|(c, _)| c.record.green)
+            .map(|(c, _)| c.record.task.clone())
+    }
+
+    /// The results kept for the code of `commit`, or shared for it on the
+    /// hub: best effort (`None` when neither has them).
+    fn results_at(&self, commit: &str) -> Option<Results> {
+        match gate::kept_results(self.turn, commit) {
+            Ok(Some(results)) => Some(results),
+            _ => self.shared_results(commit).ok().flatten(),
+        }
     }
 
     /// The push did not land: HEAD back on this change's own candidate,

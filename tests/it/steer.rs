@@ -1008,6 +1008,31 @@ fn steer_across_two_machines_keeps_main_green_and_progress_whole() {
     assert!(hub.board("main", "tasks").is_empty());
     let doc = hub.show("main:PROGRESS.md").unwrap();
     assert_eq!(doc.matches("\n- ").count(), 12, "{doc}");
+    // Also the lines of changes that landed in another's push (a batch):
+    // each says what it passed with — the counts chain from 28 to 40 — or
+    // which change after it (in the same push) tested its code.
+    let lines: Vec<&str> = doc.lines().filter(|l| l.starts_with("- ")).collect();
+    let mut passing = 28;
+    for (i, line) in lines.iter().enumerate() {
+        if let Some((_, counts)) = line.split_once("; passing tests ") {
+            let (before, after) = counts.split_once(" → ").expect(&doc);
+            assert_eq!(before, passing.to_string(), "{doc}");
+            let after: usize = after.parse().expect(&doc);
+            assert!(after > passing, "{doc}");
+            passing = after;
+        } else {
+            let (_, with) = line.split_once("; tested with ").expect(&doc);
+            let at = line.split(' ').nth(1);
+            assert!(
+                lines[i + 1..]
+                    .iter()
+                    .any(|l| l.split(' ').nth(1) == at && l.contains(&format!(" {with} by "))),
+                "{doc}"
+            );
+        }
+    }
+    assert_eq!(passing, 40, "{doc}");
+    // The tests of the tree pushed last, not those of the first in its batch.
     assert!(doc.contains("## Tests\n\n40 passed, 0 failed"), "{doc}");
     let merges = hub.git(["rev-list", "--merges", "--count", "main"]);
     assert_eq!(merges, "0", "a conflict was merged: {outs:#?}");
