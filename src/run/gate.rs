@@ -68,31 +68,59 @@ enum Tested {
     Failed(Unrun),
 }
 
+/// Something done once while the change's suite runs, before its verdict
+/// (when no suite runs, before the verdict all the same): the merge queue
+/// says in line what it tests meanwhile (see `speculate`), rather than
+/// before the suite starts.
+pub(super) type Meanwhile<'m> = &'m mut dyn FnMut() -> Result<(), Halt>;
+
+/// What the gate asks of the merge queue as it judges a change in line
+/// (see [`check_ahead`]).
+pub(super) trait Queued {
+    /// See [`Meanwhile`].
+    fn meanwhile(&mut self) -> Result<(), Halt>;
+    /// The results of the commit the change is judged against (the
+    /// candidate of the change ahead), once known: `None` when it went
+    /// away (the change ahead was evicted).
+    fn base(&mut self) -> Result<Option<Result<Results, Verdict>>, Halt>;
+}
+
 /// Judge the clone's HEAD, the work on top of `onto` (the branch's commit).
-pub(super) fn check(turn: Turn<'_>, onto: &str) -> Result<Verdict, Halt> {
+pub(super) fn check(turn: Turn<'_>, onto: &str, meanwhile: Meanwhile<'_>) -> Result<Verdict, Halt> {
     let Some(suite) = &turn.run.config.gate else {
+        meanwhile()?;
         return Ok(Verdict::Pass(None));
     };
     let keys = Keys::of(turn, onto)?;
     if keys.here == keys.there {
+        meanwhile()?;
         return Ok(keys.unchanged(turn));
     }
     // (A sample is drawn from the branch's tests: those come first.)
     if suite.sample.is_none() && Store::new(&turn.run.state).get(&keys.there).is_none() {
-        return side_by_side(turn, suite, onto, &keys);
+        return side_by_side(turn, suite, onto, &keys, meanwhile);
     }
     let base = match branch_results(turn, onto)? {
         Ok(base) => base,
-        Err(verdict) => return Ok(verdict),
+        Err(verdict) => {
+            meanwhile()?;
+            return Ok(verdict);
+        }
     };
-    tested_against(turn, suite, onto, &keys, &base)
+    tested_against(turn, suite, onto, &keys, &base, meanwhile)
 }
 
 /// [`check`] with no results kept for the branch's code: the branch's
 /// tests (kept) and the change's run side by side, not one after the
 /// other. (The first change of a run waited a suite's time for the
 /// branch's: 3 s of the 9 before its landing, in the `daemon` bench.)
-fn side_by_side(turn: Turn<'_>, suite: &Suite, onto: &str, keys: &Keys) -> Result<Verdict, Halt> {
+fn side_by_side(
+    turn: Turn<'_>,
+    suite: &Suite,
+    onto: &str,
+    keys: &Keys,
+    meanwhile: Meanwhile<'_>,
+) -> Result<Verdict, Halt> {
     let clone = turn.clone;
     let dir = baseline_dir(turn);
     clone.tree_at(&dir, onto)?;
@@ -105,7 +133,7 @@ fn side_by_side(turn: Turn<'_>, suite: &Suite, onto: &str, keys: &Keys) -> Resul
         // Only this thread beats the claim: two beats of one claim at once
         // could each find the other's record and take the claim for lost.
         let base = scope.spawn(|| tests_unbeaten(&tester, suite, &dir, "baseline"));
-        let first = tests(turn, suite, clone.dir(), "gate", None);
+        let first = tests_meanwhile(turn, suite, clone.dir(), "gate", None, meanwhile);
         let mut beat = Heartbeat::new(turn.run, turn.held);
         while !base.is_finished() && beat.check().is_ok() {
             std::thread::sleep(std::time::Duration::from_millis(50));
@@ -113,6 +141,13 @@ fn side_by_side(turn: Turn<'_>, suite: &Suite, onto: &str, keys: &Keys) -> Resul
         (first, base.join())
     });
     clone.drop_tree(&dir);
+    let first = match first {
+        Ok(first) => first,
+        Err(halt) => {
+            clone.after_tests();
+            return Err(halt);
+        }
+    };
     let base = match base {
         Ok(tested) => as_baseline(turn, onto, tested),
         Err(_) => Err(Interrupt::Stopped.into()),
@@ -143,9 +178,10 @@ fn side_by_side(turn: Turn<'_>, suite: &Suite, onto: &str, keys: &Keys) -> Resul
 pub(super) fn check_ahead(
     turn: Turn<'_>,
     onto: &str,
-    base: &mut dyn FnMut() -> Result<Option<Result<Results, Verdict>>, Halt>,
+    queued: &mut dyn Queued,
 ) -> Result<Option<Verdict>, Halt> {
     let Some(suite) = &turn.run.config.gate else {
+        queued.meanwhile()?;
         return Ok(Some(Verdict::Pass(None)));
     };
     let keys = Keys::of(turn, onto)?;
@@ -156,7 +192,8 @@ pub(super) fn check_ahead(
         // one ahead turned red, the one behind, passed on its code, would
         // land it). Results of other code (what a change ahead that did
         // not test alone was built on) judge this code as any other.
-        match base()? {
+        queued.meanwhile()?;
+        match queued.base()? {
             None => return Ok(None),
             Some(Err(verdict)) => return Ok(Some(verdict)),
             Some(Ok(results)) if code_key(turn, &results.commit).is_ok_and(|k| k == keys.there) => {
@@ -167,25 +204,40 @@ pub(super) fn check_ahead(
     }
     // A sample is drawn from the base's tests: those come first.
     if suite.sample.is_some() {
+        queued.meanwhile()?;
         let base = match known {
             Some(results) => Some(Ok(results)),
-            None => base()?,
+            None => queued.base()?,
         };
         return Ok(match base {
             None => None,
             Some(Err(verdict)) => Some(verdict),
-            Some(Ok(results)) => Some(tested_against(turn, suite, onto, &keys, &results)?),
+            Some(Ok(results)) => Some(tested_against(
+                turn,
+                suite,
+                onto,
+                &keys,
+                &results,
+                &mut || Ok(()),
+            )?),
         });
     }
     let clone = turn.clone;
     clone.files_for_tests()?;
-    let first = match tests(turn, suite, clone.dir(), "gate", None) {
-        Ok(Tested::Ran(report)) => report,
-        other => return after_tests(turn, other).map(Some),
+    let first = tests_meanwhile(turn, suite, clone.dir(), "gate", None, &mut || {
+        queued.meanwhile()
+    });
+    let first = match first {
+        Ok(Ok(Tested::Ran(report))) => report,
+        Ok(other) => return after_tests(turn, other).map(Some),
+        Err(halt) => {
+            clone.after_tests();
+            return Err(halt);
+        }
     };
     let base = match known {
         Some(results) => Ok(Some(Ok(results))),
-        None => base(),
+        None => queued.base(),
     };
     let results = match base {
         Ok(Some(Ok(results))) => results,
@@ -271,6 +323,7 @@ fn tested_against(
     onto: &str,
     keys: &Keys,
     base: &Results,
+    meanwhile: Meanwhile<'_>,
 ) -> Result<Verdict, Halt> {
     let (clone, name) = (turn.clone, turn.name);
     let mut base_passed = base.passed();
@@ -291,9 +344,13 @@ fn tested_against(
     };
     let chosen = chosen.as_deref();
     clone.files_for_tests()?;
-    let first = match tests(turn, suite, clone.dir(), "gate", chosen) {
-        Ok(Tested::Ran(report)) => report,
-        other => return after_tests(turn, other),
+    let first = match tests_meanwhile(turn, suite, clone.dir(), "gate", chosen, meanwhile) {
+        Ok(Ok(Tested::Ran(report))) => report,
+        Ok(other) => return after_tests(turn, other),
+        Err(halt) => {
+            clone.after_tests();
+            return Err(halt);
+        }
     };
     judged(turn, suite, keys, base, base_passed, first, chosen)
 }
@@ -455,6 +512,37 @@ fn tests(
     tests_with(&Tester::of(turn), suite, dir, kind, sample, &mut || {
         beat.check()
     })
+}
+
+/// [`tests`], doing `meanwhile` at the first look at the running suite
+/// (after it, if the suite ended before any): its failure cuts the suite
+/// short and is returned.
+fn tests_meanwhile(
+    turn: Turn<'_>,
+    suite: &Suite,
+    dir: &Path,
+    kind: &str,
+    sample: Option<&Path>,
+    meanwhile: Meanwhile<'_>,
+) -> Result<Result<Tested, Interrupt>, Halt> {
+    let mut beat = Heartbeat::new(turn.run, turn.held);
+    let (mut pending, mut failed) = (true, None);
+    let tested = tests_with(&Tester::of(turn), suite, dir, kind, sample, &mut || {
+        if std::mem::take(&mut pending)
+            && let Err(halt) = meanwhile()
+        {
+            failed = Some(halt);
+            return Err(Interrupt::Stopped);
+        }
+        beat.check()
+    });
+    if let Some(halt) = failed {
+        return Err(halt);
+    }
+    if pending {
+        meanwhile()?;
+    }
+    Ok(tested)
 }
 
 /// Who runs the suite, as [`tests_with`] needs it: what a thread beside

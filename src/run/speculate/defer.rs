@@ -38,6 +38,8 @@ impl<'a> Rider<'a> {
             );
             self.publish(Some(&head), false)?;
         }
+        // (A candidate built while it deferred, said in line as one.)
+        self.publish_built()?;
         if first && at_tip && view.behind.iter().any(|c| c.record.green) {
             self.with = self.gather(&view.behind)?;
             if !self.with.is_empty() {
