@@ -258,7 +258,9 @@ fn land(
     };
     match published {
         Published::Pushed => {
-            let also: String = (batch.with.iter())
+            let also: String = batch
+                .with
+                .iter()
                 .map(|b| format!(", `{}`", b.task))
                 .collect();
             run.detail(
@@ -297,8 +299,8 @@ fn land(
     }
 }
 
-/// Say, and record in the journal, that the changes behind (`with`: task,
-/// agent) landed in this change's push (see `speculate`), if any did.
+/// Say, and record in the journal, that the changes behind (`with`)
+/// landed in this change's push (see `speculate`), if any did.
 fn say_batch(turn: Turn<'_>, with: Vec<Batched>) {
     if with.is_empty() {
         return;
