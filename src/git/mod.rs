@@ -9,6 +9,7 @@ pub mod hub;
 pub mod killed;
 pub mod loose;
 pub mod maintain;
+pub mod pack_dirs;
 pub mod rescue;
 pub mod retry;
 pub mod scratch;

@@ -25,6 +25,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::git::changes::{Tracked, changed_paths, fail, gone};
+use crate::git::pack_dirs::PackDirs;
 use crate::git::tree_merge::trivial_merge;
 use crate::git::{tree_diff, tree_edit};
 
@@ -92,6 +93,9 @@ pub struct Workdir {
     dir: PathBuf,
     /// An index read failed once: see [`Workdir::index`].
     unreadable: std::cell::Cell<bool>,
+    /// The pack directories `repo` reads, as they were when it was opened
+    /// (see [`Workdir::let_go_of_deleted_packs`]).
+    packs: PackDirs,
 }
 
 impl Workdir {
@@ -109,6 +113,8 @@ impl Workdir {
         // a commit's cost) proves nothing a push to the hub would not.
         git2::opts::strict_object_creation(false);
         let repo = Repository::open(dir)?;
+        // Read before any object is: libgit2 opens packs as it needs them.
+        let packs = PackDirs::of(&repo.path().join("objects"));
         let config = repo.config()?;
         if GIT_ONLY
             .iter()
@@ -125,7 +131,23 @@ impl Workdir {
             repo,
             dir: dir.to_path_buf(),
             unreadable: std::cell::Cell::new(false),
+            packs,
         }))
+    }
+
+    /// Open the repository again if a pack it may hold was deleted since it
+    /// was opened — here or in the hub it borrows objects from — so that
+    /// libgit2 lets go of it (see [`crate::git::pack_dirs`]). Returns true
+    /// when it did; on an error the handle is kept as it was (it still
+    /// reads every object).
+    pub fn let_go_of_deleted_packs(&mut self) -> Result<bool, git2::Error> {
+        if !self.packs.changed() {
+            return Ok(false);
+        }
+        let repo = Repository::open(&self.dir)?;
+        self.packs = PackDirs::of(&repo.path().join("objects"));
+        self.repo = repo;
+        Ok(true)
     }
 
     /// The repository, to read objects from: its cache of trees outlives

@@ -752,6 +752,8 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             let worked = work(self.turn(&task, &held), ran);
             let end = release(run, held, worked);
             run.wake_all();
+            // Other loops' upkeeps delete the hub's packs meanwhile.
+            self.clones.in_use_mut().let_go_of_deleted_packs();
             let end = end?;
             if !matches!(end, End::Limited { .. }) {
                 run.limits.ok();
@@ -764,7 +766,7 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
         // This integration starts before the one beside is joined: an error
         // there must not leave this claim unsettled.
         let before = self.beside.take();
-        let mine = self.clones.hand_over();
+        let mut mine = self.clones.hand_over();
         let id = task.id.clone();
         let scope = self.scope;
         let handle = self.scope.spawn(move || {
@@ -785,6 +787,7 @@ impl<'scope, 'env: 'scope> Agent<'scope, 'env> {
             // waits for, this clone here, before the loop takes it back.
             scope.spawn(move || crate::run::upkeep::shared(run, name));
             crate::run::upkeep::clone(run, name, &mine);
+            mine.let_go_of_deleted_packs();
             (mine, task.id, end)
         });
         self.beside = Some(Integration { task: id, handle });

@@ -66,6 +66,13 @@ impl<C> Clones<C> {
             .expect("a clone is in use between hand_over and make_ready")
     }
 
+    /// The clone the loop's next session runs in, to change.
+    pub(super) fn in_use_mut(&mut self) -> &mut C {
+        self.in_use
+            .as_mut()
+            .expect("a clone is in use between hand_over and make_ready")
+    }
+
     /// Hand the clone in use over to an integration beside the loop; the
     /// free one, if any, is in use now (else [`Clones::give_back`] or
     /// [`Clones::make_ready`] provides one).

@@ -47,6 +47,19 @@ impl PrivateClone {
         }
     }
 
+    /// Let go of the packs farm's upkeep deleted since the in-process
+    /// repository was opened, here or in a hub on this machine (see
+    /// [`Workdir::let_go_of_deleted_packs`]): after each integration, once
+    /// the upkeeps it started may have deleted some.
+    pub fn let_go_of_deleted_packs(&mut self) {
+        if let Some(work) = &mut self.work
+            && let Err(e) = work.let_go_of_deleted_packs()
+        {
+            self.out
+                .debug(&self.fallback_note("opening the repository again", &e));
+        }
+    }
+
     /// The `-v` line for an in-process step that failed with `e`.
     pub(super) fn fallback_note(&self, step: &str, e: &git2::Error) -> String {
         format!(
