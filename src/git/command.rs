@@ -7,6 +7,7 @@
 //! push is judged ref by ref from `git push --porcelain`, never by its exit
 //! code alone, and no refspec is ever forced.
 
+use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::process::CommandExt;
@@ -15,6 +16,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::error::Error;
+use crate::git::maintain;
 
 /// How long a push that ended without a full report may take to settle:
 /// its receive-pack and hooks, left running, may still update the hub's
@@ -28,6 +30,30 @@ const PUSH_SETTLES: Duration = Duration::from_secs(600);
 /// host waited for the hub's gc to end. farm looks after the hub itself,
 /// after the push and with the lock let go (see `git/maintain.rs`).
 const LOCAL_RECEIVE_PACK: &str = "--receive-pack=git -c receive.autogc=false receive-pack";
+
+/// [`LOCAL_RECEIVE_PACK`], storing the objects it writes loose
+/// uncompressed (see [`maintain::store_pushed_loose`]).
+const LOCAL_RECEIVE_PACK_STORED: &str =
+    "--receive-pack=git -c receive.autogc=false -c core.looseCompression=0 receive-pack";
+
+/// The receive-pack of a push to the hub on this machine at `remote` (a
+/// path, or a `file://` URL): its config is read once a process.
+fn local_receive_pack(remote: &str) -> &'static str {
+    static STORED: std::sync::Mutex<BTreeMap<String, bool>> =
+        std::sync::Mutex::new(BTreeMap::new());
+    let mut known = STORED.lock().unwrap_or_else(|e| e.into_inner());
+    let stored = *known.entry(remote.to_owned()).or_insert_with(|| {
+        let dir = remote.strip_prefix("file://").unwrap_or(remote);
+        Repo::new(Path::new(dir))
+            .config_matching(maintain::PUSH_SETTINGS)
+            .is_ok_and(|settings| maintain::store_pushed_loose(&settings))
+    });
+    if stored {
+        LOCAL_RECEIVE_PACK_STORED
+    } else {
+        LOCAL_RECEIVE_PACK
+    }
+}
 
 /// The variables by which git names a repository, its index and work tree
 /// (`git rev-parse --local-env-vars`, less the configuration ones). farm run
@@ -907,7 +933,7 @@ impl Repo {
             args.push("--atomic".to_owned());
         }
         if network_host(remote).is_none() {
-            args.push(LOCAL_RECEIVE_PACK.to_owned());
+            args.push(local_receive_pack(remote).to_owned());
         }
         args.push(remote.to_owned());
         args.extend(refspecs.iter().cloned());

@@ -141,6 +141,28 @@ impl Thresholds {
     }
 }
 
+/// The settings [`store_pushed_loose`] reads, for `git config
+/// --get-regexp`: [`SETTINGS`] and git's two zlib levels for objects.
+pub const PUSH_SETTINGS: &str = r"^(maintenance\.(auto|loose-objects\.auto|incremental-repack\.auto)|gc\.auto|receive\.autogc|core\.(loose)?compression)$";
+
+/// Whether a push to a hub on this machine whose git config holds
+/// `settings` (the [`PUSH_SETTINGS`] pairs) may have the hub store the
+/// objects it writes loose uncompressed (zlib's stored blocks, git's
+/// `core.looseCompression = 0`): when farm packs them soon — its upkeep of
+/// loose objects is on there — and the user chose no level of their own.
+/// Deflating the trees of a large board was a quarter of a push on 5,000
+/// tasks (35 against 27 ms, `git push` alone; 19 against 17 ms on 500),
+/// made under the push lock, where every agent waits; the pack they go
+/// into is compressed as the user's `pack.compression` says.
+pub fn store_pushed_loose(settings: &[(String, String)]) -> bool {
+    let packed = Thresholds::from_config(Owner::User, settings).is_some_and(|t| t.loose.is_some());
+    let level_chosen = settings.iter().any(|(k, _)| {
+        k.eq_ignore_ascii_case("core.looseCompression")
+            || k.eq_ignore_ascii_case("core.compression")
+    });
+    packed && !level_chosen
+}
+
 /// git's false, as `git config --type=bool` reads it.
 fn is_false(v: &str) -> bool {
     ["false", "no", "off", "0"]
@@ -481,6 +503,60 @@ mod tests {
             ("maintenance.loose-objects.auto", "0"),
         ]);
         assert_eq!(Thresholds::from_config(Owner::Farm, &both_off), None);
+    }
+
+    #[test]
+    fn pushed_objects_are_stored_only_where_farm_packs_them_and_no_level_is_chosen() {
+        assert!(store_pushed_loose(&[]));
+        assert!(store_pushed_loose(&pairs(&[(
+            "maintenance.incremental-repack.auto",
+            "0"
+        )])));
+        for kept in [
+            ("gc.auto", "0"),
+            ("receive.autogc", "false"),
+            ("maintenance.loose-objects.auto", "0"),
+            // As git lists them: lower case.
+            ("core.loosecompression", "1"),
+            ("core.compression", "9"),
+        ] {
+            assert!(!store_pushed_loose(&pairs(&[kept])), "{kept:?}");
+        }
+        // The query asks for every one of those settings.
+        let query = gits_regexp_matches(PUSH_SETTINGS);
+        for key in [
+            "gc.auto",
+            "receive.autogc",
+            "maintenance.auto",
+            "maintenance.loose-objects.auto",
+            "core.loosecompression",
+            "core.compression",
+        ] {
+            assert!(query(key), "{key}");
+        }
+    }
+
+    /// Whether git's own `config --get-regexp` matches `key` with `regex`,
+    /// asked of git itself.
+    fn gits_regexp_matches(regex: &'static str) -> impl Fn(&str) -> bool {
+        move |key| {
+            let tmp = tempfile::tempdir().unwrap();
+            let file = tmp.path().join("config");
+            let set = std::process::Command::new("git")
+                .args(["config", "--file"])
+                .arg(&file)
+                .args([key, "1"])
+                .status()
+                .unwrap();
+            assert!(set.success());
+            let out = std::process::Command::new("git")
+                .args(["config", "--file"])
+                .arg(&file)
+                .args(["--get-regexp", regex])
+                .output()
+                .unwrap();
+            out.status.success()
+        }
     }
 
     #[test]
