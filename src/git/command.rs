@@ -45,7 +45,7 @@ fn local_receive_pack(remote: &str) -> &'static str {
     let stored = *known.entry(remote.to_owned()).or_insert_with(|| {
         let dir = remote.strip_prefix("file://").unwrap_or(remote);
         Repo::new(Path::new(dir))
-            .config_matching(maintain::PUSH_SETTINGS)
+            .config_matching(maintain::SETTINGS)
             .is_ok_and(|settings| maintain::store_pushed_loose(&settings))
     });
     if stored {

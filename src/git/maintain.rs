@@ -96,9 +96,9 @@ pub struct Thresholds {
     pub packs: Option<usize>,
 }
 
-/// The settings [`Thresholds::from_config`] reads, for `git config
-/// --get-regexp`.
-pub const SETTINGS: &str = r"^(maintenance\.(auto|loose-objects\.auto|incremental-repack\.auto)|gc\.auto|receive\.autogc)$";
+/// The settings [`Thresholds::from_config`] and [`store_pushed_loose`]
+/// read, for `git config --get-regexp`.
+pub const SETTINGS: &str = r"^(maintenance\.(auto|loose-objects\.auto|incremental-repack\.auto)|gc\.auto|receive\.autogc|core\.(loose)?compression)$";
 
 impl Thresholds {
     /// git's own defaults for the two tasks.
@@ -141,12 +141,8 @@ impl Thresholds {
     }
 }
 
-/// The settings [`store_pushed_loose`] reads, for `git config
-/// --get-regexp`: [`SETTINGS`] and git's two zlib levels for objects.
-pub const PUSH_SETTINGS: &str = r"^(maintenance\.(auto|loose-objects\.auto|incremental-repack\.auto)|gc\.auto|receive\.autogc|core\.(loose)?compression)$";
-
 /// Whether a push to a hub on this machine whose git config holds
-/// `settings` (the [`PUSH_SETTINGS`] pairs) may have the hub store the
+/// `settings` (the [`SETTINGS`] pairs) may have the hub store the
 /// objects it writes loose uncompressed (zlib's stored blocks, git's
 /// `core.looseCompression = 0`): when farm packs them soon — its upkeep of
 /// loose objects is on there — and the user chose no level of their own.
@@ -523,7 +519,7 @@ mod tests {
             assert!(!store_pushed_loose(&pairs(&[kept])), "{kept:?}");
         }
         // The query asks for every one of those settings.
-        let query = gits_regexp_matches(PUSH_SETTINGS);
+        let query = gits_regexp_matches(SETTINGS);
         for key in [
             "gc.auto",
             "receive.autogc",

@@ -100,7 +100,7 @@ mod tests {
             std::fs::create_dir_all(o.join("pack")).unwrap();
             std::fs::create_dir_all(o.join("info")).unwrap();
         }
-        // As `git clone --shared` writes it: relative to the object directory.
+        // Relative, as git allows: to the object directory.
         std::fs::write(
             clone.join("info/alternates"),
             "# borrowed\n../../hub/objects\n",
