@@ -56,18 +56,19 @@ fn bare_hub_of(n: usize) -> (Env, BTreeSet<String>) {
 /// The agent: one file of its own, committed; the commit's patch id noted
 /// outside the repository, to find it on the hub afterwards.
 fn agent(env: &Env) -> String {
-    let logs = logs(env);
-    env.agent_script(
-        "agent.sh",
-        &format!(
-            r#"mkdir -p work
+    env.agent_script("agent.sh", &work(env))
+}
+
+/// [`agent`]'s script.
+fn work(env: &Env) -> String {
+    format!(
+        r#"mkdir -p work
 echo "$FARM_TASK $FARM_AGENT" > "work/$FARM_TASK.txt"
 git add -A
 git commit -q -m "$FARM_TASK by $FARM_AGENT"
 git show HEAD | git patch-id --stable | cut -d' ' -f1 >> "{}/patches.log"
 "#,
-            logs.display()
-        ),
+        logs(env).display()
     )
 }
 
@@ -415,16 +416,10 @@ fn packing_races_pushes_clones_and_the_queue_and_loses_nothing() {
 /// (files under `objects/pack/`) the farm process running it still holds
 /// open or mapped, found by walking up its parents.
 fn counting_agent(env: &Env) -> String {
-    let logs = logs(env);
     env.agent_script(
         "counting.sh",
         &format!(
-            r#"mkdir -p work
-echo "$FARM_TASK $FARM_AGENT" > "work/$FARM_TASK.txt"
-git add -A
-git commit -q -m "$FARM_TASK by $FARM_AGENT"
-git show HEAD | git patch-id --stable | cut -d' ' -f1 >> "{logs}/patches.log"
-p=$PPID
+            r#"{work}p=$PPID
 while [ "$p" -gt 1 ] && [ "$(cat /proc/$p/comm)" != farm ]; do
   p=$(cut -d' ' -f4 "/proc/$p/stat")
 done
@@ -433,7 +428,8 @@ held=$( {{ ls -l "/proc/$p/fd" 2>/dev/null; cat "/proc/$p/maps" 2>/dev/null; }} 
   grep '/objects/pack/.*(deleted)' | sed 's/.* \(\/[^ ]*\) (deleted)$/\1/' | sort -u | wc -l)
 echo "$FARM_TASK $held" >> "{logs}/held.log"
 "#,
-            logs = logs.display()
+            work = work(env),
+            logs = logs(env).display()
         ),
     )
 }
