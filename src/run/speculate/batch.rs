@@ -238,14 +238,14 @@ impl<'a> Rider<'a> {
         // Only the progress document shows them: with none kept, none
         // are read (a fetch each from a hub elsewhere).
         let shown = self.turn.run.config.progress.is_some();
-        let results_at = |commit: &str| shown.then(|| self.results_at(commit)).flatten();
+        let shown_results = |commit: &str| shown.then(|| self.results_at(commit)).flatten();
         // Passing before the first: with this one's code, or — when it
         // left its tests to those behind — with the branch's.
         let lead = self
             .built
             .as_ref()
             .map(|b| if self.deferring { &b.on } else { &b.head })
-            .and_then(|commit| results_at(commit));
+            .and_then(|commit| shown_results(commit));
         let mut before = lead.map(|r| r.passed().len());
         let with = self
             .with
@@ -255,7 +255,7 @@ impl<'a> Rider<'a> {
                 // A deferred change has no tests of its own: the first
                 // behind it that passed tested its code with theirs.
                 let green = change.record.green;
-                let results = if green { results_at(head) } else { None };
+                let results = if green { shown_results(head) } else { None };
                 let after = results.as_ref().map(|r| r.passed().len());
                 let tests = before.zip(after);
                 before = after.or(before);
