@@ -126,7 +126,8 @@
 //!   exits only with 0 unless the test killed it;
 //! - no needless rescue branch: each holds a commit not on main by patch id
 //!   (`git cherry`), and none deletes work that landed (a hostile
-//!   session's own commit aside: that is why it was refused);
+//!   session's misdeed aside, in its own commit or in farm's of what it
+//!   left uncommitted: that is why it was refused);
 //! - no hostile session's board edit on main (`farm.toml` as the board
 //!   made it; no hostile commit on main, as made or by patch id);
 //! - the work of a publish cut between its refs on a hub ref (a question's
@@ -2978,14 +2979,8 @@ exit 0
         }
 
         // Rescue branches: each needed, none a revert of landed work (but
-        // a hostile session's own commit, refused for what it undoes).
-        let hostile_subjects: Vec<String> = ledger
-            .iter()
-            .filter_map(|l| {
-                let f: Vec<&str> = l.split(' ').collect();
-                (f[0] == "hostile" && f.len() >= 4).then(|| format!("(session {})", f[3]))
-            })
-            .collect();
+        // a hostile session's own misdeed, refused for what it undoes).
+        let hostile = Hostile::in_round(&self.hostile, &ledger);
         let rescues = self.git_out(&[
             "for-each-ref",
             "--format=%(refname)",
@@ -3010,9 +3005,6 @@ exit 0
             let commits = self.git_out(&["rev-list", "--no-merges", &format!("main..{rescue}")]);
             for c in commits.lines() {
                 let subject = self.git_out(&["log", "-1", "--format=%s", c]);
-                if hostile_subjects.iter().any(|h| subject.trim().ends_with(h)) {
-                    continue;
-                }
                 let diff = self.git_out(&[
                     "diff-tree",
                     "--no-commit-id",
@@ -3021,21 +3013,7 @@ exit 0
                     "--name-status",
                     c,
                 ]);
-                let mut undoes = Vec::new();
-                for line in diff.lines() {
-                    if let Some(p) = line.strip_prefix("D\t").filter(|p| {
-                        (p.starts_with("tasks/done/") || p.starts_with("work/")) && tree.contains(p)
-                    }) {
-                        undoes.push(format!("deletes {p}"));
-                    }
-                    if let Some(p) = line
-                        .strip_prefix("A\ttasks/")
-                        .filter(|p| !p.contains('/'))
-                        .filter(|p| tree.contains(format!("tasks/done/{p}").as_str()))
-                    {
-                        undoes.push(format!("puts back tasks/{p}"));
-                    }
-                }
+                let undoes = undoes_landed_work(subject.trim(), &diff, &tree, &hostile);
                 if !undoes.is_empty() {
                     self.violation(
                         "reverting-rescue",
@@ -3086,6 +3064,155 @@ fn output_within(mut cmd: Command, limit: Duration) -> Option<(Option<i32>, Stri
             return None;
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A hostile session: one of a task the round's plan makes hostile, on
+/// its first attempt, as its ledger's `start` line says — written before
+/// its misdeed, which a kill may leave with no `hostile` line after it.
+struct Hostile {
+    task: String,
+    agent: String,
+    session: String,
+    /// The task whose file its misdeed moves or deletes.
+    other: String,
+}
+
+impl Hostile {
+    fn in_round(
+        plan: &BTreeMap<String, (&'static str, String)>,
+        ledger: &[String],
+    ) -> Vec<Hostile> {
+        ledger
+            .iter()
+            .filter_map(|l| {
+                // start <task> <agent> <kind> <session> <time> <attempt> …
+                let f: Vec<&str> = l.split(' ').collect();
+                if f[0] != "start" || f.len() < 7 || f[3] != "work" || f[6] != "1" {
+                    return None;
+                }
+                let (_, other) = plan.get(f[1])?;
+                Some(Hostile {
+                    task: f[1].to_owned(),
+                    agent: f[2].to_owned(),
+                    session: f[4].to_owned(),
+                    other: other.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// Whether the commit `subject` names holds this session's misdeed: its
+    /// own commit, or farm's of what it left uncommitted (killed at its
+    /// commit, its `git rm` staged) — after the session, or at a restart.
+    fn made(&self, subject: &str) -> bool {
+        subject.ends_with(&format!("(session {})", self.session))
+            || subject
+                == format!(
+                    "farm: work {} left uncommitted on `{}`",
+                    self.agent, self.task
+                )
+            || subject
+                == format!(
+                    "farm: work left in {}'s clone by an earlier run",
+                    self.agent
+                )
+    }
+}
+
+/// What a rescued commit (`subject`, its `diff-tree --name-status`) undoes
+/// of the work on main (`tree`, main's files): a done task's file or a work
+/// file it deletes, a task's file it puts back pending though the task is
+/// done. A hostile session's misdeed is not counted where the commit holds
+/// it: the files of the task it names, undone by its own commit or by
+/// farm's commit of what it left.
+fn undoes_landed_work(
+    subject: &str,
+    diff: &str,
+    tree: &BTreeSet<&str>,
+    hostile: &[Hostile],
+) -> Vec<String> {
+    let misdeed = |p: &str| {
+        hostile.iter().any(|h| {
+            h.made(subject)
+                && (p == format!("tasks/{}.md", h.other)
+                    || p == format!("tasks/done/{}.md", h.other))
+        })
+    };
+    let mut undoes = Vec::new();
+    for line in diff.lines() {
+        if let Some(p) = line.strip_prefix("D\t").filter(|p| {
+            (p.starts_with("tasks/done/") || p.starts_with("work/")) && tree.contains(p)
+        }) && !misdeed(p)
+        {
+            undoes.push(format!("deletes {p}"));
+        }
+        if let Some(p) = line
+            .strip_prefix("A\ttasks/")
+            .filter(|p| !p.contains('/'))
+            .filter(|p| tree.contains(format!("tasks/done/{p}").as_str()))
+            && !misdeed(&format!("tasks/{p}"))
+        {
+            undoes.push(format!("puts back tasks/{p}"));
+        }
+    }
+    undoes
+}
+
+/// A rescued commit that deletes a done task is a reverting rescue — but
+/// not when it is a hostile session's misdeed: its own commit, or farm's
+/// commit of what it left uncommitted when it was killed at its commit
+/// (CI's ssh round, seed 1796573692961537288: `b11`'s session, told to
+/// delete `a15`, killed in its `pre-commit` hook; farm committed the
+/// staged `git rm` and rescued it, and the check took farm's commit for a
+/// revert of landed work).
+#[test]
+fn chaos_check_tells_a_hostile_sessions_leftovers_from_a_revert() {
+    let plan = BTreeMap::from([("b11".to_owned(), ("delete", "a15".to_owned()))]);
+    let ledger = [
+        "start b11 w2 work b11-1-5-7 100 1 abc /c/w2 4026531836".to_owned(),
+        "start b11 w1 work b11-2-9-9 200 2 def /c/w1 4026531836".to_owned(),
+        "start a15 w1 work a15-1-3-3 300 1 abc /c/w1 4026531836".to_owned(),
+    ];
+    let hostile = Hostile::in_round(&plan, &ledger);
+    let tree: BTreeSet<&str> = ["tasks/done/a15.md", "tasks/done/t01.md", "work/a15.txt"].into();
+    let check = |subject: &str, diff: &str| undoes_landed_work(subject, diff, &tree, &hostile);
+    // The misdeed, whoever committed it.
+    for subject in [
+        "b11 by w2 (session b11-1-5-7)",
+        "farm: work w2 left uncommitted on `b11`",
+        "farm: work left in w2's clone by an earlier run",
+    ] {
+        assert_eq!(
+            check(subject, "D\ttasks/done/a15.md\nM\tshared-b.txt"),
+            Vec::<String>::new(),
+            "{subject}"
+        );
+    }
+    // Anything else it undoes, and the same deletion by anyone else.
+    assert_eq!(
+        check(
+            "farm: work w2 left uncommitted on `b11`",
+            "D\ttasks/done/t01.md\nD\twork/a15.txt"
+        ),
+        ["deletes tasks/done/t01.md", "deletes work/a15.txt"]
+    );
+    for subject in [
+        "farm: work w1 left uncommitted on `b11`",
+        "farm: work w2 left uncommitted on `b12`",
+        "b11 by w2 (session b11-2-9-9)",
+        "farm: work left in w1's clone by an earlier run",
+    ] {
+        assert_eq!(
+            check(subject, "D\ttasks/done/a15.md"),
+            ["deletes tasks/done/a15.md"],
+            "{subject}"
+        );
+        assert_eq!(
+            check(subject, "A\ttasks/a15.md"),
+            ["puts back tasks/a15.md"],
+            "{subject}"
+        );
     }
 }
 
