@@ -551,7 +551,7 @@ fn a_restarted_farm_rescues_work_left_in_the_agents_second_clone() {
             "#!/bin/sh\ncat > /dev/null\nn=$(cat '{l}/pushes' 2>/dev/null || echo 0)\n\
              echo $((n + 1)) > '{l}/pushes'\n\
              if [ \"$n\" = 1 ]; then echo $$ > '{l}/hook.pid.tmp'; mv '{l}/hook.pid.tmp' '{l}/hook.pid'; \
-             sleep 60; exit 1; fi\n",
+             exec sleep 60; fi\n",
             l = l.display()
         ),
     )
