@@ -3102,9 +3102,10 @@ impl Hostile {
             .collect()
     }
 
-    /// Whether the commit `subject` names holds this session's misdeed: its
-    /// own commit, or farm's of what it left uncommitted (killed at its
-    /// commit, its `git rm` staged) — after the session, or at a restart.
+    /// Whether a commit with this `subject` may hold this session's
+    /// misdeed: its own commit, or farm's of what it left uncommitted
+    /// (killed at its commit, its `git rm` staged) — after the session, or
+    /// at a restart.
     fn made(&self, subject: &str) -> bool {
         subject.ends_with(&format!("(session {})", self.session))
             || subject
@@ -3200,7 +3201,7 @@ fn chaos_check_tells_a_hostile_sessions_leftovers_from_a_revert() {
     for subject in [
         "farm: work w1 left uncommitted on `b11`",
         "farm: work w2 left uncommitted on `b12`",
-        "b11 by w2 (session b11-2-9-9)",
+        "b11 by w1 (session b11-2-9-9)",
         "farm: work left in w1's clone by an earlier run",
     ] {
         assert_eq!(
