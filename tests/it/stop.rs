@@ -544,6 +544,8 @@ fn a_restarted_farm_rescues_work_left_in_the_agents_second_clone() {
     // until the test kills the hook: that push never lands. (Its pid file
     // appears whole, by a rename: the test read one created and not yet
     // written, and failed parsing "".)
+    // It execs its sleep: the pid the test kills is the one holding the
+    // push (a child left sleeping kept the push, and the test, alive 60 s).
     let hook = env.hub.join(".git/hooks/pre-receive");
     std::fs::write(
         &hook,
